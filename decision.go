@@ -1,0 +1,89 @@
+package sluice
+
+import (
+	"time"
+
+	slerrors "github.com/sluicehq/sluice/errors"
+)
+
+// Metrics a limit can count. They are the gateway's metric names.
+const (
+	// MetricRequests counts requests: one unit per request.
+	MetricRequests = "requests"
+	// MetricTokens counts LLM tokens (input + output): a request costs many units.
+	MetricTokens = "tokens"
+	// MetricConnections counts concurrent in-flight requests.
+	MetricConnections = "connections"
+)
+
+// Decision is the outcome of one Allow call.
+//
+// A denial is a normal outcome, not an error: Allowed is false and the fields
+// below say which limit denied and when to retry. Err turns a denial into the
+// typed *errors.ThrottledError.
+type Decision struct {
+	// Allowed reports whether the request may proceed.
+	Allowed bool
+	// RetryAfter is, on a denial, how long to wait before a retry of the same
+	// request can succeed (if nothing else consumes in between). It is zero
+	// when Allowed, and zero with Permanent set when no wait helps.
+	RetryAfter time.Duration
+	// Permanent is set on a denial that no wait can cure: the request's cost
+	// exceeds the limit's burst, or the limit's rate and burst are zero.
+	Permanent bool
+	// OverBurst is set, with Permanent, when the denial is because the
+	// request's cost is larger than the limit's burst capacity.
+	OverBurst bool
+
+	// LimitID is the id of the limit that denied ("" when Allowed).
+	LimitID string
+	// LimitKey is the denying limit and the values that selected its bucket:
+	// "<rateLimitId>/<key>=<value>", several dimensions joined by ",".
+	LimitKey string
+	// Metric is the denying limit's metric (MetricRequests, …).
+	Metric string
+	// MatchedEntry holds the configured values of the entry that matched
+	// (including "*"), in the limit's dimension-key order. Callers must not
+	// modify it: it may be shared with the configuration.
+	MatchedEntry []string
+	// ResolvedValues holds the request's values for the denying limit's
+	// dimension keys, in dimension-key order.
+	ResolvedValues []string
+
+	// Limit is the burst (quota) of the most constraining bucket that was
+	// evaluated, and Remaining the whole units left in it after this decision;
+	// Window is the time that bucket needs to refill from empty. They feed the
+	// RateLimit and RateLimit-Policy response headers. All three are zero when
+	// no limit applied.
+	Limit     int64
+	Remaining int64
+	Window    time.Duration
+
+	// Evaluated lists every bucket checked for this request as
+	// "{rateLimitId}:{metric}:{v1,v2}", sorted. Engines fill it only when
+	// asked to (it allocates).
+	Evaluated []string
+}
+
+// Err returns nil when the decision allowed the request, and otherwise a
+// *errors.ThrottledError describing the denial. The error matches
+// errors.ErrThrottled with errors.Is; a permanent denial caused by a cost above
+// the burst also matches errors.ErrCostExceedsBurst.
+func (d Decision) Err() error {
+	if d.Allowed {
+		return nil
+	}
+	te := &slerrors.ThrottledError{
+		LimitID:        d.LimitID,
+		LimitKey:       d.LimitKey,
+		Metric:         d.Metric,
+		RetryAfter:     d.RetryAfter,
+		MatchedEntry:   d.MatchedEntry,
+		ResolvedValues: d.ResolvedValues,
+		Permanent:      d.Permanent,
+	}
+	if d.OverBurst {
+		te.Cause = slerrors.ErrCostExceedsBurst
+	}
+	return te
+}

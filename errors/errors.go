@@ -1,0 +1,128 @@
+// Package errors holds the error a throttled request produces, and the
+// sentinels callers match with the standard library's errors.Is and errors.As.
+//
+// The package shadows the standard library's errors; import it under another
+// name where both are needed:
+//
+//	import slerrors "github.com/sluicehq/sluice/errors"
+//
+// A *ThrottledError carries everything a protocol response needs: the limit
+// key, the metric and the RetryAfter delay. Renderings for HTTP, JSON-RPC/MCP,
+// OpenAI, Anthropic and AWS clients build on it.
+package errors
+
+import (
+	"errors"
+	"strings"
+	"time"
+)
+
+// ErrThrottled matches, with errors.Is, every *ThrottledError: a request that
+// was denied by a rate limit and may succeed after its RetryAfter.
+var ErrThrottled = errors.New("sluice: rate limit exceeded")
+
+// ErrCostExceedsBurst matches a request whose cost is larger than a limit's
+// burst capacity. Such a request can never be admitted, so no RetryAfter is
+// given; retrying it is pointless.
+var ErrCostExceedsBurst = errors.New("sluice: cost exceeds the burst capacity of the limit")
+
+// ThrottledError describes a denied request. It is what
+// sluice.Decision.Err returns on a denial.
+//
+// The zero RetryAfter means "retry at once may succeed"; a RetryAfter of
+// Never (or a denial with Permanent set) means retrying cannot succeed.
+type ThrottledError struct {
+	// LimitID is the id of the rate limit that denied (e.g. "per-target-rps").
+	LimitID string
+	// LimitKey names the limit and the values that selected its bucket, in
+	// the gateway's form "<rateLimitId>/<key>=<value>" (several dimensions are
+	// joined with "," : "rl/targetName=a,toolName=b").
+	LimitKey string
+	// Metric is the exhausted metric: "requests", "tokens" or "connections".
+	Metric string
+	// RetryAfter is how long the caller should wait before retrying. A retry
+	// after this delay succeeds if nothing else consumed in between.
+	RetryAfter time.Duration
+	// MatchedEntry holds the configured dimension values of the entry that
+	// matched, "*" included, in dimension-key order.
+	MatchedEntry []string
+	// ResolvedValues holds the request's values for the limit's dimension
+	// keys, in dimension-key order.
+	ResolvedValues []string
+	// Permanent is set when the request can never be admitted by this limit
+	// (its cost exceeds the burst, or the limit's rate and burst are zero).
+	// Such an error also matches ErrCostExceedsBurst when the cost is the cause.
+	Permanent bool
+	// Cause is an optional underlying reason (ErrCostExceedsBurst), returned
+	// by Unwrap.
+	Cause error
+}
+
+// Error reports the limit key, metric and retry delay.
+func (e *ThrottledError) Error() string {
+	var b strings.Builder
+	b.WriteString("sluice: rate limit exceeded")
+	if e.LimitKey != "" {
+		b.WriteString(" for ")
+		b.WriteString(e.LimitKey)
+	} else if e.LimitID != "" {
+		b.WriteString(" for ")
+		b.WriteString(e.LimitID)
+	}
+	if e.Metric != "" {
+		b.WriteString(" (")
+		b.WriteString(e.Metric)
+		b.WriteString(")")
+	}
+	if e.Permanent {
+		if e.Cause != nil {
+			b.WriteString(": ")
+			b.WriteString(e.Cause.Error())
+		} else {
+			b.WriteString(": can never be admitted")
+		}
+	} else {
+		b.WriteString(", retry after ")
+		b.WriteString(e.RetryAfter.String())
+	}
+	return b.String()
+}
+
+// Is reports whether target is ErrThrottled.
+func (e *ThrottledError) Is(target error) bool { return target == ErrThrottled }
+
+// Unwrap returns the underlying cause, if any.
+func (e *ThrottledError) Unwrap() error { return e.Cause }
+
+// RetryAfterSeconds returns RetryAfter as whole seconds rounded up, at least
+// 1: the value protocol bodies and the Retry-After header carry. A client that
+// waits that many seconds waits at least RetryAfter, so it is never early.
+func (e *ThrottledError) RetryAfterSeconds() int64 {
+	return CeilSeconds(e.RetryAfter)
+}
+
+// CeilSeconds rounds d up to whole seconds, with a minimum of 1 and a maximum
+// that fits any JSON number a client may parse (2^53 - 1). It never panics.
+func CeilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 1
+	}
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	const maxSafe = 1<<53 - 1
+	if s > maxSafe {
+		s = maxSafe
+	}
+	return s
+}
+
+// AsThrottled returns the *ThrottledError in err's chain, if there is one.
+func AsThrottled(err error) (*ThrottledError, bool) {
+	var te *ThrottledError
+	if errors.As(err, &te) {
+		return te, true
+	}
+	return nil, false
+}

@@ -1,0 +1,44 @@
+package sluice
+
+import (
+	"context"
+)
+
+// Limiter decides whether one request may proceed.
+//
+// Allow returns a Decision; a denial is Decision.Allowed == false, not an
+// error. The error is for "could not decide": the context ended, or a backend
+// failed and the limiter's policy is fail-closed. Implementations are safe for
+// concurrent use.
+//
+// Engines in the sub-packages (bucket, category, stack) implement Limiter, so
+// they compose: a stack of limits is a Limiter, and so is a single bucket.
+type Limiter interface {
+	Allow(ctx context.Context, keys Keys) (Decision, error)
+}
+
+// LimiterFunc adapts a function to the Limiter interface.
+type LimiterFunc func(ctx context.Context, keys Keys) (Decision, error)
+
+// Allow calls f(ctx, keys).
+func (f LimiterFunc) Allow(ctx context.Context, keys Keys) (Decision, error) { return f(ctx, keys) }
+
+type unlimited struct{}
+
+func (unlimited) Allow(context.Context, Keys) (Decision, error) {
+	return Decision{Allowed: true}, nil
+}
+
+type deny struct{}
+
+func (deny) Allow(context.Context, Keys) (Decision, error) {
+	return Decision{Allowed: false, Permanent: true, LimitID: "deny", LimitKey: "deny", Metric: MetricRequests}, nil
+}
+
+// Unlimited allows every request. It is the Limiter to use where limiting is
+// switched off.
+var Unlimited Limiter = unlimited{}
+
+// Deny denies every request permanently (rate 0): its decisions carry
+// LimitID "deny", metric "requests" and Permanent set.
+var Deny Limiter = deny{}
