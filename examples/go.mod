@@ -4,6 +4,6 @@ go 1.25.0
 
 require github.com/sluicehq/sluice v0.0.0
 
-require golang.org/x/time v0.15.0 // indirect
+require golang.org/x/time v0.15.0
 
 replace github.com/sluicehq/sluice => ../
