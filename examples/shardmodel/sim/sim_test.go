@@ -128,6 +128,7 @@ func excessVariance(t *testing.T, lambda float64, c int) float64 {
 // 4·10^4 terms, well into the central limit), while the model off by one in
 // the border falls outside it wherever rejections are not vanishingly rare.
 func TestFixedWindowMatchesModel(t *testing.T) {
+	t.Parallel()
 	const seconds = 40000
 	for _, rate := range []float64{100, seedRate, 150, 180} {
 		for _, shards := range []int{1, 2, 3, 6} {
@@ -213,4 +214,7 @@ func tokenBucketRelations(t *testing.T, newBucket func(r float64, b int) Allower
 	}
 }
 
-func TestTokenBucketRelationsXRate(t *testing.T) { tokenBucketRelations(t, newRateLimiter) }
+func TestTokenBucketRelationsXRate(t *testing.T) {
+	t.Parallel()
+	tokenBucketRelations(t, newRateLimiter)
+}
