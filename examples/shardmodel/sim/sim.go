@@ -67,9 +67,9 @@ func (w *FixedWindow) AllowN(t time.Time, n int) bool {
 // MaxSeconds bounds Config.Seconds.
 const MaxSeconds = 1 << 24
 
-// Epoch is the fake clock's instant zero: arrivals fall at Epoch plus their
-// offset, and one-second windows align with it.
-var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+// epoch is the fake clock's instant zero, on a whole Unix second so that
+// FixedWindow's seconds line up with the simulated ones.
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // Config is one simulation run.
 type Config struct {
@@ -102,7 +102,8 @@ func (r Result) RejectedPerSecond() float64 {
 }
 
 // Run simulates cfg with one limiter per shard, built by newLimiter(shard)
-// for shard = 0 … Shards−1. It returns an error, and runs nothing, if cfg is
+// for shard = 0 … Shards−1. The fake clock runs from 2026-01-01T00:00:00Z for
+// cfg.Seconds; limiters see those instants, on whole nanoseconds, in order. It returns an error, and runs nothing, if cfg is
 // out of range or newLimiter returns nil.
 func Run(cfg Config, newLimiter func(shard int) Allower) (Result, error) {
 	if err := cfg.Scenario.Validate(); err != nil {
@@ -132,7 +133,7 @@ func Run(cfg Config, newLimiter func(shard int) Allower) (Result, error) {
 	end := float64(cfg.Seconds)
 	for at := rng.ExpFloat64() / cfg.Rate; at < end; at += rng.ExpFloat64() / cfg.Rate {
 		// Arrivals fall on whole nanoseconds of the fake clock.
-		t := Epoch.Add(time.Duration(at * 1e9))
+		t := epoch.Add(time.Duration(at * 1e9))
 		lim := limiters[rng.IntN(shards)]
 		res.Requests++
 		for attempt := 0; attempt <= cfg.Retries; attempt++ {

@@ -19,7 +19,7 @@ const seedRate = 129.01 + 7.27/2
 
 func TestFixedWindow(t *testing.T) {
 	w := NewFixedWindow(3)
-	t0 := Epoch
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	steps := []struct {
 		at   time.Duration
 		n    int
