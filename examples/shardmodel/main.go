@@ -59,7 +59,7 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.scenario.Shards, "shards", 6, "pods, each running its own limiter of limit/shards (+1, as in the seed)")
 	fs.IntVar(&c.scenario.Retries, "retries", 1, "immediate retries of a rejected request")
 	fs.Float64Var(&c.target, "target", 1, "largest acceptable 429s, in `percent` of original requests, for the inverse")
-	fs.IntVar(&c.seconds, "seconds", 0, "simulated `seconds` per run (0: enough for about 2·10^6 arrivals, 10 to 3600)")
+	fs.IntVar(&c.seconds, "seconds", 0, "simulated `seconds` per table row (0: about 2·10^6 arrivals, 1 to 3600 s, none above 2·10^6 requests/s)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the simulated arrivals")
 	fs.StringVar(&c.plot, "plot", filepath.Join(os.TempDir(), "shardmodel.svg"), "write the SVG plot to this `file` (\"\" skips the plot)")
 	if err := fs.Parse(args); err != nil {
@@ -109,13 +109,25 @@ func simulate(s model.Scenario, lim limiter, seconds int, seed uint64) (sim.Resu
 		func(int) sim.Allower { return lim.make(perShard, border) })
 }
 
+// Simulation budgets, in arrivals: per table row when -seconds is automatic,
+// and per plot point (the plot has 13 traffic levels × 6 shard counts ×
+// every limiter kind, so about 3·10^7 arrivals in all at most).
+const (
+	rowArrivals   = 2e6
+	pointArrivals = 2e5
+)
+
 // autoSeconds picks a run length long enough for a steady estimate and
-// short enough to finish quickly: about 2·10^6 arrivals, 10 s to 1 h.
+// short enough to finish in about a second: rowArrivals arrivals, 1 s to 1 h.
+// It returns 0, meaning "do not simulate", when even one second holds more.
 func autoSeconds(rate float64) int {
-	if rate <= 0 {
-		return 10
+	if rate > rowArrivals {
+		return 0
 	}
-	return int(math.Min(3600, math.Max(10, math.Ceil(2e6/rate))))
+	if rate <= 0 {
+		return 1
+	}
+	return int(math.Min(3600, math.Ceil(rowArrivals/rate)))
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
@@ -140,8 +152,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 	} else {
 		fmt.Fprintf(stdout, "smallest limit keeping 429s ≤ %g%%: %v\n", c.target, err)
 	}
-	if n, err := model.MaxShardCount(s, maxRejected, 64); err == nil {
-		fmt.Fprintf(stdout, "shards that can share a limit of %d and keep 429s ≤ %g%%: 1 to %d\n", s.Limit, c.target, n)
+	const shardSearch = 64
+	if n, err := model.MaxShardCount(s, maxRejected, shardSearch); err == nil {
+		more := ""
+		if n == shardSearch {
+			more = " (or more: the search stops there)"
+		}
+		fmt.Fprintf(stdout, "shards that can share a limit of %d and keep 429s ≤ %g%%: 1 to %d%s\n", s.Limit, c.target, n, more)
 	} else {
 		fmt.Fprintf(stdout, "shards that can share a limit of %d under %g%%: %v\n", s.Limit, c.target, err)
 	}
@@ -150,7 +167,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if seconds == 0 {
 		seconds = autoSeconds(s.Rate)
 	}
-	fmt.Fprintf(stdout, "\n429s per second, model and %d simulated seconds per row:\n", seconds)
+	if seconds == 0 {
+		fmt.Fprintf(stdout, "\n429s per second (no simulation: above %g requests/s one second is more than the automatic budget; set -seconds to force it):\n", float64(rowArrivals))
+	} else {
+		fmt.Fprintf(stdout, "\n429s per second, model and %d simulated seconds per row:\n", seconds)
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "shards\tborder\tmodel\t")
 	for _, l := range limiters {
@@ -171,6 +192,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(tw, "%d\t%d\t%.4f\t", n, p.Border, p.Rejected)
 		for _, l := range limiters {
+			if seconds == 0 {
+				fmt.Fprint(tw, "-\t")
+				continue
+			}
 			res, err := simulate(sn, l, seconds, c.seed)
 			if err != nil {
 				return err
@@ -186,9 +211,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if c.plot == "" {
 		return nil
 	}
-	ch, err := sweep(s, c.seed, seconds)
+	ch, simulated, err := sweep(s, c.seed, seconds)
 	if err != nil {
 		return err
+	}
+	if !simulated {
+		fmt.Fprintf(stdout, "\nplot: model only; traffic above %g requests/s is too much to simulate per point\n", float64(pointArrivals))
 	}
 	f, err := os.Create(c.plot)
 	if err != nil {
@@ -207,16 +235,23 @@ func run(args []string, stdout, stderr io.Writer) error {
 
 // sweep computes the plot: rejections per second against traffic from 0.6 to
 // 1.2 times the larger of the limit and the rate, for 1 to 6 shards, model
-// and every simulated limiter.
-func sweep(s model.Scenario, seed uint64, seconds int) (chart, error) {
+// and every simulated limiter. Each point is simulated for a quarter of the
+// table's seconds, at most pointArrivals arrivals and at least one second;
+// if one second is already more, the plot shows the model only and
+// simulated is false.
+func sweep(s model.Scenario, seed uint64, seconds int) (ch chart, simulated bool, err error) {
 	top := math.Max(float64(s.Limit), s.Rate)
 	if top == 0 {
-		return chart{}, errors.New("-plot: nothing to plot with -rate 0 and -limit 0")
+		return chart{}, false, errors.New("-plot: nothing to plot with -rate 0 and -limit 0")
 	}
+	simulated = 1.2*top <= pointArrivals
+	pointSeconds := max(1, min(seconds/4, int(pointArrivals/(1.2*top))))
 	const steps = 12
-	ch := chart{Title: fmt.Sprintf("429s/s vs traffic, limit %d split over n pods, %d retr%s", s.Limit, s.Retries, map[bool]string{true: "y", false: "ies"}[s.Retries == 1])}
-	for _, l := range limiters {
-		ch.SimNames = append(ch.SimNames, l.name+" (simulated)")
+	ch = chart{Title: fmt.Sprintf("429s/s vs traffic, limit %d split over n pods, %d retr%s", s.Limit, s.Retries, map[bool]string{true: "y", false: "ies"}[s.Retries == 1])}
+	if simulated {
+		for _, l := range limiters {
+			ch.SimNames = append(ch.SimNames, l.name+" (simulated)")
+		}
 	}
 	for n := 1; n <= 6; n++ {
 		cv := curve{Shards: n, Sims: make([][]point, len(limiters))}
@@ -226,20 +261,23 @@ func sweep(s model.Scenario, seed uint64, seconds int) (chart, error) {
 			sn.Rate = top * (0.6 + 0.6*float64(i)/steps)
 			p, err := model.Predict(sn)
 			if err != nil {
-				return chart{}, err
+				return chart{}, false, err
 			}
 			cv.Model = append(cv.Model, point{sn.Rate, p.Rejected})
+			if !simulated {
+				continue
+			}
 			for k, l := range limiters {
 				// Each point gets its own seed so the markers' noise is
 				// independent from point to point.
-				res, err := simulate(sn, l, max(seconds/4, 10), seed+uint64(1000*n+i))
+				res, err := simulate(sn, l, pointSeconds, seed+uint64(1000*n+i))
 				if err != nil {
-					return chart{}, err
+					return chart{}, false, err
 				}
 				cv.Sims[k] = append(cv.Sims[k], point{sn.Rate, res.RejectedPerSecond()})
 			}
 		}
 		ch.Curves = append(ch.Curves, cv)
 	}
-	return ch, nil
+	return ch, simulated, nil
 }

@@ -124,6 +124,39 @@ func TestRunWithoutPlot(t *testing.T) {
 	}
 }
 
+// Above the simulation budget the command still answers from the model and
+// says what it skipped.
+func TestRunHugeTraffic(t *testing.T) {
+	svg := filepath.Join(t.TempDir(), "big.svg")
+	var out bytes.Buffer
+	if err := run([]string{"-rate", "3e6", "-limit", "3000000", "-plot", svg}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"no simulation", "plot: model only", "(or more: the search stops there)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if row := strings.Fields(findRow(t, out.String(), 6)); len(row) != 5 || row[3] != "-" || row[4] != "-" {
+		t.Errorf("row for 6 shards = %q, want the simulated columns as -", row)
+	}
+	checkSVGModelOnly(t, svg)
+}
+
+func checkSVGModelOnly(t *testing.T, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(string(data), `class="model"`); got < 6 {
+		t.Errorf("model-only plot has %d model lines, want at least 6", got)
+	}
+	if strings.Contains(string(data), `class="sim`) {
+		t.Error("model-only plot has simulation markers")
+	}
+}
+
 func TestParseArgsErrors(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -168,7 +201,7 @@ func TestAutoSeconds(t *testing.T) {
 	for _, tc := range []struct {
 		rate float64
 		want int
-	}{{0, 10}, {1, 3600}, {132.645, 3600}, {1000, 2000}, {1e6, 10}} {
+	}{{0, 1}, {1, 3600}, {132.645, 3600}, {1000, 2000}, {1e6, 2}, {2e6, 1}, {2.1e6, 0}} {
 		if got := autoSeconds(tc.rate); got != tc.want {
 			t.Errorf("autoSeconds(%v) = %d, want %d", tc.rate, got, tc.want)
 		}
