@@ -211,7 +211,7 @@ func (m *Matcher) Match(values []string) (int, bool) {
 	if len(values) != n {
 		return 0, false
 	}
-	var buf [256]byte
+	var buf [128]byte
 	for p := n; p >= 1; p-- {
 		lv := m.levels[p]
 		if lv == nil {
