@@ -99,11 +99,11 @@ func TestParseReportsEveryProblemWithItsPath(t *testing.T) {
 
 func TestParseBadJSON(t *testing.T) {
 	for doc, want := range map[string]string{
-		"":                       "empty input",
+		"":                          "empty input",
 		"{\n  \"rateLimits\": [,]}": "line 2, column 18: invalid JSON",
-		`{"rateLimits": 3}`:      "rateLimits: must be an array",
-		`"x"`:                    "must be an object or an array",
-		`[] []`:                  "unexpected data after",
+		`{"rateLimits": 3}`:         "rateLimits: must be an array",
+		`"x"`:                       "must be an object or an array",
+		`[] []`:                     "unexpected data after",
 	} {
 		_, err := stack.Parse([]byte(doc))
 		if err == nil || !strings.Contains(err.Error(), want) {
