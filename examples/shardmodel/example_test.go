@@ -19,9 +19,9 @@ func Example() {
 	// shards that can share a limit of 150 and keep 429s ≤ 1%: 1 to 1
 	//
 	// 429s per second, model and 600 simulated seconds per row:
-	//   shards  border   model  fixed 1 s window  token bucket (x/time/rate)
-	//        1     151  0.6010            0.5667                      0.0000
-	//        2      76  2.0171            2.0733                      0.0000
-	//        3      51  3.4161            3.4600                      0.0000
-	//        6      26  6.8531            7.1067                      0.0767
+	//   shards  border   model  fixed 1 s window  sluice bucket  x/time/rate
+	//        1     151  0.6010            0.5667         0.0000       0.0000
+	//        2      76  2.0171            2.0733         0.0000       0.0000
+	//        3      51  3.4161            3.4600         0.0000       0.0000
+	//        6      26  6.8531            7.1067         0.0767       0.0767
 }

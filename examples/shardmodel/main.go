@@ -8,8 +8,8 @@
 // It prints the Poisson model's prediction (package model), the inverse
 // (smallest limit for the target; how many pods can share the limit), and a
 // table comparing the model with simulations (package sim) of a fixed
-// one-second window per pod and of a token bucket per pod, for 1, 2, 3 and 6
-// pods. It writes a plot of rejections per second against traffic for 1 to 6
+// one-second window per pod and of a token bucket per pod (sluice's bucket,
+// and golang.org/x/time/rate beside it), for 1, 2, 3 and 6 pods. It writes a plot of rejections per second against traffic for 1 to 6
 // pods, model lines and simulated markers, to the SVG file named by -plot
 // (default shardmodel.svg in the temporary directory; -plot "" skips it).
 package main
@@ -27,6 +27,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/sluicehq/sluice/bucket"
 	"github.com/sluicehq/sluice/examples/shardmodel/model"
 	"github.com/sluicehq/sluice/examples/shardmodel/sim"
 )
@@ -98,7 +99,8 @@ type limiter struct {
 // limiters are the kinds the table and the plot compare.
 var limiters = []limiter{
 	{"fixed 1 s window", func(_ float64, border int) sim.Allower { return sim.NewFixedWindow(border) }},
-	{"token bucket (x/time/rate)", func(r float64, border int) sim.Allower { return rate.NewLimiter(rate.Limit(r), border) }},
+	{"sluice bucket", func(r float64, border int) sim.Allower { return bucket.New(rate.Limit(r), border) }},
+	{"x/time/rate", func(r float64, border int) sim.Allower { return rate.NewLimiter(rate.Limit(r), border) }},
 }
 
 // simulate runs one limiter kind on scenario s.

@@ -41,8 +41,12 @@ func TestRunSeedDefaults(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 6} {
 		pr, _ := model.Predict(model.Scenario{Rate: 129.01 + 7.27/2, Limit: 150, Shards: n, Retries: 1})
 		row := strings.Fields(findRow(t, got, n))
-		if want := fmt.Sprintf("%.4f", pr.Rejected); len(row) != 5 || row[2] != want {
-			t.Errorf("row for %d shards = %q, want 5 columns and model %s", n, row, want)
+		if want := fmt.Sprintf("%.4f", pr.Rejected); len(row) != 6 || row[2] != want {
+			t.Errorf("row for %d shards = %q, want 6 columns and model %s", n, row, want)
+		}
+		// The two token buckets agree with each other, not with the window.
+		if row[4] != row[5] {
+			t.Errorf("row for %d shards: sluice bucket %s, x/time/rate %s", n, row[4], row[5])
 		}
 	}
 	checkSVG(t, svg)
@@ -95,11 +99,11 @@ func checkSVG(t *testing.T, path string) {
 		t.Errorf("plot has %d model lines, want at least one per shard count 1..6", counts["model"])
 	}
 	// 13 traffic levels × 6 shard counts, less those below the floor.
-	if counts["sim0"] < 30 || counts["sim1"] < 10 {
-		t.Errorf("plot markers: %d fixed-window, %d bucket; want many of each", counts["sim0"], counts["sim1"])
+	if counts["sim0"] < 30 || counts["sim1"] < 10 || counts["sim2"] != counts["sim1"] {
+		t.Errorf("plot markers: %d fixed-window, %d sluice bucket, %d x/time/rate; want many of each, the buckets alike", counts["sim0"], counts["sim1"], counts["sim2"])
 	}
 	all := strings.Join(texts, "|")
-	for _, want := range []string{"1 shard (model)", "6 shards (model)", "fixed 1 s window (simulated)", "traffic λ"} {
+	for _, want := range []string{"1 shard (model)", "6 shards (model)", "fixed 1 s window (simulated)", "sluice bucket (simulated)", "traffic λ"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("plot lacks the text %q", want)
 		}
@@ -137,7 +141,7 @@ func TestRunHugeTraffic(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
-	if row := strings.Fields(findRow(t, out.String(), 6)); len(row) != 5 || row[3] != "-" || row[4] != "-" {
+	if row := strings.Fields(findRow(t, out.String(), 6)); len(row) != 6 || row[3] != "-" || row[4] != "-" || row[5] != "-" {
 		t.Errorf("row for 6 shards = %q, want the simulated columns as -", row)
 	}
 	checkSVGModelOnly(t, svg)

@@ -14,6 +14,7 @@ var benchLimiters = []struct {
 	make func() Allower
 }{
 	{"fixedwindow", func() Allower { return NewFixedWindow(26) }},
+	{"sluicebucket", func() Allower { return newSluiceBucket(25, 26) }},
 	{"xrate", func() Allower { return newRateLimiter(25, 26) }},
 }
 

@@ -8,10 +8,14 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/sluicehq/sluice/bucket"
 	"github.com/sluicehq/sluice/examples/shardmodel/model"
 )
 
-var _ Allower = (*rate.Limiter)(nil)
+var (
+	_ Allower = (*rate.Limiter)(nil)
+	_ Allower = (*bucket.Bucket)(nil)
+)
 
 // seedRate is seed 003's original traffic (successes plus rejected requests
 // counted once).
@@ -129,7 +133,10 @@ func excessVariance(t *testing.T, lambda float64, c int) float64 {
 // the border falls outside it wherever rejections are not vanishingly rare.
 func TestFixedWindowMatchesModel(t *testing.T) {
 	t.Parallel()
-	const seconds = 40000
+	seconds := 40000
+	if raceEnabled {
+		seconds = 4000 // the band widens by √10; the power check is skipped
+	}
 	for _, rate := range []float64{100, seedRate, 150, 180} {
 		for _, shards := range []int{1, 2, 3, 6} {
 			s := model.Scenario{Rate: rate, Limit: 150, Shards: shards, Retries: 1}
@@ -144,7 +151,7 @@ func TestFixedWindowMatchesModel(t *testing.T) {
 			if res.Rejected != 2*res.FirstRejected {
 				t.Errorf("%+v: %d rejections, %d first: an immediate retry into a full window must fail", s, res.Rejected, res.FirstRejected)
 			}
-			se := 2 * math.Sqrt(float64(shards)*excessVariance(t, pr.ShardRate, pr.Border)/seconds)
+			se := 2 * math.Sqrt(float64(shards)*excessVariance(t, pr.ShardRate, pr.Border)/float64(seconds))
 			got := res.RejectedPerSecond()
 			if math.Abs(got-pr.Rejected) > 4.5*se+1e-9 {
 				t.Errorf("λ=%v shards=%d: fixed window rejects %.4f/s, model %.4f/s (%.1f standard errors)", rate, shards, got, pr.Rejected, (got-pr.Rejected)/se)
@@ -154,7 +161,7 @@ func TestFixedWindowMatchesModel(t *testing.T) {
 			// would catch that slip.
 			s.Limit -= shards
 			off, _ := model.Predict(s)
-			if pr.Rejected >= 0.01 && math.Abs(got-off.Rejected) < 4.5*se {
+			if !raceEnabled && pr.Rejected >= 0.01 && math.Abs(got-off.Rejected) < 4.5*se {
 				t.Errorf("λ=%v shards=%d: the band %.4f±%.4f also admits the off-by-one model %.4f", rate, shards, got, 4.5*se, off.Rejected)
 			}
 		}
@@ -164,6 +171,9 @@ func TestFixedWindowMatchesModel(t *testing.T) {
 // newRateLimiter is a token bucket of rate r per second and burst b, from
 // golang.org/x/time/rate.
 func newRateLimiter(r float64, b int) Allower { return rate.NewLimiter(rate.Limit(r), b) }
+
+// newSluiceBucket is sluice's GCRA bucket with the same parameters.
+func newSluiceBucket(r float64, b int) Allower { return bucket.New(rate.Limit(r), b) }
 
 // tokenBucketRelations checks what holds between a token bucket per shard
 // (rate Limit/Shards, burst Border) and the fixed-window model. A bucket is
@@ -178,7 +188,10 @@ func newRateLimiter(r float64, b int) Allower { return rate.NewLimiter(rate.Limi
 //   - under the limit (the seed's traffic): it rejects far less than a
 //     window, at least ten times less at these settings.
 func tokenBucketRelations(t *testing.T, newBucket func(r float64, b int) Allower) {
-	const seconds = 4000
+	seconds := 4000
+	if raceEnabled {
+		seconds = 400
+	}
 	for _, shards := range []int{1, 2, 3, 6} {
 		for _, rate := range []float64{seedRate, 225} {
 			s := model.Scenario{Rate: rate, Limit: 150, Shards: shards, Retries: 1}
@@ -217,4 +230,38 @@ func tokenBucketRelations(t *testing.T, newBucket func(r float64, b int) Allower
 func TestTokenBucketRelationsXRate(t *testing.T) {
 	t.Parallel()
 	tokenBucketRelations(t, newRateLimiter)
+}
+
+func TestTokenBucketRelationsSluice(t *testing.T) {
+	t.Parallel()
+	tokenBucketRelations(t, newSluiceBucket)
+}
+
+// sluice's bucket and x/time/rate are both exact token buckets of the same
+// rate and burst, so on the same arrivals they admit the same counts. They
+// round differently (integer ticks against float64 seconds), so a request
+// that lands within a rounding step of a token boundary may go either way;
+// such requests are rare (none on these runs at the time of writing), and
+// each can shift the counts by one, so allow 2 + 10^-4 of the requests.
+func TestSluiceBucketAgreesWithXRate(t *testing.T) {
+	t.Parallel()
+	for _, shards := range []int{1, 2, 3, 6} {
+		for _, rate := range []float64{seedRate, 150, 225} {
+			s := model.Scenario{Rate: rate, Limit: 150, Shards: shards, Retries: 1}
+			pr, _ := model.Predict(s)
+			perShard := float64(s.Limit) / float64(shards)
+			cfg := Config{Scenario: s, Seconds: 2000, Seed: 11}
+			if raceEnabled {
+				cfg.Seconds = 200
+			}
+			sl, err := Run(cfg, func(int) Allower { return newSluiceBucket(perShard, pr.Border) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			xr, _ := Run(cfg, func(int) Allower { return newRateLimiter(perShard, pr.Border) })
+			if d := sl.Rejected - xr.Rejected; d*d > (2+sl.Requests/10000)*(2+sl.Requests/10000) {
+				t.Errorf("shards=%d λ=%v: sluice bucket rejected %d, x/time/rate %d", shards, rate, sl.Rejected, xr.Rejected)
+			}
+		}
+	}
 }
