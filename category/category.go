@@ -64,13 +64,12 @@ const (
 type Option interface{ apply(*options) }
 
 type options struct {
-	mode       Mode
-	def        string
-	actionKey  string
-	resKey     string
-	now        func() time.Time
-	resources  map[string]resourceDef
-	resourceID string
+	mode      Mode
+	def       string
+	actionKey string
+	resKey    string
+	now       func() time.Time
+	resources map[string]resourceDef
 }
 
 type resourceDef struct {

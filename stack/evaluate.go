@@ -24,21 +24,46 @@ type item struct {
 	k0, k1 int32 // the per-value bucket key in the key buffer (tables only)
 	cost   int
 	taken  bool
+	lease  uint64 // connections: the lease taken
 }
 
-func (it *item) take(kb []byte, t time.Time) bucket.Result {
-	if it.rb.shared != nil {
-		return it.rb.shared.TakeN(t, it.cost)
+func (it *item) take(kb []byte, t time.Time, s *Stack) bucket.Result {
+	rb := it.rb
+	switch {
+	case rb.shared != nil:
+		return rb.shared.TakeN(t, it.cost)
+	case rb.table != nil:
+		return rb.table.TakeBytes(kb[it.k0:it.k1], t, it.cost)
 	}
-	return it.rb.table.TakeBytes(kb[it.k0:it.k1], t, it.cost)
+	var ok bool
+	var left int64
+	it.lease = s.leaseSeq.Add(1)
+	if rb.conn != nil {
+		ok, left = rb.conn.acquire(t, it.lease, rb.burst, s.leaseTTL)
+	} else {
+		ok, left = rb.connTab.acquire(kb[it.k0:it.k1], t, it.lease, rb.burst, s.leaseTTL)
+	}
+	if ok {
+		return bucket.Result{OK: true, Remaining: left}
+	}
+	if rb.burst == 0 {
+		return bucket.Result{Permanent: true}
+	}
+	return bucket.Result{RetryAfter: connRetryAfter}
 }
 
 func (it *item) refund(kb []byte, t time.Time) {
-	if it.rb.shared != nil {
-		it.rb.shared.RefundN(t, it.cost)
-		return
+	rb := it.rb
+	switch {
+	case rb.shared != nil:
+		rb.shared.RefundN(t, it.cost)
+	case rb.table != nil:
+		rb.table.RefundBytes(kb[it.k0:it.k1], t, it.cost)
+	case rb.conn != nil:
+		rb.conn.release(it.lease)
+	default:
+		rb.connTab.release(kb[it.k0:it.k1], it.lease)
 	}
-	it.rb.table.RefundBytes(kb[it.k0:it.k1], t, it.cost)
 }
 
 // before orders evaluation: customer before service limits, more dimension
@@ -55,7 +80,10 @@ func (it *item) before(o *item) bool {
 
 // evaluate decides one request against c. Buffers live on the stack so the
 // allowed path allocates nothing for ordinary configurations.
-func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int) (sluice.Decision, error) {
+//
+// With r non-nil (Reserve), connections limits are evaluated too, and on an
+// allowed decision the buckets taken are recorded in r for settlement.
+func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, r *Reservation) (sluice.Decision, error) {
 	var (
 		valsArr  [16]string
 		itemsArr [8]item
@@ -96,7 +124,9 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 			cost := 1
 			switch rb.metric {
 			case sluice.MetricConnections:
-				continue // concurrency, not a rate: see the connections API
+				if r == nil || s.backend != nil {
+					continue // enforced by Reserve, in memory only
+				}
 			case sluice.MetricTokens:
 				cost = tokens
 			}
@@ -112,7 +142,7 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 	}
 
 	if s.backend != nil && len(items) > 0 {
-		return s.decideBackend(ctx, items, vals, t)
+		return s.decideBackend(ctx, items, vals, t, r)
 	}
 
 	var d sluice.Decision
@@ -121,10 +151,10 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 	denied := -1
 	for i := range items {
 		it := &items[i]
-		res := it.take(kb, t)
+		res := it.take(kb, t, s)
 		if res.OK {
 			it.taken = true
-			if !it.lim.shadow && (tight < 0 || res.Remaining < tightRemaining) {
+			if !it.lim.shadow && it.rb.metric != sluice.MetricConnections && (tight < 0 || res.Remaining < tightRemaining) {
 				tight, tightRemaining = i, res.Remaining
 			}
 			continue
@@ -146,6 +176,9 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 			rb := items[tight].rb
 			d.Limit, d.Remaining, d.Window = rb.burst, max(tightRemaining, 0), rb.window
 		}
+		if r != nil {
+			r.record(items, kb, t)
+		}
 	} else {
 		it := &items[denied]
 		// A denied request consumes nothing: give back what was taken.
@@ -162,7 +195,10 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 				if o.lim.shadow {
 					continue
 				}
-				res := o.take(kb, t)
+				if o.rb.metric == sluice.MetricConnections {
+					continue // a probe cannot tell when a slot frees
+				}
+				res := o.take(kb, t, s)
 				switch {
 				case res.OK:
 					o.refund(kb, t)
@@ -210,7 +246,7 @@ func evaluatedList(items []item, vals []string) []string {
 }
 
 // decideBackend hands the ordered buckets to the backend in one call.
-func (s *Stack) decideBackend(ctx context.Context, items []item, vals []string, t time.Time) (sluice.Decision, error) {
+func (s *Stack) decideBackend(ctx context.Context, items []item, vals []string, t time.Time, r *Reservation) (sluice.Decision, error) {
 	ops := make([]Op, len(items))
 	for i := range items {
 		it := &items[i]
@@ -256,6 +292,16 @@ func (s *Stack) decideBackend(ctx context.Context, items []item, vals []string, 
 		if tight >= 0 {
 			rb := items[tight].rb
 			d.Limit, d.Remaining, d.Window = rb.burst, max(out.Remaining[tight], 0), rb.window
+		}
+		if r != nil {
+			r.at = t
+			for i, op := range ops {
+				if slices.Contains(out.ShadowDenied, i) {
+					continue // took nothing
+				}
+				r.ops = append(r.ops, op)
+				r.opTokens = append(r.opTokens, items[i].rb.metric == sluice.MetricTokens)
+			}
 		}
 	}
 	if sluice.EvaluatedRequested(ctx) {

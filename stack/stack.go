@@ -48,6 +48,8 @@ type Stack struct {
 	backend    Backend
 	failClosed bool
 	onError    func(error)
+	leaseTTL   time.Duration
+	leaseSeq   atomic.Uint64
 }
 
 // Option configures a Stack.
@@ -88,10 +90,23 @@ func (o errorHandlerOption) apply(s *Stack) { s.onError = o }
 // policy (for logging and metrics). It must be safe for concurrent use.
 func WithErrorHandler(f func(error)) Option { return errorHandlerOption(f) }
 
+type leaseTTLOption time.Duration
+
+func (o leaseTTLOption) apply(s *Stack) {
+	if o > 0 {
+		s.leaseTTL = time.Duration(o)
+	}
+}
+
+// WithLeaseTTL sets how long a connections slot taken by Reserve stays held
+// if its reservation is never reconciled or cancelled (default
+// DefaultLeaseTTL). Set it above your longest request.
+func WithLeaseTTL(d time.Duration) Option { return leaseTTLOption(d) }
+
 // New builds a Stack from cfg. It returns a *match.ConfigError listing every
 // problem when cfg is invalid.
 func New(cfg Config, opts ...Option) (*Stack, error) {
-	s := &Stack{now: time.Now}
+	s := &Stack{now: time.Now, leaseTTL: DefaultLeaseTTL}
 	for _, o := range opts {
 		o.apply(s)
 	}
@@ -165,7 +180,7 @@ func (s *Stack) AllowAt(ctx context.Context, keys sluice.Keys, t time.Time, toke
 	if tokens < 0 {
 		return sluice.Decision{}, errNegativeCost
 	}
-	return s.evaluate(ctx, s.cfg.Load(), &keys, t, tokens)
+	return s.evaluate(ctx, s.cfg.Load(), &keys, t, tokens, nil)
 }
 
 // compiled is one immutable configuration.
@@ -194,11 +209,14 @@ type entry struct {
 type rateBucket struct {
 	metric string
 	cfg    Rate
-	// One of shared (exact entry) or table (wildcard entry).
-	shared *bucket.Bucket
-	table  *bucket.Table
-	burst  int64
-	window time.Duration // time to refill from empty
+	// One of shared (exact entry) or table (wildcard entry); for the
+	// connections metric, conn or connTab instead.
+	shared  *bucket.Bucket
+	table   *bucket.Table
+	conn    *connPool
+	connTab *connTable
+	burst   int64
+	window  time.Duration // time to refill from empty
 	// rate and period (ns) order strictness without floats: rate/period
 	// values are compared by cross-multiplication.
 	rate   int64
@@ -299,6 +317,22 @@ func compileLimit(rl *RateLimit, prev *limit, now time.Time) *limit {
 					}
 				}
 				lim, b := rb.limitRate(), rb.burstOf()
+				if metric == sluice.MetricConnections {
+					// Concurrency, not a rate: Rate is the number of slots.
+					rb.burst, rb.window = r.Rate, 0
+					switch {
+					case reuse != nil && reuse.conn != nil && en.exact == len(l.keys):
+						rb.conn = reuse.conn
+					case reuse != nil && reuse.connTab != nil && en.exact < len(l.keys):
+						rb.connTab = reuse.connTab
+					case en.exact == len(l.keys):
+						rb.conn = &connPool{}
+					default:
+						rb.connTab = &connTable{}
+					}
+					en.rates = append(en.rates, rb)
+					continue
+				}
 				switch {
 				case reuse != nil && (reuse.shared != nil) == (en.exact == len(l.keys)):
 					rb.shared, rb.table = reuse.shared, reuse.table

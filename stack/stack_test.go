@@ -332,3 +332,30 @@ func gatewayConfig() stack.Config {
 			Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 10_000_000, Period: "minute"}}}}},
 	}}
 }
+
+func TestReloadRemovedLimitStopsAtOnce(t *testing.T) {
+	clock := limitertest.NewClock(limitertest.Start)
+	block := stack.RateLimit{RateLimitID: "freeze", DimensionKeys: []string{"caller"},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 0, Period: "second"}}}}}
+	open := stack.RateLimit{RateLimitID: "open", DimensionKeys: []string{"caller"},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 5, Period: "second"}}}}}
+	s := newStack(t, stack.Config{RateLimits: []stack.RateLimit{block, open}}, clock)
+	keys := sluice.NewKeys("caller", "alice")
+	if d, _ := s.Allow(context.Background(), keys); d.Allowed || d.LimitID != "freeze" {
+		t.Fatalf("before reload: %+v", d)
+	}
+	if err := s.Reload(stack.Config{RateLimits: []stack.RateLimit{open}}); err != nil {
+		t.Fatal(err)
+	}
+	// Same instant: the removed limit no longer applies, and "open" kept its
+	// state (the denied request above consumed nothing from it).
+	allowed := 0
+	for i := 0; i < 10; i++ {
+		if d, _ := s.Allow(context.Background(), keys); d.Allowed {
+			allowed++
+		}
+	}
+	if allowed != 5 {
+		t.Errorf("%d allowed after removing the blocking limit, want 5", allowed)
+	}
+}
