@@ -234,7 +234,7 @@ func (b *Bucket) WaitN(ctx context.Context, n int) error {
 			continue
 		}
 		if !ok {
-			if wait < 0 { // rate 0: only the context can end this
+			if wait < 0 && limit < 0 { // rate 0, no deadline: only the context can end this
 				<-ctx.Done()
 				return ctx.Err()
 			}
@@ -258,7 +258,8 @@ func (p *params) reserve(s *atomic.Int64, t time.Time, n int, limit time.Duratio
 	if p.inf || n <= 0 {
 		return 0, true, false
 	}
-	now := p.now(t)
+	ns := int64(t.Sub(epoch))
+	now := p.nsToTicks(ns)
 	inc := int64(n) * p.unit // n ≤ burst checked by the caller
 	for {
 		tat := s.Load()
@@ -276,7 +277,7 @@ func (p *params) reserve(s *atomic.Int64, t time.Time, n int, limit time.Duratio
 			if p.zero {
 				return -1, false, false
 			}
-			wait = p.ticksToDuration(dt)
+			wait = p.waitUntil(ns, newTat-p.tau)
 			if limit >= 0 && wait > limit {
 				return wait, false, false
 			}

@@ -131,28 +131,47 @@ func (p *params) nsToTicks(ns int64) int64 {
 	return -int64(q)
 }
 
-// ticksToDuration returns the shortest duration d such that any instant
-// moved forward by d is at least dt ticks later: ceil(dt × 2^62 / fq).
-// It saturates at the largest Duration.
-func (p *params) ticksToDuration(dt int64) time.Duration {
-	if dt <= 0 {
+// waitUntil returns the shortest d ≥ 0 such that the instant ns+d is at
+// tick T or later, saturating at the largest Duration (never, for zero rate
+// or a tick beyond the representable range).
+func (p *params) waitUntil(ns, T int64) time.Duration {
+	const never = time.Duration(math.MaxInt64)
+	if p.fq == 0 || T > maxTick {
+		return never
+	}
+	var target int64 // the first instant (ns since epoch) at tick T
+	if T > 0 {
+		hi, lo := uint64(T)>>(64-fracBits), uint64(T)<<fracBits
+		if hi >= p.fq {
+			return never
+		}
+		q, r := bits.Div64(hi, lo, p.fq)
+		if r != 0 {
+			q++
+		}
+		if q > math.MaxInt64 {
+			return never
+		}
+		target = int64(q)
+	} else {
+		u := uint64(-T)
+		hi, lo := u>>(64-fracBits), u<<fracBits
+		if hi >= p.fq {
+			return 0 // before any representable instant
+		}
+		q, _ := bits.Div64(hi, lo, p.fq)
+		if q > math.MaxInt64 {
+			return 0
+		}
+		target = -int64(q)
+	}
+	if target <= ns {
 		return 0
 	}
-	if p.fq == 0 {
-		return time.Duration(math.MaxInt64)
+	if ns < 0 && target > math.MaxInt64+ns {
+		return never
 	}
-	hi, lo := uint64(dt)>>(64-fracBits), uint64(dt)<<fracBits
-	if hi >= p.fq {
-		return time.Duration(math.MaxInt64)
-	}
-	q, r := bits.Div64(hi, lo, p.fq)
-	if r != 0 {
-		q++
-	}
-	if q > math.MaxInt64 {
-		return time.Duration(math.MaxInt64)
-	}
-	return time.Duration(q)
+	return time.Duration(target - ns)
 }
 
 // floorDiv divides rounding towards negative infinity (d > 0).
@@ -164,10 +183,10 @@ func floorDiv(a, d int64) int64 {
 	return q
 }
 
-// held is the capacity left at now for state tat, in ticks: tau when full,
-// negative in debt.
+// held is the capacity left at now for state tat, in ticks: tau when full
+// (tat ≤ now), negative in debt.
 func (p *params) held(tat, now int64) int64 {
-	if tat < now-p.tau { // also fresh
+	if tat <= now { // also fresh
 		return p.tau
 	}
 	return p.tau - (tat - now)
@@ -179,7 +198,8 @@ func (p *params) take(s *atomic.Int64, t time.Time, n int) (res Result, retry bo
 	if p.inf {
 		return Result{OK: true, Remaining: p.n}, false
 	}
-	now := p.now(t)
+	ns := int64(t.Sub(epoch))
+	now := p.nsToTicks(ns)
 	for {
 		tat := s.Load()
 		if tat == sealed {
@@ -201,7 +221,7 @@ func (p *params) take(s *atomic.Int64, t time.Time, n int) (res Result, retry bo
 			if p.zero {
 				res.Permanent = true
 			} else {
-				res.RetryAfter = p.ticksToDuration(newTat - p.tau - now)
+				res.RetryAfter = p.waitUntil(ns, newTat-p.tau)
 			}
 			return res, false
 		}
@@ -256,11 +276,10 @@ func (p *params) refund(s *atomic.Int64, t time.Time, n int) bool {
 		if tat == sealed {
 			return false
 		}
-		full := now - p.tau
-		if tat <= full {
+		if tat <= now { // full at t
 			return true
 		}
-		newTat := max(tat-dec, full)
+		newTat := max(tat-dec, now)
 		if s.CompareAndSwap(tat, newTat) {
 			return true
 		}
@@ -279,14 +298,13 @@ func (p *params) tokensAt(tat int64, t time.Time) float64 {
 // params q holding the same number of tokens at t (capped at q's burst,
 // rounded down).
 func convert(p *params, tat int64, t time.Time, q *params) int64 {
-	if tat == fresh || p.inf || q.inf {
+	if p.inf || q.inf {
 		return fresh
 	}
-	h := p.held(tat, p.now(t))
-	if h >= p.tau && q.n >= p.n {
-		// Full and not shrinking: stay full, as of t.
-		return q.now(t) - q.tau
+	if tat == fresh && q.n <= p.n {
+		return fresh // never used and full under the new burst too
 	}
+	h := p.held(tat, p.now(t))
 	// h in [tau-maxDebt-2·maxTick, tau]: scale by q.unit/p.unit, floor.
 	nh := mulDivFloor(h, q.unit, p.unit)
 	if nh > q.tau {

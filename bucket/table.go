@@ -270,7 +270,7 @@ func (t *Table) initial(s *shard, p *params) int64 {
 	if !s.highSet || p.inf {
 		return fresh
 	}
-	return p.nsToTicks(s.high) - p.tau
+	return p.nsToTicks(s.high)
 }
 
 // insert creates key's bucket in s (or returns the existing one), sweeping
@@ -305,7 +305,7 @@ func (t *Table) insert(s *shard, key string, at time.Time, clone bool) *atomic.I
 func (t *Table) sweep(s *shard, p *params) {
 	now := p.nsToTicks(s.high)
 	for k, st := range s.m {
-		if st.Load() <= now-p.tau {
+		if st.Load() <= now {
 			delete(s.m, k)
 		}
 	}
