@@ -110,6 +110,13 @@ func (b *Bucket) TakeN(t time.Time, n int) Result {
 
 // RefundN gives back n tokens at t: the exact inverse of a successful TakeN
 // or ChargeN of n at t. The bucket never holds more than its burst.
+//
+// It is exact when the bucket did not refill to full between the take and
+// the refund. If it did (a take at an instant at least n/rate after the
+// refunded take's found it full), the refunded tokens had already come back
+// through the refill, and giving them back again lets up to n more through:
+// refund promptly, at the take's instant, as a stack does when a later limit
+// denies.
 func (b *Bucket) RefundN(t time.Time, n int) {
 	for {
 		c := b.c.Load()
