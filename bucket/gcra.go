@@ -139,6 +139,9 @@ func (p *params) waitUntil(ns, T int64) time.Duration {
 	if p.fq == 0 || T > maxTick {
 		return never
 	}
+	if T <= -maxTick {
+		return 0 // every instant is at tick -maxTick or later
+	}
 	var target int64 // the first instant (ns since epoch) at tick T
 	if T > 0 {
 		hi, lo := uint64(T)>>(64-fracBits), uint64(T)<<fracBits
