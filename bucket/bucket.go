@@ -60,6 +60,7 @@ type Bucket struct {
 	c     atomic.Pointer[core]
 	mu    sync.Mutex // serializes setters only
 	clock Clock
+	sys   bool // clock is the system clock: Allow reads the monotonic clock only
 }
 
 type core struct {
@@ -78,7 +79,8 @@ func New(r rate.Limit, b int, opts ...Option) *Bucket {
 			o.apply(&cfg)
 		}
 	}
-	bk := &Bucket{clock: cfg.clock}
+	_, sys := cfg.clock.(systemClock)
+	bk := &Bucket{clock: cfg.clock, sys: sys}
 	c := &core{params: newParams(r, b)}
 	c.tat.Store(fresh)
 	bk.c.Store(c)
@@ -86,14 +88,29 @@ func New(r rate.Limit, b int, opts ...Option) *Bucket {
 }
 
 // Allow reports whether one token may be taken now, and takes it if so.
+// With the system clock, "now" is read from the monotonic clock, anchored to
+// the wall clock when the package was initialised.
 func (b *Bucket) Allow() bool {
-	return b.AllowN(b.clock.Now(), 1)
+	if b.sys {
+		return b.allowNs(sysNow(), 1)
+	}
+	return b.allowNs(nsOf(b.clock.Now()), 1)
 }
 
 // AllowN reports whether n tokens may be taken at t, and takes them if so.
 // n ≤ 0 is allowed and takes nothing.
 func (b *Bucket) AllowN(t time.Time, n int) bool {
-	return b.TakeN(t, n).OK
+	return b.allowNs(nsOf(t), n)
+}
+
+func (b *Bucket) allowNs(ns int64, n int) bool {
+	for {
+		c := b.c.Load()
+		if ok, retry := c.allow(&c.tat, ns, n); !retry {
+			return ok
+		}
+		runtime.Gosched() // a setter is between seal and publish
+	}
 }
 
 // TakeN takes n tokens at t if the bucket holds them, and reports the
@@ -101,7 +118,7 @@ func (b *Bucket) AllowN(t time.Time, n int) bool {
 func (b *Bucket) TakeN(t time.Time, n int) Result {
 	for {
 		c := b.c.Load()
-		if r, retry := c.take(&c.tat, t, n); !retry {
+		if r, retry := c.take(&c.tat, nsOf(t), n); !retry {
 			return r
 		}
 		runtime.Gosched() // a setter is between seal and publish
@@ -120,7 +137,7 @@ func (b *Bucket) TakeN(t time.Time, n int) Result {
 func (b *Bucket) RefundN(t time.Time, n int) {
 	for {
 		c := b.c.Load()
-		if c.refund(&c.tat, t, n) {
+		if c.refund(&c.tat, nsOf(t), n) {
 			return
 		}
 		runtime.Gosched()
@@ -134,7 +151,7 @@ func (b *Bucket) RefundN(t time.Time, n int) {
 func (b *Bucket) ChargeN(t time.Time, n int) {
 	for {
 		c := b.c.Load()
-		if c.charge(&c.tat, t, n) {
+		if c.charge(&c.tat, nsOf(t), n) {
 			return
 		}
 		runtime.Gosched()
@@ -265,7 +282,7 @@ func (p *params) reserve(s *atomic.Int64, t time.Time, n int, limit time.Duratio
 	if p.inf || n <= 0 {
 		return 0, true, false
 	}
-	ns := int64(t.Sub(epoch))
+	ns := nsOf(t)
 	now := p.nsToTicks(ns)
 	inc := int64(n) * p.unit // n ≤ burst checked by the caller
 	for {

@@ -108,8 +108,34 @@ func newParams(r rate.Limit, b int) params {
 
 // now converts an instant to ticks: floor(ns × fq / 2^62), clamped to ±maxTick.
 func (p *params) now(t time.Time) int64 {
-	return p.nsToTicks(int64(t.Sub(epoch)))
+	return p.nsToTicks(nsOf(t))
 }
+
+// epochUnix is epoch in Unix seconds.
+var epochUnix = epoch.Unix()
+
+// nsOf returns t's offset from epoch in nanoseconds, saturated about 292
+// years away (like t.Sub(epoch), but cheaper).
+func nsOf(t time.Time) int64 {
+	const lim = 9_000_000_000 // seconds, about 285 years
+	s := t.Unix() - epochUnix
+	if s > lim {
+		return math.MaxInt64
+	}
+	if s < -lim {
+		return math.MinInt64
+	}
+	return s*1e9 + int64(t.Nanosecond())
+}
+
+// The system clock for Allow: one monotonic clock read (time.Since) instead
+// of time.Now's wall and monotonic pair, anchored to the wall clock once.
+var (
+	sysBase   = time.Now()
+	sysBaseNs = nsOf(sysBase)
+)
+
+func sysNow() int64 { return sysBaseNs + int64(time.Since(sysBase)) }
 
 func (p *params) nsToTicks(ns int64) int64 {
 	if ns >= 0 {
@@ -197,11 +223,10 @@ func (p *params) held(tat, now int64) int64 {
 
 // take tries to take n tokens at t from state s. It reports ok=false with
 // retry=true when s is sealed and the caller must reload and retry.
-func (p *params) take(s *atomic.Int64, t time.Time, n int) (res Result, retry bool) {
+func (p *params) take(s *atomic.Int64, ns int64, n int) (res Result, retry bool) {
 	if p.inf {
 		return Result{OK: true, Remaining: p.n}, false
 	}
-	ns := int64(t.Sub(epoch))
 	now := p.nsToTicks(ns)
 	for {
 		tat := s.Load()
@@ -234,6 +259,31 @@ func (p *params) take(s *atomic.Int64, t time.Time, n int) (res Result, retry bo
 	}
 }
 
+// allow is take without the report: ok says whether n tokens were taken.
+func (p *params) allow(s *atomic.Int64, ns int64, n int) (ok, retry bool) {
+	if p.inf || n <= 0 {
+		return true, false
+	}
+	if int64(n) > p.n || n > p.burst {
+		return false, false
+	}
+	now := p.nsToTicks(ns)
+	inc := int64(n) * p.unit
+	for {
+		tat := s.Load()
+		if tat == sealed {
+			return false, true
+		}
+		newTat := max(tat, now) + inc
+		if newTat-now > p.tau {
+			return false, false
+		}
+		if s.CompareAndSwap(tat, newTat) {
+			return true, false
+		}
+	}
+}
+
 // mulSat returns n × unit, saturated at limit (n > 0).
 func mulSat(n, unit, limit int64) int64 {
 	if n > limit/unit {
@@ -244,11 +294,11 @@ func mulSat(n, unit, limit int64) int64 {
 
 // charge consumes n tokens at t unconditionally, up to maxDebt ticks ahead.
 // It reports false when s is sealed.
-func (p *params) charge(s *atomic.Int64, t time.Time, n int) bool {
+func (p *params) charge(s *atomic.Int64, ns int64, n int) bool {
 	if p.inf || n <= 0 {
 		return true
 	}
-	now := p.now(t)
+	now := p.nsToTicks(ns)
 	inc := mulSat(int64(n), p.unit, maxDebt)
 	for {
 		tat := s.Load()
@@ -268,11 +318,11 @@ func (p *params) charge(s *atomic.Int64, t time.Time, n int) bool {
 
 // refund gives back n tokens at t, never beyond full at t. It reports false
 // when s is sealed.
-func (p *params) refund(s *atomic.Int64, t time.Time, n int) bool {
+func (p *params) refund(s *atomic.Int64, ns int64, n int) bool {
 	if p.inf || n <= 0 {
 		return true
 	}
-	now := p.now(t)
+	now := p.nsToTicks(ns)
 	dec := mulSat(int64(n), p.unit, maxDebt)
 	for {
 		tat := s.Load()

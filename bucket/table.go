@@ -92,7 +92,7 @@ func (t *Table) TakeN(key string, at time.Time, n int) Result {
 	s := t.shardOf(key)
 	s.mu.RLock()
 	if st := s.m[key]; st != nil {
-		r, _ := t.p.Load().take(st, at, n)
+		r, _ := t.p.Load().take(st, nsOf(at), n)
 		s.mu.RUnlock()
 		return r
 	}
@@ -101,7 +101,7 @@ func (t *Table) TakeN(key string, at time.Time, n int) Result {
 		return t.peek(s, key, at, n)
 	}
 	s.mu.Lock()
-	r, _ := t.p.Load().take(t.insert(s, key, at, true), at, n)
+	r, _ := t.p.Load().take(t.insert(s, key, at, true), nsOf(at), n)
 	s.mu.Unlock()
 	return r
 }
@@ -116,7 +116,7 @@ func (t *Table) TakeBytes(key []byte, at time.Time, n int) Result {
 	s := t.shardOfBytes(key)
 	s.mu.RLock()
 	if st := s.m[string(key)]; st != nil {
-		r, _ := t.p.Load().take(st, at, n)
+		r, _ := t.p.Load().take(st, nsOf(at), n)
 		s.mu.RUnlock()
 		return r
 	}
@@ -125,7 +125,7 @@ func (t *Table) TakeBytes(key []byte, at time.Time, n int) Result {
 		return t.peek(s, string(key), at, n)
 	}
 	s.mu.Lock()
-	r, _ := t.p.Load().take(t.insert(s, string(key), at, false), at, n)
+	r, _ := t.p.Load().take(t.insert(s, string(key), at, false), nsOf(at), n)
 	s.mu.Unlock()
 	return r
 }
@@ -141,7 +141,7 @@ func (t *Table) peek(s *shard, key string, at time.Time, n int) Result {
 		tmp.Store(t.initial(s, t.p.Load()))
 		st = &tmp
 	}
-	r, _ := t.p.Load().take(st, at, n)
+	r, _ := t.p.Load().take(st, nsOf(at), n)
 	return r
 }
 
@@ -157,7 +157,7 @@ func (t *Table) RefundN(key string, at time.Time, n int) {
 	s := t.shardOf(key)
 	s.mu.RLock()
 	if st := s.m[key]; st != nil {
-		t.p.Load().refund(st, at, n)
+		t.p.Load().refund(st, nsOf(at), n)
 	}
 	s.mu.RUnlock()
 }
@@ -167,7 +167,7 @@ func (t *Table) RefundBytes(key []byte, at time.Time, n int) {
 	s := t.shardOfBytes(key)
 	s.mu.RLock()
 	if st := s.m[string(key)]; st != nil {
-		t.p.Load().refund(st, at, n)
+		t.p.Load().refund(st, nsOf(at), n)
 	}
 	s.mu.RUnlock()
 }
@@ -181,13 +181,13 @@ func (t *Table) ChargeN(key string, at time.Time, n int) {
 	s := t.shardOf(key)
 	s.mu.RLock()
 	if st := s.m[key]; st != nil {
-		t.p.Load().charge(st, at, n)
+		t.p.Load().charge(st, nsOf(at), n)
 		s.mu.RUnlock()
 		return
 	}
 	s.mu.RUnlock()
 	s.mu.Lock()
-	t.p.Load().charge(t.insert(s, key, at, true), at, n)
+	t.p.Load().charge(t.insert(s, key, at, true), nsOf(at), n)
 	s.mu.Unlock()
 }
 
@@ -199,13 +199,13 @@ func (t *Table) ChargeBytes(key []byte, at time.Time, n int) {
 	s := t.shardOfBytes(key)
 	s.mu.RLock()
 	if st := s.m[string(key)]; st != nil {
-		t.p.Load().charge(st, at, n)
+		t.p.Load().charge(st, nsOf(at), n)
 		s.mu.RUnlock()
 		return
 	}
 	s.mu.RUnlock()
 	s.mu.Lock()
-	t.p.Load().charge(t.insert(s, string(key), at, false), at, n)
+	t.p.Load().charge(t.insert(s, string(key), at, false), nsOf(at), n)
 	s.mu.Unlock()
 }
 
@@ -282,7 +282,7 @@ func (t *Table) insert(s *shard, key string, at time.Time, clone bool) *atomic.I
 		return st
 	}
 	p := t.p.Load()
-	ns := int64(at.Sub(epoch))
+	ns := nsOf(at)
 	if !s.highSet || ns > s.high {
 		s.high, s.highSet = ns, true
 	}
