@@ -57,6 +57,7 @@ func TestAllowSequences(t *testing.T) {
 		{"burst 0 admits nothing", 10, 0, []allowCase{{at(0), 1, false}, {at(time.Hour), 1, false}}},
 		{"negative burst admits nothing", 10, -3, []allowCase{{at(0), 1, false}}},
 		{"Inf admits all", rate.Inf, 0, []allowCase{{at(0), 1, true}, {at(0), 1000000, true}, {at(-time.Hour), 1, true}}},
+		{"year 1 and year 9999 saturate without panic", 1, 1, []allowCase{{time.Time{}, 1, true}, {time.Time{}.Add(time.Hour), 1, false}, {time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), 1, true}, {time.Date(9999, 6, 1, 0, 0, 0, 0, time.UTC), 1, false}}},
 		{"full when first used long before creation", 1, 2, []allowCase{{t0.AddDate(-40, 0, 0), 2, true}, {t0.AddDate(-40, 0, 0), 1, false}}},
 		{"full when first used long after creation", 1, 2, []allowCase{{t0.AddDate(60, 0, 0), 2, true}, {t0.AddDate(60, 0, 0), 1, false}}},
 		{"stale caller gets nothing spent", 10, 5, []allowCase{{at(time.Second), 5, true}, {at(500 * time.Millisecond), 1, false}, {at(time.Second), 1, false}, {at(time.Second + d), 1, true}}},

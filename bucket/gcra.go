@@ -60,10 +60,6 @@ type params struct {
 
 func newParams(r rate.Limit, b int) params {
 	p := params{limit: r, burst: b, unit: 1}
-	if r == rate.Inf {
-		p.inf = true
-		return p
-	}
 	n := int64(b)
 	if n < 0 {
 		n = 0
@@ -72,6 +68,10 @@ func newParams(r rate.Limit, b int) params {
 		n = MaxBurst
 	}
 	p.n = n
+	if r == rate.Inf {
+		p.inf = true
+		return p
+	}
 	rf := float64(r)
 	if !(rf > 0) { // also NaN
 		p.zero = true

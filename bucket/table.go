@@ -148,6 +148,14 @@ func (t *Table) peek(s *shard, key string, at time.Time, n int) Result {
 // AllowN reports whether n tokens may be taken at at from key's bucket, and
 // takes them if so.
 func (t *Table) AllowN(key string, at time.Time, n int) bool {
+	s := t.shardOf(key)
+	s.mu.RLock()
+	if st := s.m[key]; st != nil {
+		ok, _ := t.p.Load().allow(st, nsOf(at), n)
+		s.mu.RUnlock()
+		return ok
+	}
+	s.mu.RUnlock()
 	return t.TakeN(key, at, n).OK
 }
 
