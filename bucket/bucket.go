@@ -3,6 +3,7 @@ package bucket
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -247,9 +248,10 @@ func (b *Bucket) WaitN(ctx context.Context, n int) error {
 	}
 	for {
 		now := b.clock.Now()
-		var limit time.Duration = -1 // no deadline
-		if dl, ok := ctx.Deadline(); ok {
-			limit = dl.Sub(now)
+		limit := time.Duration(math.MaxInt64) // no deadline
+		dl, hasDeadline := ctx.Deadline()
+		if hasDeadline {
+			limit = dl.Sub(now) // negative when already passed on this clock
 		}
 		c = b.c.Load()
 		wait, ok, retry := c.reserve(&c.tat, now, n, limit)
@@ -258,7 +260,7 @@ func (b *Bucket) WaitN(ctx context.Context, n int) error {
 			continue
 		}
 		if !ok {
-			if wait < 0 && limit < 0 { // rate 0, no deadline: only the context can end this
+			if wait < 0 && !hasDeadline { // rate 0, no deadline: only the context can end this
 				<-ctx.Done()
 				return ctx.Err()
 			}
@@ -276,8 +278,8 @@ func (b *Bucket) WaitN(ctx context.Context, n int) error {
 }
 
 // reserve takes n tokens at t from the future if the wait until they are
-// due is at most limit (limit < 0: no limit). It returns the wait; ok=false
-// means nothing was taken (wait < 0 then means never).
+// due is at most limit. It returns the wait; ok=false means nothing was
+// taken (wait < 0 then means never).
 func (p *params) reserve(s *atomic.Int64, t time.Time, n int, limit time.Duration) (wait time.Duration, ok, retry bool) {
 	if p.inf || n <= 0 {
 		return 0, true, false
@@ -302,9 +304,9 @@ func (p *params) reserve(s *atomic.Int64, t time.Time, n int, limit time.Duratio
 				return -1, false, false
 			}
 			wait = p.waitUntil(ns, newTat-p.tau)
-			if limit >= 0 && wait > limit {
-				return wait, false, false
-			}
+		}
+		if wait > limit {
+			return wait, false, false
 		}
 		if s.CompareAndSwap(tat, newTat) {
 			return wait, true, false

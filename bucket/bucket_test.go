@@ -261,6 +261,20 @@ func TestWaitN(t *testing.T) {
 			t.Fatalf("tokens %v after a cancelled Wait, want %v", after, before)
 		}
 	})
+	t.Run("deadline already passed on the clock", func(t *testing.T) {
+		clk := newFakeClock()
+		b := bucket.New(10, 1, bucket.WithClock(clk))
+		ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(time.Second))
+		defer cancel()
+		clk.Advance(2 * time.Second)
+		b.AllowN(clk.Now(), 1)
+		if err := b.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Wait: %v, want DeadlineExceeded", err)
+		}
+		if got := b.TokensAt(clk.Now()); got != 0 {
+			t.Fatalf("tokens %v after a failed Wait, want 0", got)
+		}
+	})
 	t.Run("already cancelled", func(t *testing.T) {
 		b := bucket.New(10, 1, bucket.WithClock(newFakeClock()))
 		ctx, cancel := context.WithCancel(context.Background())
