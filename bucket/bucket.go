@@ -260,7 +260,7 @@ func (b *Bucket) WaitN(ctx context.Context, n int) error {
 			continue
 		}
 		if !ok {
-			if wait < 0 && !hasDeadline { // rate 0, no deadline: only the context can end this
+			if wait < 0 && !hasDeadline { // rate 0 (or decades of debt) and no deadline: only ctx can end this
 				<-ctx.Done()
 				return ctx.Err()
 			}
@@ -293,8 +293,8 @@ func (p *params) reserve(s *atomic.Int64, t time.Time, n int, limit time.Duratio
 			return 0, false, true
 		}
 		base := max(tat, now)
-		if base-now > maxDebt {
-			base = now + maxDebt
+		if base-now > maxDebt-inc {
+			return -1, false, false // decades of debt: never, in practice
 		}
 		newTat := base + inc
 		dt := newTat - p.tau - now

@@ -9,6 +9,11 @@ import (
 	"golang.org/x/time/rate"
 )
 
+// Bounds (they keep every sum and difference below 2^63): instants are in
+// [-maxTick, maxTick] = ±2^61 ticks; a state (tat) is fresh, or in
+// [now, now+maxDebt] for the instant now that wrote it, so at most 2^62;
+// n×unit ≤ tau ≤ 2^60 on the take path and ≤ maxDebt elsewhere.
+//
 // Bucket time is measured in ticks, chosen per rate so that one token is
 // exactly unit ticks. An instant is converted to ticks on every call as
 // floor(ns × fq / 2^62), where ns is the instant's offset from epoch and
@@ -363,8 +368,8 @@ func convert(p *params, tat int64, t time.Time, q *params) int64 {
 	if nh > q.tau {
 		nh = q.tau
 	}
-	if nh < -maxDebt {
-		nh = -maxDebt
+	if nh < q.tau-maxDebt {
+		nh = q.tau - maxDebt // the debt bound of ChargeN: state ≤ now + maxDebt
 	}
 	return q.now(t) + q.tau - nh
 }

@@ -1,6 +1,7 @@
 package bucket
 
 import (
+	"context"
 	"math"
 	"testing"
 	"time"
@@ -51,3 +52,57 @@ func FuzzTicks(f *testing.F) {
 		}
 	})
 }
+
+// TestExtremesKeepInvariants drives every operation at the edges of the
+// representable range and checks the state stays within its bounds (so no
+// sum or difference can overflow) and results stay sane.
+func TestExtremesKeepInvariants(t *testing.T) {
+	far := []time.Time{
+		{}, time.Date(1800, 1, 1, 0, 0, 0, 0, time.UTC), epoch,
+		time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC),
+	}
+	ns := []int{1, 2, 1 << 20, math.MaxInt}
+	for _, r := range []rate.Limit{0, 0.001, 1, 1e7 / 60, 1e9, rate.Limit(math.MaxFloat64 / 2)} {
+		for _, b := range []int{0, 1, 1000, math.MaxInt} {
+			bk := New(r, b, WithClock(noSleepClock{}))
+			check := func(op string) {
+				c := bk.c.Load()
+				if tat := c.tat.Load(); tat != fresh && (tat > 1<<62 || tat < -maxTick) {
+					t.Fatalf("r=%v b=%d after %s: state %d out of bounds", r, b, op, tat)
+				}
+			}
+			for i, t1 := range far {
+				for _, n := range ns {
+					res := bk.TakeN(t1, n)
+					check("TakeN")
+					if res.Remaining > int64(max(b, 0)) {
+						t.Fatalf("r=%v b=%d: Remaining %d above burst", r, b, res.Remaining)
+					}
+					bk.ChargeN(t1, n)
+					check("ChargeN")
+					bk.ChargeN(far[len(far)-1-i], n)
+					check("ChargeN")
+					bk.RefundN(t1, n/2+1)
+					check("RefundN")
+					ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(time.Hour))
+					_ = bk.WaitN(ctx, 1)
+					cancel()
+					check("WaitN")
+				}
+				bk.SetBurstAt(t1, b/2)
+				check("SetBurstAt")
+				bk.Reconfigure(far[len(far)-1-i], r/3, b)
+				check("Reconfigure")
+				if tk := bk.TokensAt(t1); math.IsNaN(tk) || tk > float64(max(b, 0)) {
+					t.Fatalf("r=%v b=%d: TokensAt %v", r, b, tk)
+				}
+			}
+		}
+	}
+}
+
+// noSleepClock is the real Now with a Sleep that returns at once.
+type noSleepClock struct{}
+
+func (noSleepClock) Now() time.Time                             { return time.Now() }
+func (noSleepClock) Sleep(context.Context, time.Duration) error { return nil }
