@@ -91,6 +91,7 @@ func TestExtremesKeepInvariants(t *testing.T) {
 				}
 				bk.SetBurstAt(t1, b/2)
 				check("SetBurstAt")
+				bk.ChargeN(far[len(far)-1-i], math.MaxInt) // deepest debt
 				bk.Reconfigure(far[len(far)-1-i], r/3, b)
 				check("Reconfigure")
 				if tk := bk.TokensAt(t1); math.IsNaN(tk) || tk > float64(max(b, 0)) {
