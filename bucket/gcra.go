@@ -22,7 +22,7 @@ import (
 // (relative error below 1e-15).
 
 // epoch is the fixed origin of bucket time. Instants are measured from it
-// with time.Time.Sub, which saturates about 292 years away.
+// in nanoseconds by nsOf, which saturates about 285 years away.
 var epoch = time.Date(2000, time.January, 1, 0, 0, 0, 0, time.UTC)
 
 const (
