@@ -28,7 +28,10 @@
 // rate, and an instant is converted to ticks on each call from a fixed
 // epoch, so the refill does not drift: over a simulated day the admitted
 // count stays within one token of b + r·day for rates from 0.001/s to
-// 10,000,000/min.
+// 10,000,000/min. Within any window of length Δt a bucket admits at most
+// b + r·Δt tokens, under any concurrency and with stale callers, up to one
+// internal tick of rounding (2 ns for rates of 1/s and above, at most about a
+// microsecond for the slowest rates).
 //
 // # Limits
 //
