@@ -9,8 +9,9 @@
 //	lim := bucket.New(20, 50)        // after
 //
 // Beyond x/time/rate, [Bucket.TakeN] reports the exact RetryAfter of a denial
-// (never early), [Bucket.RefundN] is the exact inverse of a take (used to
-// give back what a later stacked limit denied), [Bucket.ChargeN] consumes
+// (never early), [Bucket.RefundN] is the inverse of a take (used to give
+// back what a later stacked limit denied; exact when prompt, see its doc),
+// [Bucket.ChargeN] consumes
 // unconditionally and may put the bucket into debt (an actual cost larger
 // than its estimate), and a cost larger than the burst is reported as
 // OverBurst (and [ErrCostExceedsBurst] from WaitN), never as a wait.
