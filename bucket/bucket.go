@@ -40,6 +40,10 @@ type Result struct {
 	// Permanent is set on a denial that no wait can cure: OverBurst, or a
 	// rate of zero (no refill) with too few tokens left.
 	Permanent bool
+
+	// For RefundTake: the state the take left and the parameters it used.
+	tat int64
+	p   *params
 }
 
 // Bucket is a token bucket of capacity Burst refilled at Limit tokens per
@@ -139,6 +143,22 @@ func (b *Bucket) RefundN(t time.Time, n int) {
 	for {
 		c := b.c.Load()
 		if c.refund(&c.tat, nsOf(t), n) {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+// RefundTake gives back up to n of the tokens taken by the TakeN that
+// returned res (res.OK), but only those that have not come back by refill
+// alone by t. Right after the take it is exactly RefundN. Later, once the
+// bucket would have refilled past the take, it gives back less or nothing:
+// a late refund never re-creates tokens that later takes already counted on,
+// so settling a reservation long after it was made cannot over-admit.
+func (b *Bucket) RefundTake(res Result, t time.Time, n int) {
+	for {
+		c := b.c.Load()
+		if c.refundTake(&c.tat, res, nsOf(t), n) {
 			return
 		}
 		runtime.Gosched()

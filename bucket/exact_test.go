@@ -130,7 +130,11 @@ func TestConcurrentReconfigure(t *testing.T) {
 	if max := int64(10 + 100*end.Sub(t0).Seconds()); granted.Load() > max {
 		t.Fatalf("granted %d, more than %d", granted.Load(), max)
 	}
-	if granted.Load() < 100 {
+	// A setter that runs ahead of the takers re-expresses the state "as seen
+	// at" its later instant, and takers with older instants are then stale:
+	// they may be refused (time never runs backwards). So only the burst is
+	// guaranteed, however the goroutines are scheduled.
+	if granted.Load() < 10 {
 		t.Fatalf("granted only %d", granted.Load())
 	}
 }

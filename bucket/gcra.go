@@ -259,7 +259,7 @@ func (p *params) take(s *atomic.Int64, ns int64, n int) (res Result, retry bool)
 			return res, false
 		}
 		if s.CompareAndSwap(tat, newTat) {
-			return Result{OK: true, Remaining: floorDiv(p.tau-(newTat-now), p.unit)}, false
+			return Result{OK: true, Remaining: floorDiv(p.tau-(newTat-now), p.unit), tat: newTat, p: p}, false
 		}
 	}
 }
@@ -339,6 +339,45 @@ func (p *params) refund(s *atomic.Int64, ns int64, n int) bool {
 		}
 		newTat := max(tat-dec, now)
 		if s.CompareAndSwap(tat, newTat) {
+			return true
+		}
+	}
+}
+
+// refundTake is refund bounded by what of res's take is still outstanding at
+// t: the ticks between t and the state the take left, in whole tokens when
+// the parameters changed since. It reports false when s is sealed.
+func (p *params) refundTake(s *atomic.Int64, res Result, ns int64, n int) bool {
+	if !res.OK || res.p == nil || n <= 0 || p.inf {
+		return true
+	}
+	var out int64 // outstanding tokens of the take, in p's ticks
+	if res.p == p {
+		out = res.tat - p.nsToTicks(ns)
+	} else {
+		q := res.p
+		tokens := floorDiv(res.tat-q.nsToTicks(ns), q.unit)
+		out = mulSat(max(tokens, 0), p.unit, maxDebt)
+	}
+	if out <= 0 {
+		return true
+	}
+	dec := min(mulSat(int64(n), p.unit, maxDebt), out)
+	return p.refundTicks(s, ns, dec)
+}
+
+// refundTicks gives back dec ticks at ns, never beyond full.
+func (p *params) refundTicks(s *atomic.Int64, ns int64, dec int64) bool {
+	now := p.nsToTicks(ns)
+	for {
+		tat := s.Load()
+		if tat == sealed {
+			return false
+		}
+		if tat <= now {
+			return true
+		}
+		if s.CompareAndSwap(tat, max(tat-dec, now)) {
 			return true
 		}
 	}

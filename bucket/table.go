@@ -180,6 +180,18 @@ func (t *Table) RefundBytes(key []byte, at time.Time, n int) {
 	s.mu.RUnlock()
 }
 
+// RefundTakeBytes is Bucket.RefundTake for key's bucket: it gives back up
+// to n of the tokens of the take that returned res, only those not yet
+// refilled by at. A key reclaimed since (it was full) gets nothing back.
+func (t *Table) RefundTakeBytes(key []byte, res Result, at time.Time, n int) {
+	s := t.shardOfBytes(key)
+	s.mu.RLock()
+	if st := s.m[string(key)]; st != nil {
+		t.p.Load().refundTake(st, res, nsOf(at), n)
+	}
+	s.mu.RUnlock()
+}
+
 // ChargeN takes n tokens at at from key's bucket unconditionally, possibly
 // into debt; see Bucket.ChargeN.
 func (t *Table) ChargeN(key string, at time.Time, n int) {

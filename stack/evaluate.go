@@ -25,6 +25,7 @@ type item struct {
 	cost   int
 	taken  bool
 	lease  uint64 // connections: the lease taken
+	res    bucket.Result
 }
 
 func (it *item) take(kb []byte, t time.Time, s *Stack) bucket.Result {
@@ -154,6 +155,9 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 		res := it.take(kb, t, s)
 		if res.OK {
 			it.taken = true
+			if r != nil {
+				it.res = res
+			}
 			if !it.lim.shadow && it.rb.metric != sluice.MetricConnections && (tight < 0 || res.Remaining < tightRemaining) {
 				tight, tightRemaining = i, res.Remaining
 			}

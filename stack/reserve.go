@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/bucket"
 )
 
 // Reservation holds what Reserve took from a Stack until the request ends.
@@ -39,6 +40,7 @@ type resItem struct {
 	k0, k1 int32
 	cost   int
 	lease  uint64
+	res    bucket.Result // the take, for bounded refunds
 }
 
 func (r *Reservation) record(items []item, kb []byte, t time.Time) {
@@ -49,7 +51,7 @@ func (r *Reservation) record(items []item, kb []byte, t time.Time) {
 		if !it.taken {
 			continue
 		}
-		ri := resItem{rb: it.rb, k0: it.k0, k1: it.k1, cost: it.cost, lease: it.lease}
+		ri := resItem{rb: it.rb, k0: it.k0, k1: it.k1, cost: it.cost, lease: it.lease, res: it.res}
 		if r.n < len(r.items) {
 			r.items[r.n] = ri
 		} else {
@@ -177,7 +179,7 @@ func (r *Reservation) settle(delta int64, cancel bool) error {
 		case rb.connTab != nil:
 			rb.connTab.release(key, ri.lease)
 		case cancel:
-			refund(rb, key, now, ri.cost)
+			refund(rb, key, ri.res, now, ri.cost)
 		case rb.metric == sluice.MetricTokens && delta > 0:
 			if rb.shared != nil {
 				rb.shared.ChargeN(now, int(delta))
@@ -185,19 +187,21 @@ func (r *Reservation) settle(delta int64, cancel bool) error {
 				rb.table.ChargeBytes(key, now, int(delta))
 			}
 		case rb.metric == sluice.MetricTokens && delta < 0:
-			refund(rb, key, now, int(-delta))
+			refund(rb, key, ri.res, now, int(-delta))
 		}
 	}
 	return nil
 }
 
-func refund(rb *rateBucket, key []byte, t time.Time, n int) {
+// refund gives back up to n units of the take res, bounded so that a late
+// refund never re-creates units that have refilled since (bucket.RefundTake).
+func refund(rb *rateBucket, key []byte, res bucket.Result, t time.Time, n int) {
 	if n <= 0 {
 		return
 	}
 	if rb.shared != nil {
-		rb.shared.RefundN(t, n)
+		rb.shared.RefundTake(res, t, n)
 	} else {
-		rb.table.RefundBytes(key, t, n)
+		rb.table.RefundTakeBytes(key, res, t, n)
 	}
 }
