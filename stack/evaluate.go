@@ -25,7 +25,6 @@ type item struct {
 	cost   int
 	taken  bool
 	lease  uint64 // connections: the lease taken
-	res    bucket.Result
 }
 
 func (it *item) take(kb []byte, t time.Time, s *Stack) bucket.Result {
@@ -156,7 +155,7 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 		if res.OK {
 			it.taken = true
 			if r != nil {
-				it.res = res
+				r.setResult(i, res)
 			}
 			if !it.lim.shadow && it.rb.metric != sluice.MetricConnections && (tight < 0 || res.Remaining < tightRemaining) {
 				tight, tightRemaining = i, res.Remaining

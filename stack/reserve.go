@@ -31,8 +31,12 @@ type Reservation struct {
 	more      []resItem
 	keys      []byte
 	keyArr    [128]byte
-	ops       []Op   // when decided by a Backend: what Take took
-	opTokens  []bool // which of ops are tokens buckets
+	// results holds each evaluated item's take while deciding (by item
+	// index), so the evaluation's own buffers stay small for Allow.
+	results     [8]bucket.Result
+	moreResults []bucket.Result
+	ops         []Op   // when decided by a Backend: what Take took
+	opTokens    []bool // which of ops are tokens buckets
 }
 
 type resItem struct {
@@ -43,6 +47,24 @@ type resItem struct {
 	res    bucket.Result // the take, for bounded refunds
 }
 
+func (r *Reservation) setResult(i int, res bucket.Result) {
+	if i < len(r.results) {
+		r.results[i] = res
+		return
+	}
+	for len(r.moreResults) <= i-len(r.results) {
+		r.moreResults = append(r.moreResults, bucket.Result{})
+	}
+	r.moreResults[i-len(r.results)] = res
+}
+
+func (r *Reservation) result(i int) bucket.Result {
+	if i < len(r.results) {
+		return r.results[i]
+	}
+	return r.moreResults[i-len(r.results)]
+}
+
 func (r *Reservation) record(items []item, kb []byte, t time.Time) {
 	r.at = t
 	r.keys = append(r.keyArr[:0], kb...)
@@ -51,7 +73,10 @@ func (r *Reservation) record(items []item, kb []byte, t time.Time) {
 		if !it.taken {
 			continue
 		}
-		ri := resItem{rb: it.rb, k0: it.k0, k1: it.k1, cost: it.cost, lease: it.lease, res: it.res}
+		ri := resItem{rb: it.rb, k0: it.k0, k1: it.k1, cost: it.cost, lease: it.lease}
+		if it.rb.shared != nil || it.rb.table != nil {
+			ri.res = r.result(i)
+		}
 		if r.n < len(r.items) {
 			r.items[r.n] = ri
 		} else {
