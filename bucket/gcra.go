@@ -167,7 +167,7 @@ func floorDiv(a, d int64) int64 {
 // held is the capacity left at now for state tat, in ticks: tau when full,
 // negative in debt.
 func (p *params) held(tat, now int64) int64 {
-	if tat < now-p.tau { // also fresh
+	if tat <= now { // also fresh: nothing is owed, the bucket is full
 		return p.tau
 	}
 	return p.tau - (tat - now)
