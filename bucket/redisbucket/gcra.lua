@@ -105,8 +105,9 @@ local function fresh(key, q)
 end
 
 local work = {}
-local function state(key, q)
-  local s = work[key]
+local function state(key, q, w)
+  w = w or work
+  local s = w[key]
   if s then
     if not same(s.p, q) then
       s.held = convert(s.p, s.held, q)
@@ -118,12 +119,12 @@ local function state(key, q)
   local h, changed = fresh(key, q)
   if h == nil then return nil, changed end
   s = {p = q, held = h, dirty = changed}
-  work[key] = s
+  w[key] = s
   return s
 end
 
-local function commit()
-  for key, s in pairs(work) do
+local function commit(w)
+  for key, s in pairs(w) do
     if s.dirty then
       local p = s.p
       local tau = p.n * p.T
@@ -168,7 +169,7 @@ if mode == 'a' then
       s.dirty = true
     end
   end
-  commit()
+  commit(work)
   return 0
 end
 
@@ -199,10 +200,13 @@ for i = 1, nops do
     end
     -- The wait after which all ops would pass: probe the later ones
     -- against the state before this call (nothing is taken).
+    local touched = {}
+    for k = 1, i do touched[#touched + 1] = k end
     for j = i + 1, nops do
       if perm then break end
       local qj, cj, sj = op(j)
       if not sj then
+        touched[#touched + 1] = j
         local hj, e = fresh(KEYS[j], qj)
         if hj == nil then return e end
         local stj, vj = try(hj, qj, cj)
@@ -215,12 +219,21 @@ for i = 1, nops do
         end
       end
     end
+    -- Nothing is taken, but a bucket whose rate or burst changed keeps
+    -- its new parameters (as bucket.Reconfigure would have it).
+    local conv = {}
+    for _, k in ipairs(touched) do
+      local qk = op(k)
+      local sk, e = state(KEYS[k], qk, conv)
+      if not sk then return e end
+    end
+    commit(conv)
     local out = {i - 1, retry, perm and 1 or 0, over and 1 or 0, #shadowed}
     for _, x in ipairs(shadowed) do out[#out + 1] = x end
     return out
   end
 end
-commit()
+commit(work)
 local out = {-1, 0, 0, 0, #shadowed}
 for _, x in ipairs(shadowed) do out[#out + 1] = x end
 for i = 1, nops do out[#out + 1] = rem[i] end
