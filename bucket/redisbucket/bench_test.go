@@ -27,7 +27,7 @@ var benchLimits = stack.Config{RateLimits: []stack.RateLimit{
 // same three limits (three Allow calls), against the same redis-server.
 func BenchmarkStack3(b *testing.B) {
 	srv := startRedis(b)
-	client, rt := newClient(b, srv.addr)
+	client, rt := newClient(b, srv.Addr)
 	ctx := context.Background()
 	report := func(b *testing.B, trips int64) {
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/bucket/redisbucket"
+	"github.com/sluicehq/sluice/bucket/redisbucket/redistest"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
 )
@@ -19,14 +20,14 @@ import (
 // redis-cli or cluster mode is unavailable here.
 func startCluster(t *testing.T) []string {
 	t.Helper()
-	requireRedisServer(t)
+	redistest.RequireServer(t)
 	if _, err := exec.LookPath("redis-cli"); err != nil {
 		t.Skip("redis-cli not on PATH: cannot create a cluster")
 	}
 	var addrs []string
 	for i := 0; i < 3; i++ {
 		srv := startRedis(t, "--cluster-enabled", "yes") // each in its own --dir
-		addrs = append(addrs, srv.addr)
+		addrs = append(addrs, srv.Addr)
 	}
 	args := append([]string{"--cluster", "create"}, addrs...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")

@@ -24,7 +24,7 @@ func TestSixPodsNeverExceedTheBound(t *testing.T) {
 	prefix := uniquePrefix("pods")
 	pods := make([]*stack.Stack, 6)
 	for i := range pods {
-		client, _ := newClient(t, srv.addr)
+		client, _ := newClient(t, srv.Addr)
 		b, err := redisbucket.New(client, redisbucket.WithKeyPrefix(prefix), redisbucket.WithTimeout(2*time.Second))
 		if err != nil {
 			t.Fatal(err)

@@ -39,7 +39,7 @@ func FuzzMatchesMemoryBackend(f *testing.F) {
 	f.Add([]byte{0, 0x03, 0x82, 1, 0, 0x03, 0x92, 1, 0, 0x03, 0xa2, 30, 0x10, 0x03, 0x82, 7})
 	f.Add([]byte{3, 0x01, 0x00, 250, 0x08, 0x01, 0x00, 1, 0x1c, 0x01, 0x00, 1, 3, 0x01, 0x00, 0x85})
 	srv := startRedis(f)
-	client, _ := newClient(f, srv.addr)
+	client, _ := newClient(f, srv.Addr)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		clock := limitertest.NewClock(limitertest.Start)
 		rb, err := redisbucket.New(client, redisbucket.WithClock(clock.Now),

@@ -22,11 +22,11 @@ import (
 // of its return, and no goroutine is left behind.
 func TestRedisKilledAndRestarted(t *testing.T) {
 	srv := startRedis(t)
-	if srv.external {
+	if srv.External {
 		t.Skip("SLUICE_REDIS_ADDR is set: this test must kill its own server")
 	}
 	baseline := goleak.IgnoreCurrent()
-	client := redis.NewClient(&redis.Options{Addr: srv.addr, ContextTimeoutEnabled: true, MaxRetries: -1,
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1,
 		DialTimeout: 50 * time.Millisecond, DialerRetries: 1})
 	const timeout = 50 * time.Millisecond
 	cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "rl", DimensionKeys: []string{"caller"},
@@ -79,7 +79,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 	if _, err := closed.Allow(ctx, keys); err != nil {
 		t.Fatalf("with Redis up: %v", err)
 	}
-	srv.stop()
+	srv.Stop()
 
 	// Down: every decision is prompt and follows its policy.
 	const prompt = 4 * timeout // generous for -race on a busy machine
@@ -113,7 +113,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 	}
 
 	// Back: decisions return to Redis within a second.
-	srv.start(t)
+	srv.Restart(t)
 	back := time.Now()
 	for {
 		_, errC := closed.Allow(ctx, keys)

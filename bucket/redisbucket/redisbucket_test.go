@@ -18,7 +18,7 @@ import (
 // The engine's conformance suite, unchanged, through Redis.
 func TestConformance(t *testing.T) {
 	srv := startRedis(t)
-	client, _ := newClient(t, srv.addr)
+	client, _ := newClient(t, srv.Addr)
 	limitertest.Run(t, func(t *testing.T, cfg stack.Config, clock *limitertest.Clock) sluice.Limiter {
 		b, err := redisbucket.New(client, redisbucket.WithClock(clock.Now),
 			redisbucket.WithKeyPrefix(uniquePrefix("conformance")), redisbucket.WithTimeout(5*time.Second))
@@ -49,7 +49,7 @@ var threeKeys = sluice.NewKeys("targetName", "t", "toolName", "x", "caller", "c"
 
 func TestOneRoundTripPerDecisionAndNoScriptFallback(t *testing.T) {
 	srv := startRedis(t)
-	client, rt := newClient(t, srv.addr)
+	client, rt := newClient(t, srv.Addr)
 	clock := limitertest.NewClock(limitertest.Start)
 	b, err := redisbucket.New(client, redisbucket.WithClock(clock.Now), redisbucket.WithKeyPrefix(uniquePrefix("rt")),
 		redisbucket.WithTimeout(5*time.Second))
@@ -110,7 +110,7 @@ func TestOneRoundTripPerDecisionAndNoScriptFallback(t *testing.T) {
 // again; a full bucket has no key; a bucket without refill never expires.
 func TestKeysExpireWhenFull(t *testing.T) {
 	srv := startRedis(t)
-	client, _ := newClient(t, srv.addr)
+	client, _ := newClient(t, srv.Addr)
 	clock := limitertest.NewClock(limitertest.Start)
 	b, err := redisbucket.New(client, redisbucket.WithClock(clock.Now), redisbucket.WithKeyPrefix(uniquePrefix("ttl")),
 		redisbucket.WithTimeout(5*time.Second))
