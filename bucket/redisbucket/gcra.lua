@@ -23,6 +23,10 @@
 local MAXDEBT = 2251799813685248 -- 2^51 ticks
 local NF = 6
 
+-- Redis 3.2-4 need effects replication to write after TIME; later
+-- versions always replicate effects.
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+
 local mode = ARGV[1]
 local now_us
 if ARGV[2] == '' then
