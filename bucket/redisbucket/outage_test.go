@@ -143,3 +143,51 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 	}
 	goleak.VerifyNone(t, baseline)
 }
+
+// A hung server (stopped, connections open): each decision gives up after
+// the backend's timeout instead of waiting on the client's read timeout,
+// and decisions come back when the server does.
+func TestRedisHangsEachCallIsBounded(t *testing.T) {
+	srv := startRedis(t)
+	if srv.External {
+		t.Skip("SLUICE_REDIS_ADDR is set: this test must pause its own server")
+	}
+	client, _ := newClient(t, srv.Addr)
+	const timeout = 50 * time.Millisecond
+	b, err := redisbucket.New(client, redisbucket.WithKeyPrefix(uniquePrefix("hang")),
+		redisbucket.WithTimeout(timeout), redisbucket.WithProbeInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "rl", DimensionKeys: []string{"caller"},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 10, Period: stack.PeriodSecond}}}}}}}
+	s, _ := stack.New(cfg, stack.WithBackend(b), stack.WithFailClosed())
+	ctx := context.Background()
+	keys := sluice.NewKeys("caller", "c")
+	if _, err := s.Allow(ctx, keys); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause(t)
+	for i := 0; i < 3; i++ {
+		t0 := time.Now()
+		_, err := s.Allow(ctx, keys)
+		el := time.Since(t0)
+		if !errors.Is(err, redisbucket.ErrUnavailable) {
+			t.Errorf("hung server: err = %v, want ErrUnavailable", err)
+		}
+		if el < timeout/2 || el > 6*timeout {
+			t.Errorf("hung server: the decision took %v, want about the %v timeout", el, timeout)
+		}
+	}
+	srv.Resume(t)
+	back := time.Now()
+	for {
+		if _, err := s.Allow(ctx, keys); err == nil {
+			break
+		}
+		if time.Since(back) > time.Second {
+			t.Fatal("no decision from Redis a second after it resumed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -104,5 +105,31 @@ func (s *Server) Stop() {
 	}
 	_ = s.cmd.Process.Kill()
 	_ = s.cmd.Wait()
+	if s.cmd.ProcessState == nil {
+		_ = s.cmd.Process.Signal(syscall.SIGCONT) // a paused server dies too
+	}
 	s.cmd = nil
+}
+
+// Pause stops the server process (SIGSTOP): connections stay open but
+// nothing is answered, as with a hung server. Resume continues it.
+func (s *Server) Pause(t testing.TB) {
+	t.Helper()
+	if s.cmd == nil || s.cmd.Process == nil {
+		t.Fatal("redistest: Pause of a server that is not running")
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume(t testing.TB) {
+	t.Helper()
+	if s.cmd == nil || s.cmd.Process == nil {
+		t.Fatal("redistest: Resume of a server that is not running")
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
 }
