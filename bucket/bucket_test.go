@@ -330,11 +330,20 @@ func TestSetLimitAndBurstKeepTokens(t *testing.T) {
 	if got := b.TokensAt(at(2 * time.Second)); got != 3 {
 		t.Fatalf("after SetBurstAt(3): %v tokens, want 3 (capped)", got)
 	}
+	b.AllowN(at(2*time.Second), 1) // 2 left, no longer full
 	b.SetBurstAt(at(2*time.Second), 100)
-	if got := b.TokensAt(at(2 * time.Second)); got != 3 {
-		t.Fatalf("after SetBurstAt(100): %v tokens, want 3 kept", got)
+	if got := b.TokensAt(at(2 * time.Second)); got != 2 {
+		t.Fatalf("after SetBurstAt(100): %v tokens, want 2 kept", got)
 	}
-	b.ChargeN(at(2*time.Second), 13) // -10
+	// A bucket that is full when its burst grows is full under the new
+	// burst: a full bucket carries no state (a Table reclaims it).
+	full := bucket.New(1, 3)
+	full.AllowN(at(0), 3)
+	full.SetBurstAt(at(10*time.Second), 8)
+	if got := full.TokensAt(at(10 * time.Second)); got != 8 {
+		t.Fatalf("a full bucket after SetBurstAt(8): %v tokens, want 8", got)
+	}
+	b.ChargeN(at(2*time.Second), 12) // -10
 	b.Reconfigure(at(2*time.Second), 2, 20)
 	if got := b.TokensAt(at(2 * time.Second)); got != -10 {
 		t.Fatalf("debt across Reconfigure: %v, want -10", got)
@@ -371,7 +380,8 @@ func TestClockConveniences(t *testing.T) {
 	clk.Advance(time.Second)
 	b.SetLimit(2)
 	b.SetBurst(4)
-	if b.Tokens() != 1 || b.Limit() != 2 || b.Burst() != 4 {
+	// Full (1 of 1) when the burst grows: full under the new burst.
+	if b.Tokens() != 4 || b.Limit() != 2 || b.Burst() != 4 {
 		t.Fatalf("after setters: tokens %v limit %v burst %v", b.Tokens(), b.Limit(), b.Burst())
 	}
 }

@@ -220,7 +220,7 @@ func floorDiv(a, d int64) int64 {
 // held is the capacity left at now for state tat, in ticks: tau when full
 // (tat ≤ now), negative in debt.
 func (p *params) held(tat, now int64) int64 {
-	if tat <= now { // also fresh
+	if tat <= now { // also fresh: nothing is owed, the bucket is full
 		return p.tau
 	}
 	return p.tau - (tat - now)
@@ -393,15 +393,22 @@ func (p *params) tokensAt(tat int64, t time.Time) float64 {
 
 // convert re-expresses state tat of params p, as seen at t, as a state of
 // params q holding the same number of tokens at t (capped at q's burst,
-// rounded down).
+// rounded down). A bucket full at t is full under q.
 func convert(p *params, tat int64, t time.Time, q *params) int64 {
 	if p.inf || q.inf {
 		return fresh
 	}
-	if tat == fresh && q.n <= p.n {
-		return fresh // never used and full under the new burst too
+	if tat == fresh {
+		return fresh // never used: full at every instant under q too
 	}
 	h := p.held(tat, p.now(t))
+	if h >= p.tau {
+		// Full at t: a full bucket carries no state (the Table reclaims it,
+		// Redis drops its key), so it is full under the new parameters too,
+		// whatever their burst: full from t on, so that callers with older
+		// instants still see no tokens they could not have had.
+		return q.now(t)
+	}
 	// h in [tau-maxDebt-2·maxTick, tau]: scale by q.unit/p.unit, floor.
 	nh := mulDivFloor(h, q.unit, p.unit)
 	if nh > q.tau {

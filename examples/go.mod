@@ -4,6 +4,18 @@ go 1.26.0
 
 require github.com/sluicehq/sluice v0.0.0
 
-require golang.org/x/time v0.16.0
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/time v0.16.0
+)
 
 replace github.com/sluicehq/sluice => ../
+
+require (
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/sluicehq/sluice/bucket/redisbucket v0.0.0
+)
+
+replace github.com/sluicehq/sluice/bucket/redisbucket => ../bucket/redisbucket

@@ -1,0 +1,120 @@
+package redisbucket_test
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/bucket/redisbucket"
+	"github.com/sluicehq/sluice/bucket/redisbucket/redistest"
+	"github.com/sluicehq/sluice/stack"
+	"github.com/sluicehq/sluice/stack/limitertest"
+)
+
+// startCluster starts three cluster-enabled redis-servers and joins them
+// with redis-cli --cluster create. It skips (with the reason) only when
+// redis-cli or cluster mode is unavailable here.
+func startCluster(t *testing.T) []string {
+	t.Helper()
+	redistest.RequireServer(t)
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		t.Skip("redis-cli not on PATH: cannot create a cluster")
+	}
+	var addrs []string
+	for i := 0; i < 3; i++ {
+		srv := startRedis(t, "--cluster-enabled", "yes") // each in its own --dir
+		addrs = append(addrs, srv.Addr)
+	}
+	args := append([]string{"--cluster", "create"}, addrs...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
+		if strings.Contains(string(out), "cluster support disabled") {
+			t.Skipf("redis-server has no cluster mode: %s", out)
+		}
+		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	for _, a := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: a})
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			info, _ := c.ClusterInfo(context.Background()).Result()
+			if strings.Contains(info, "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				c.Close()
+				t.Fatalf("cluster node %s not ok: %s", a, info)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		c.Close()
+	}
+	return addrs
+}
+
+// A three-node Redis Cluster: the script's keys share a hash tag, so a
+// three-limit decision runs in one slot on one node, and decides as on a
+// single server.
+func TestCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-node cluster")
+	}
+	addrs := startCluster(t)
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { client.Close() })
+	ctx := context.Background()
+	for _, tag := range []string{"alpha", "beta", "gamma"} {
+		clock := limitertest.NewClock(limitertest.Start)
+		b, err := redisbucket.New(client, redisbucket.WithClock(clock.Now), redisbucket.WithHashTag(tag),
+			redisbucket.WithTimeout(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := stack.New(threeLimits, stack.WithNow(clock.Now), stack.WithBackend(b), stack.WithFailClosed())
+		if err != nil {
+			t.Fatal(err)
+		}
+		allowed := 0
+		for i := 0; i < 150; i++ {
+			d, err := s.Allow(ctx, threeKeys)
+			if err != nil {
+				t.Fatalf("tag %s: %v", tag, err)
+			}
+			if d.Allowed {
+				allowed++
+			}
+		}
+		if allowed != 100 {
+			t.Errorf("tag %s: allowed %d of 150 against the 100/s tool limit, want 100", tag, allowed)
+		}
+		// All three buckets are on the one node that owns the tag's slot.
+		slot := client.ClusterKeySlot(ctx, b.KeyPrefix()).Val()
+		nodesWithKeys := 0
+		err = client.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+			keys, err := node.Keys(ctx, b.KeyPrefix()+"*").Result()
+			if err != nil {
+				return err
+			}
+			if len(keys) > 0 {
+				nodesWithKeys++
+				if len(keys) != 3 {
+					t.Errorf("tag %s: node %s holds %d keys, want the 3 buckets", tag, node.Options().Addr, len(keys))
+				}
+				if n := node.ClusterCountKeysInSlot(ctx, int(slot)).Val(); n != 3 {
+					t.Errorf("tag %s: slot %d holds %d keys on %s, want 3", tag, slot, n, node.Options().Addr)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if nodesWithKeys != 1 {
+			t.Errorf("tag %s: buckets found on %d nodes, want 1", tag, nodesWithKeys)
+		}
+	}
+}

@@ -1,0 +1,38 @@
+package redisbucket_test
+
+import (
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/bucket/redisbucket"
+	"github.com/sluicehq/sluice/stack"
+)
+
+// A fleet's pods each build the same Stack on a Backend of one Redis; their
+// decisions are then shared. Building them contacts no server.
+func Example() {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379",
+		ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
+	defer client.Close()
+
+	b, err := redisbucket.New(client, redisbucket.WithKeyPrefix("api"), redisbucket.WithLocalFallback(1.0/6))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "per-caller", DimensionKeys: []string{"caller"},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"},
+			Requests: []stack.Rate{{Rate: 100, Period: stack.PeriodSecond}}}}}}}
+	if _, err := stack.New(cfg, stack.WithBackend(b)); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("keys:", b.KeyPrefix()+stack.BucketKey("per-caller", "requests", 0, []string{"*"}, []string{"alice"}))
+
+	_, err = redisbucket.New(client, redisbucket.WithLocalFallback(2))
+	fmt.Println(err)
+	// Output:
+	// keys: api:{api}:per-caller|requests|0|1:*|5:alice
+	// redisbucket: fallback share 2 is not in (0, 1]
+}

@@ -1,0 +1,244 @@
+-- sluice GCRA decision inside Redis: all buckets of one decision, atomically.
+--
+-- KEYS[i]  the bucket keys, in evaluation order (one hash slot).
+-- ARGV[1]  "t" (take: all or nothing, in order) or "a" (adjust: forced
+--          charge / exact refund).
+-- ARGV[2]  the instant in microseconds since the Unix epoch, or "" to use
+--          the server's TIME.
+-- ARGV[3+6(i-1) ...] for KEYS[i]: T R U n cost shadow
+--   T  ticks per token, R ticks per time unit (0: no refill), U microseconds
+--   per time unit, n burst in tokens (capacity tau = n*T ticks, at most 2^50),
+--   cost in tokens, shadow "1" for a shadow op.
+--
+-- A stored bucket is the string "T R U n w held": the tokens held, in ticks,
+-- at instant w (in time units of U microseconds). A missing key is a full
+-- bucket. Every stored number is an integer below 2^53, so Lua's doubles
+-- hold them exactly. A full bucket is deleted; any other expires (PX) a
+-- second after it would be full again, unless it has no refill.
+--
+-- Take returns {denied, retry_us, permanent, overburst, #shadow, shadow...,
+-- remaining...} with 0-based indexes (denied = -1: all passed; remaining is
+-- only present then). Adjust returns 0.
+
+local MAXDEBT = 2251799813685248 -- 2^51 ticks
+local NF = 6
+
+-- Redis 3.2-4 need effects replication to write after TIME; later
+-- versions always replicate effects.
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+
+local mode = ARGV[1]
+local now_us
+if ARGV[2] == '' then
+  local t = redis.call('TIME')
+  now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now_us = tonumber(ARGV[2])
+end
+
+local function op(i)
+  local b = 2 + (i - 1) * NF
+  return {T = tonumber(ARGV[b + 1]), R = tonumber(ARGV[b + 2]), U = tonumber(ARGV[b + 3]),
+    n = tonumber(ARGV[b + 4])}, tonumber(ARGV[b + 5]), ARGV[b + 6] == '1'
+end
+
+local function same(p, q)
+  return p.T == q.T and p.R == q.R and p.U == q.U and p.n == q.n
+end
+
+local function clamp(h, tau)
+  if h > tau then return tau end
+  if h < -MAXDEBT then return -MAXDEBT end
+  return h
+end
+
+-- held ticks of stored state s at now.
+local function refill(s)
+  local tau = s.n * s.T
+  if s.R == 0 then return clamp(s.held, tau) end
+  local now = math.floor(now_us / s.U)
+  return clamp(s.held + (now - s.w) * s.R, tau)
+end
+
+-- convert re-expresses h ticks of params p as ticks of params q: the same
+-- tokens (rounded down, capped at q's burst); a full bucket whose burst does
+-- not shrink stays full (bucket.Reconfigure).
+local function convert(p, h, q)
+  local ptau, qtau = p.n * p.T, q.n * q.T
+  if h >= ptau and q.n >= p.n then return qtau end
+  if p.T == q.T then return clamp(h, qtau) end
+  local a = math.abs(h)
+  local whole = math.floor(a / p.T)
+  local rem = a - whole * p.T
+  local nh
+  if h >= 0 then
+    nh = whole * q.T + math.floor(rem * q.T / p.T)
+  else
+    nh = -(whole * q.T + math.ceil(rem * q.T / p.T))
+  end
+  return clamp(nh, qtau)
+end
+
+local orig = {}
+local function original(key)
+  local o = orig[key]
+  if o == nil then
+    o = false
+    local v = redis.call('GET', key)
+    if v then
+      local T, R, U, n, w, h = string.match(v, '^(%d+) (%d+) (%d+) (%d+) (%-?%d+) (%-?%d+)$')
+      if not T then
+        return redis.error_reply('sluice: key ' .. key .. ' does not hold a sluice bucket')
+      end
+      o = {T = tonumber(T), R = tonumber(R), U = tonumber(U), n = tonumber(n), w = tonumber(w), held = tonumber(h)}
+    end
+    orig[key] = o
+  end
+  return o
+end
+
+-- fresh returns the held ticks of key at now as params q, from the state
+-- before this call, and whether that differs from what is stored.
+local function fresh(key, q)
+  local o = original(key)
+  if type(o) == 'table' and o.err then return nil, o end
+  if not o then return q.n * q.T, false end
+  local h = refill(o)
+  if same(o, q) then return h, false end
+  return convert(o, h, q), true
+end
+
+local work = {}
+local function state(key, q, w)
+  w = w or work
+  local s = w[key]
+  if s then
+    if not same(s.p, q) then
+      s.held = convert(s.p, s.held, q)
+      s.p = q
+      s.dirty = true
+    end
+    return s
+  end
+  local h, changed = fresh(key, q)
+  if h == nil then return nil, changed end
+  s = {p = q, held = h, dirty = changed}
+  w[key] = s
+  return s
+end
+
+local function commit(w)
+  for key, s in pairs(w) do
+    if s.dirty then
+      local p = s.p
+      local tau = p.n * p.T
+      if s.held >= tau then
+        redis.call('DEL', key)
+      else
+        local v = string.format('%d %d %d %d %d %d', p.T, p.R, p.U, p.n, math.floor(now_us / p.U), s.held)
+        if p.R > 0 then
+          local ms = math.ceil(math.ceil((tau - s.held) / p.R) * p.U / 1000) + 1000
+          redis.call('SET', key, v, 'PX', ms)
+        else
+          redis.call('SET', key, v)
+        end
+      end
+    end
+  end
+end
+
+-- try takes cost tokens from h ticks: 0, new held | 1 (no refill) |
+-- 2, overburst flag (cost above the burst) | 3, retry in microseconds.
+local function try(h, q, cost)
+  if cost <= 0 then return 0, h end
+  if cost > q.n then return 2, q.n > 0 end
+  local need = cost * q.T
+  if h >= need then return 0, h - need end
+  if q.R == 0 then return 1 end
+  return 3, math.ceil((need - h) / q.R) * q.U
+end
+
+local nops = #KEYS
+if mode == 'a' then
+  for i = 1, nops do
+    local q, cost = op(i)
+    local s, err = state(KEYS[i], q)
+    if not s then return err end
+    local tau = q.n * q.T
+    if cost > 0 then
+      s.held = math.max(math.min(s.held, tau) - cost * q.T, -MAXDEBT)
+      s.dirty = true
+    elseif cost < 0 then
+      s.held = math.min(s.held - cost * q.T, tau)
+      s.dirty = true
+    end
+  end
+  commit(work)
+  return 0
+end
+
+local rem = {}
+local shadowed = {}
+for i = 1, nops do
+  local q, cost, shadow = op(i)
+  local s, err = state(KEYS[i], q)
+  if not s then return err end
+  local st, v = try(s.held, q, cost)
+  if st == 0 then
+    if cost > 0 then
+      s.held = v
+      s.dirty = true
+    end
+    rem[i] = math.floor(v / q.T)
+  elseif shadow then
+    shadowed[#shadowed + 1] = i - 1
+    rem[i] = 0
+  else
+    local perm, over, retry = false, false, 0
+    if st == 1 then
+      perm = true
+    elseif st == 2 then
+      perm, over = true, v
+    else
+      retry = v
+    end
+    -- The wait after which all ops would pass: probe the later ones
+    -- against the state before this call (nothing is taken).
+    local touched = {}
+    for k = 1, i do touched[#touched + 1] = k end
+    for j = i + 1, nops do
+      if perm then break end
+      local qj, cj, sj = op(j)
+      if not sj then
+        touched[#touched + 1] = j
+        local hj, e = fresh(KEYS[j], qj)
+        if hj == nil then return e end
+        local stj, vj = try(hj, qj, cj)
+        if stj == 1 then
+          perm, over, retry = true, false, 0
+        elseif stj == 2 then
+          perm, over, retry = true, vj, 0
+        elseif stj == 3 and vj > retry then
+          retry = vj
+        end
+      end
+    end
+    -- Nothing is taken, but a bucket whose rate or burst changed keeps
+    -- its new parameters (as bucket.Reconfigure would have it).
+    local conv = {}
+    for _, k in ipairs(touched) do
+      local qk = op(k)
+      local sk, e = state(KEYS[k], qk, conv)
+      if not sk then return e end
+    end
+    commit(conv)
+    local out = {i - 1, retry, perm and 1 or 0, over and 1 or 0, #shadowed}
+    for _, x in ipairs(shadowed) do out[#out + 1] = x end
+    return out
+  end
+end
+commit(work)
+local out = {-1, 0, 0, 0, #shadowed}
+for _, x in ipairs(shadowed) do out[#out + 1] = x end
+for i = 1, nops do out[#out + 1] = rem[i] end
+return out

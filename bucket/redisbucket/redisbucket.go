@@ -1,0 +1,434 @@
+package redisbucket
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/stack"
+)
+
+//go:embed gcra.lua
+var gcraSource string
+
+var gcraScript = redis.NewScript(gcraSource)
+
+// ErrUnavailable matches (with errors.Is) the error Take and Adjust return
+// when Redis could not be reached, or was recently unreachable and is not
+// being asked again yet (see WithProbeInterval). The error wraps the
+// client's error too.
+var ErrUnavailable = errors.New("redisbucket: redis unavailable")
+
+const (
+	// maxTau bounds a bucket's capacity in ticks so that every number the
+	// script stores stays exact in a float64 (with room for debt).
+	maxTau = int64(1) << 50
+
+	defaultPrefix  = "sluice"
+	defaultTimeout = 50 * time.Millisecond
+	defaultProbe   = 200 * time.Millisecond
+)
+
+// Backend is a stack.Backend that keeps every bucket in Redis, so that all
+// the processes using the same Redis (and key prefix) share one limit. Each
+// decision is one round trip: a Lua script evaluates and commits all the
+// stacked buckets atomically (EVALSHA, with EVAL when the server does not
+// have the script cached).
+//
+// Semantics are those of stack.MemoryBackend (package bucket's GCRA): a new
+// bucket is full, a denied decision takes nothing, rate 0 blocks, a cost
+// above the burst is a permanent denial, RetryAfter is never early.
+//
+// Resolution: instants are whole microseconds (the Redis TIME resolution);
+// RetryAfter is rounded up to the microsecond. A bucket whose capacity,
+// counted in its exact ticks, would exceed 2^50 (only for huge bursts with
+// rates that do not divide the period) is evaluated on a coarser time unit
+// (10 µs, 100 µs, …) chosen per bucket; see Take's errors for the rest.
+//
+// All keys of one Backend share one Redis Cluster hash tag, so a decision's
+// keys are in one slot and the script is legal on a cluster; it also means
+// one stack's buckets live on one cluster node. Use several Backends with
+// different tags to spread independent stacks.
+//
+// A Backend is safe for concurrent use. It starts no goroutine.
+type Backend struct {
+	client    redis.UniversalClient
+	prefix    string
+	tag       string
+	keyPrefix string // "<prefix>:{<tag>}:"
+	clock     func() time.Time
+	timeout   time.Duration
+	probe     time.Duration
+	share     float64 // local fallback share; 0: none
+
+	start     time.Time    // monotonic origin of downUntil
+	downUntil atomic.Int64 // ns since start before which Redis is not asked; 0: up
+	lastErr   atomic.Pointer[error]
+	fallback  atomic.Pointer[stack.MemoryBackend]
+}
+
+var _ stack.Backend = (*Backend)(nil)
+
+// Option configures New.
+type Option func(*Backend) error
+
+// WithKeyPrefix sets the prefix of every key (default "sluice"). Keys are
+// "<prefix>:{<tag>}:<bucket key>" with the bucket key of stack.BucketKey.
+// The prefix must not contain '{' or '}'.
+func WithKeyPrefix(p string) Option {
+	return func(b *Backend) error {
+		if strings.ContainsAny(p, "{}") {
+			return fmt.Errorf("redisbucket: key prefix %q contains '{' or '}'", p)
+		}
+		b.prefix = p
+		return nil
+	}
+}
+
+// WithHashTag sets the Redis Cluster hash tag shared by all keys (default:
+// the key prefix, so keys look like "sluice:{sluice}:…"). It must be
+// non-empty and must not contain '{' or '}'.
+func WithHashTag(tag string) Option {
+	return func(b *Backend) error {
+		if tag == "" || strings.ContainsAny(tag, "{}") {
+			return fmt.Errorf("redisbucket: hash tag %q is empty or contains '{' or '}'", tag)
+		}
+		b.tag = tag
+		return nil
+	}
+}
+
+// WithClock makes the backend read decision time from now instead of the
+// Redis server's TIME. By default time comes from the server, so that pods
+// with skewed clocks still share one timeline. Use it in tests and
+// simulations. Key expiry still follows the server's clock, so the injected
+// clock must not run slower than real time.
+func WithClock(now func() time.Time) Option {
+	return func(b *Backend) error {
+		b.clock = now
+		return nil
+	}
+}
+
+// WithTimeout bounds each call to Redis (default 50 ms). The bound applies
+// to reading the reply only if the client was created with
+// ContextTimeoutEnabled: true (go-redis otherwise uses its ReadTimeout).
+func WithTimeout(d time.Duration) Option {
+	return func(b *Backend) error {
+		if d <= 0 {
+			return fmt.Errorf("redisbucket: timeout %v is not positive", d)
+		}
+		b.timeout = d
+		return nil
+	}
+}
+
+// WithProbeInterval sets how long after Redis fails to answer the backend
+// stops asking it (default 200 ms): calls in that interval fail at once
+// with ErrUnavailable, or use the local fallback. After it, one call tries
+// Redis again; when it answers, every call goes back to Redis. 0 asks Redis
+// on every call.
+func WithProbeInterval(d time.Duration) Option {
+	return func(b *Backend) error {
+		if d < 0 {
+			return fmt.Errorf("redisbucket: probe interval %v is negative", d)
+		}
+		b.probe = d
+		return nil
+	}
+}
+
+// WithLocalFallback makes the backend decide with in-process buckets while
+// Redis is unreachable, instead of returning an error: each bucket gets
+// share of its rate and of its burst (burst rounded up), share in (0, 1].
+// With N processes, share 1/N keeps the fleet near the shared limit. The
+// fallback buckets start full and are dropped when Redis answers again.
+func WithLocalFallback(share float64) Option {
+	return func(b *Backend) error {
+		if !(share > 0 && share <= 1) {
+			return fmt.Errorf("redisbucket: fallback share %v is not in (0, 1]", share)
+		}
+		b.share = share
+		return nil
+	}
+}
+
+// New returns a Backend on client (a *redis.Client, *redis.ClusterClient or
+// *redis.Ring). It reports an error for an invalid option.
+func New(client redis.UniversalClient, opts ...Option) (*Backend, error) {
+	if client == nil {
+		return nil, errors.New("redisbucket: nil client")
+	}
+	b := &Backend{client: client, prefix: defaultPrefix, timeout: defaultTimeout, probe: defaultProbe, start: time.Now()}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(b); err != nil {
+			return nil, err
+		}
+	}
+	tag := b.tag
+	if tag == "" {
+		tag = b.prefix
+		if tag == "" {
+			tag = defaultPrefix
+		}
+	}
+	b.keyPrefix = b.prefix + ":{" + tag + "}:"
+	b.fallback.Store(stack.NewMemoryBackend())
+	return b, nil
+}
+
+// Load loads the script into the server's cache (SCRIPT LOAD), so that the
+// first decision does not need a second round trip. It is optional.
+func (b *Backend) Load(ctx context.Context) error {
+	return gcraScript.Load(ctx, b.client).Err()
+}
+
+// KeyPrefix returns the string every key of this backend starts with,
+// "<prefix>:{<tag>}:".
+func (b *Backend) KeyPrefix() string { return b.keyPrefix }
+
+// params are one op's bucket in the script's integer units.
+type params struct{ t, r, u, n int64 }
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// paramsOf converts an op's rate to exact integer ticks: with P the period
+// in time units of U µs and g = gcd(P, Rate), a token is T = P/g ticks and a
+// time unit R = Rate/g ticks.
+func paramsOf(op stack.Op) (params, error) {
+	n := max(op.Burst, 0)
+	if n > maxTau {
+		return params{}, fmt.Errorf("redisbucket: bucket %q: burst %d above %d", op.Key, op.Burst, maxTau)
+	}
+	if op.Rate <= 0 || op.Period <= 0 {
+		return params{t: 1, r: 0, u: 1, n: n}, nil
+	}
+	if op.Period%time.Microsecond != 0 {
+		return params{}, fmt.Errorf("redisbucket: bucket %q: period %v is not a whole number of microseconds", op.Key, op.Period)
+	}
+	p := int64(op.Period / time.Microsecond)
+	u := int64(1)
+	for {
+		g := gcd(p, op.Rate)
+		t, r := p/g, op.Rate/g
+		if n == 0 || t <= maxTau/n {
+			return params{t: t, r: r, u: u, n: n}, nil
+		}
+		if p%10 != 0 {
+			return params{}, fmt.Errorf("redisbucket: bucket %q: burst %d at %d per %v is too large to evaluate exactly", op.Key, op.Burst, op.Rate, op.Period)
+		}
+		p /= 10
+		u *= 10
+	}
+}
+
+// request builds the script's keys and arguments.
+func (b *Backend) request(mode string, ops []stack.Op) ([]string, []any, error) {
+	keys := make([]string, len(ops))
+	args := make([]any, 2, 2+6*len(ops))
+	args[0] = mode
+	if b.clock != nil {
+		args[1] = b.clock().UnixMicro()
+	} else {
+		args[1] = ""
+	}
+	for i, op := range ops {
+		p, err := paramsOf(op)
+		if err != nil {
+			return nil, nil, err
+		}
+		keys[i] = b.keyPrefix + op.Key
+		shadow := "0"
+		if op.Shadow {
+			shadow = "1"
+		}
+		args = append(args, p.t, p.r, p.u, p.n, op.Cost, shadow)
+	}
+	return keys, args, nil
+}
+
+func (b *Backend) mono() int64 { return int64(time.Since(b.start)) + 1 }
+
+// useRedis reports whether this call should ask Redis: it is up, or the
+// probe interval has passed and this call won the right to probe.
+func (b *Backend) useRedis() bool {
+	d := b.downUntil.Load()
+	if d == 0 {
+		return true
+	}
+	now := b.mono()
+	return now >= d && b.downUntil.CompareAndSwap(d, now+int64(b.probe))
+}
+
+// run evaluates the script and classifies a failure.
+func (b *Backend) run(ctx context.Context, keys []string, args []any) (*redis.Cmd, error) {
+	cctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	cmd := gcraScript.Run(cctx, b.client, keys, args...)
+	err := cmd.Err()
+	if err == nil {
+		if b.downUntil.Load() != 0 {
+			b.downUntil.Store(0)
+			b.fallback.Store(stack.NewMemoryBackend())
+		}
+		return cmd, nil
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) && !isConnErr(rerr) || ctx.Err() != nil {
+		// The server answered with an error, or the caller gave up: Redis
+		// itself is not known to be down.
+		return nil, fmt.Errorf("redisbucket: %w", err)
+	}
+	if b.probe > 0 {
+		b.downUntil.Store(b.mono() + int64(b.probe))
+	}
+	b.lastErr.Store(&err)
+	return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// isConnErr reports server errors that mean the node cannot serve now.
+func isConnErr(err redis.Error) bool {
+	s := err.Error()
+	return strings.HasPrefix(s, "LOADING") || strings.HasPrefix(s, "CLUSTERDOWN") ||
+		strings.HasPrefix(s, "MASTERDOWN") || strings.HasPrefix(s, "TRYAGAIN")
+}
+
+// unavailable is the error of a call made while Redis is considered down.
+func (b *Backend) unavailable() error {
+	if p := b.lastErr.Load(); p != nil {
+		return fmt.Errorf("%w (not retried for up to %v): %w", ErrUnavailable, b.probe, *p)
+	}
+	return ErrUnavailable
+}
+
+// scaled returns ops at the fallback share of their rate and burst.
+func (b *Backend) scaled(ops []stack.Op) []stack.Op {
+	out := make([]stack.Op, len(ops))
+	for i, op := range ops {
+		op.Period = time.Duration(float64(op.Period) / b.share)
+		if op.Burst > 0 {
+			op.Burst = int64(math.Ceil(float64(op.Burst) * b.share))
+		}
+		out[i] = op
+	}
+	return out
+}
+
+// Take implements stack.Backend: one script call for all ops.
+func (b *Backend) Take(ctx context.Context, at time.Time, ops []stack.Op) (stack.Outcome, error) {
+	if len(ops) == 0 {
+		return stack.Outcome{Denied: -1, Remaining: []int64{}}, nil
+	}
+	keys, args, err := b.request("t", ops)
+	if err != nil {
+		return stack.Outcome{}, err
+	}
+	if !b.useRedis() {
+		if b.share > 0 {
+			return b.fallback.Load().Take(ctx, b.localTime(at), b.scaled(ops))
+		}
+		return stack.Outcome{}, b.unavailable()
+	}
+	cmd, err := b.run(ctx, keys, args)
+	if err != nil {
+		if b.share > 0 && errors.Is(err, ErrUnavailable) {
+			return b.fallback.Load().Take(ctx, b.localTime(at), b.scaled(ops))
+		}
+		return stack.Outcome{}, err
+	}
+	vals, err := cmd.Int64Slice()
+	if err != nil {
+		return stack.Outcome{}, fmt.Errorf("redisbucket: unexpected script reply: %w", err)
+	}
+	return parseOutcome(vals, len(ops))
+}
+
+func (b *Backend) localTime(at time.Time) time.Time {
+	if b.clock != nil {
+		return b.clock()
+	}
+	return at
+}
+
+// parseOutcome decodes the script's reply.
+func parseOutcome(v []int64, nops int) (stack.Outcome, error) {
+	bad := func() (stack.Outcome, error) {
+		return stack.Outcome{}, fmt.Errorf("redisbucket: malformed script reply %v for %d ops", v, nops)
+	}
+	if len(v) < 5 {
+		return bad()
+	}
+	ns := v[4]
+	if ns < 0 || ns > int64(nops) || int64(len(v)) < 5+ns {
+		return bad()
+	}
+	out := stack.Outcome{Denied: int(v[0]), RetryAfter: time.Duration(v[1]) * time.Microsecond,
+		Permanent: v[2] != 0, OverBurst: v[3] != 0}
+	if out.Denied < -1 || out.Denied >= nops || v[1] < 0 || v[1] > math.MaxInt64/int64(time.Microsecond) {
+		return bad()
+	}
+	for _, i := range v[5 : 5+ns] {
+		if i < 0 || i >= int64(nops) {
+			return bad()
+		}
+		out.ShadowDenied = append(out.ShadowDenied, int(i))
+	}
+	rest := v[5+ns:]
+	if out.Denied >= 0 {
+		if len(rest) != 0 {
+			return bad()
+		}
+		return out, nil
+	}
+	if len(rest) != nops {
+		return bad()
+	}
+	out.Remaining = rest
+	return out, nil
+}
+
+// Adjust implements stack.Backend: forced charges and exact refunds in one
+// script call.
+func (b *Backend) Adjust(ctx context.Context, at time.Time, ops []stack.Op) error {
+	if len(ops) == 0 {
+		return nil
+	}
+	keys, args, err := b.request("a", ops)
+	if err != nil {
+		return err
+	}
+	if !b.useRedis() {
+		if b.share > 0 {
+			return b.fallback.Load().Adjust(ctx, b.localTime(at), b.scaled(ops))
+		}
+		return b.unavailable()
+	}
+	if _, err := b.run(ctx, keys, args); err != nil {
+		if b.share > 0 && errors.Is(err, ErrUnavailable) {
+			return b.fallback.Load().Adjust(ctx, b.localTime(at), b.scaled(ops))
+		}
+		return err
+	}
+	return nil
+}
+
+// String describes the backend for logs.
+func (b *Backend) String() string {
+	return "redisbucket(" + b.keyPrefix + ", timeout " + b.timeout.String() + ", fallback " + strconv.FormatFloat(b.share, 'g', -1, 64) + ")"
+}
