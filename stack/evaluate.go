@@ -115,8 +115,12 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 		var k0, k1 int32
 		if en.exact < len(l.keys) {
 			k0 = int32(len(kb))
-			for _, v := range vals[start+en.exact:] {
-				kb = match.AppendValue(kb, v)
+			if wild := vals[start+en.exact:]; len(wild) == 1 {
+				kb = append(kb, wild[0]...) // one value per table key: no encoding needed
+			} else {
+				for _, v := range wild {
+					kb = match.AppendValue(kb, v)
+				}
 			}
 			k1 = int32(len(kb))
 		}
