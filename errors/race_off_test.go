@@ -1,0 +1,5 @@
+//go:build !race
+
+package errors_test
+
+const raceEnabled = false
