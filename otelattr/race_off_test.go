@@ -1,0 +1,5 @@
+//go:build !race
+
+package otelattr_test
+
+const raceEnabled = false
