@@ -30,14 +30,26 @@ func AppendJSONRPC(dst []byte, e *ThrottledError, id []byte, code int) []byte {
 	dst = append(dst, JSONRPCID(id)...)
 	dst = append(dst, `,"error":{"code":`...)
 	dst = strconv.AppendInt(dst, int64(code), 10)
-	dst = append(dst, `,"message":"`+Message+`","data":{`...)
-	dst = appendField(dst, false, "limitKey")
+	dst = append(dst, `,"message":"`+Message+`","data":`...)
+	dst = AppendJSONRPCData(dst, e)
+	return append(dst, '}', '}')
+}
+
+// AppendJSONRPCData appends the "data" member of the JSON-RPC error for e:
+//
+//	{"limitKey":"rl-abc123/targetName=my-target","metric":"requests","retryAfter":1}
+//
+// It is what a JSON-RPC library that builds the envelope itself (such as an
+// MCP SDK) needs as the error's data.
+func AppendJSONRPCData(dst []byte, e *ThrottledError) []byte {
+	e = orZero(e)
+	dst = appendField(append(dst, '{'), false, "limitKey")
 	dst = appendString(dst, e.LimitKey)
 	dst = appendField(dst, true, "metric")
 	dst = appendString(dst, e.Metric)
 	dst = appendField(dst, true, "retryAfter")
 	dst = strconv.AppendInt(dst, e.RetryAfterSeconds(), 10)
-	return append(dst, '}', '}', '}')
+	return append(dst, '}')
 }
 
 // MarshalJSONRPC returns the JSON-RPC 2.0 error response for e (see
