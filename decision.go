@@ -59,6 +59,10 @@ type Decision struct {
 	Remaining int64
 	Window    time.Duration
 
+	// Shadowed lists the limit keys of shadow-mode limits that would have
+	// denied this request had they been enforced. It is nil when none would.
+	Shadowed []string
+
 	// Evaluated lists every bucket checked for this request as
 	// "{rateLimitId}:{metric}:{v1,v2}", sorted. Engines fill it only when
 	// asked to (it allocates).

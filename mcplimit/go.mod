@@ -1,6 +1,6 @@
 module github.com/sluicehq/sluice/mcplimit
 
-go 1.25.0
+go 1.26.0
 
 require github.com/sluicehq/sluice v0.0.0
 
@@ -12,8 +12,8 @@ require (
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
 	golang.org/x/oauth2 v0.35.0 // indirect
 	golang.org/x/sync v0.20.0 // indirect
-	golang.org/x/sys v0.47.0 // indirect
-	golang.org/x/time v0.15.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/time v0.16.0 // indirect
 )
 
 replace github.com/sluicehq/sluice => ../

@@ -1,0 +1,46 @@
+// Package bucket is a lock-free token bucket and a keyed table of buckets.
+//
+// A [Bucket] of capacity b refilled at r tokens per second is stored as one
+// int64, its GCRA "theoretical arrival time", updated by compare-and-swap:
+// integer arithmetic on the hot path, no floats, no locks, no allocation.
+// Its API mirrors golang.org/x/time/rate, so switching is a rename:
+//
+//	lim := rate.NewLimiter(20, 50)   // before
+//	lim := bucket.New(20, 50)        // after
+//
+// Beyond x/time/rate, [Bucket.TakeN] reports the exact RetryAfter of a denial
+// (never early), [Bucket.RefundN] is the exact inverse of a take (used to
+// give back what a later stacked limit denied), [Bucket.ChargeN] consumes
+// unconditionally and may put the bucket into debt (an actual cost larger
+// than its estimate), and a cost larger than the burst is reported as
+// OverBurst (and [ErrCostExceedsBurst] from WaitN), never as a wait.
+//
+// # Time
+//
+// Every time-dependent method has an explicit-instant form (AllowN, TakeN,
+// TokensAt, SetLimitAt, …); only Allow, Tokens, SetLimit, SetBurst and Wait
+// read the [Clock]. A new bucket is full at whatever instant it is first
+// used. Time never moves backwards inside a bucket: a caller with an older
+// instant than the others gets no tokens that were already spent
+// (golang/go#56287 cannot happen).
+//
+// Internally one token is exactly an integer number of ticks, chosen per
+// rate, and an instant is converted to ticks on each call from a fixed
+// epoch, so the refill does not drift: over a simulated day the admitted
+// count stays within one token of b + r·day for rates from 0.001/s to
+// 10,000,000/min.
+//
+// # Limits
+//
+// Instants are exact within about ±146 years of 2000-01-01 UTC and saturate
+// beyond (the bucket then stops refilling; it never admits more). Finite
+// rates above [MaxRate] (5e8 tokens/s) are treated as MaxRate; bursts above
+// [MaxBurst] as MaxBurst.
+//
+// # Tables
+//
+// A [Table] holds one bucket per key, created on first use, for per-value
+// limits. Buckets that have refilled to full are reclaimed on the insert
+// path, so memory stays bounded by the keys that are actually limited; no
+// goroutine runs in the background.
+package bucket

@@ -1,0 +1,109 @@
+package bucket_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/bucket"
+)
+
+// fakeClock is a Clock whose Sleep advances its time instead of sleeping.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{t: time.Date(2026, time.March, 1, 12, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.Advance(d)
+	return nil
+}
+
+// The seed's bucket: capacity 50, refilled at 20 per second.
+func Example() {
+	clk := newFakeClock()
+	b := bucket.New(20, 50, bucket.WithClock(clk))
+
+	allowed := 0
+	for i := 0; i < 50; i++ {
+		if b.Allow() {
+			allowed++
+		}
+	}
+	fmt.Println("at once:", allowed)
+
+	r := b.TakeN(clk.Now(), 1)
+	fmt.Println("51st allowed:", r.OK, "retry after:", r.RetryAfter)
+
+	for s := 1; s <= 3; s++ {
+		clk.Advance(time.Second)
+		n := 0
+		for b.Allow() {
+			n++
+		}
+		fmt.Printf("second %d: %d allowed\n", s, n)
+	}
+
+	clk.Advance(2500 * time.Millisecond)
+	fmt.Println("after 2.5s idle:", b.Tokens(), "tokens")
+	// Output:
+	// at once: 50
+	// 51st allowed: false retry after: 50ms
+	// second 1: 20 allowed
+	// second 2: 20 allowed
+	// second 3: 20 allowed
+	// after 2.5s idle: 50 tokens
+}
+
+// A per-value limit: each API key gets its own bucket of 2, refilled at 1/s.
+func ExampleTable() {
+	t0 := time.Date(2026, time.March, 1, 12, 0, 0, 0, time.UTC)
+	tab := bucket.NewTable(1, 2)
+	for _, key := range []string{"alice", "alice", "alice", "bob"} {
+		r := tab.TakeN(key, t0, 1)
+		fmt.Println(key, r.OK, r.Remaining, r.RetryAfter)
+	}
+	fmt.Println("live keys:", tab.Len())
+	// Output:
+	// alice true 1 0s
+	// alice true 0 0s
+	// alice false 0 1s
+	// bob true 1 0s
+	// live keys: 2
+}
+
+// A request whose actual cost exceeded its estimate: reserve the estimate,
+// then charge the overrun, which later requests pay for.
+func ExampleBucket_ChargeN() {
+	t0 := time.Date(2026, time.March, 1, 12, 0, 0, 0, time.UTC)
+	b := bucket.New(10, 50) // 10 tokens/s, 50 at most
+	fmt.Println("estimate 40:", b.TakeN(t0, 40).OK)
+	b.ChargeN(t0, 30) // actual cost 70
+	fmt.Println("tokens:", b.TokensAt(t0))
+	r := b.TakeN(t0, 5)
+	fmt.Println("next 5:", r.OK, "retry after:", r.RetryAfter)
+	// Output:
+	// estimate 40: true
+	// tokens: -20
+	// next 5: false retry after: 2.5s
+}

@@ -1,0 +1,39 @@
+package sluice_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	slerrors "github.com/sluicehq/sluice/errors"
+)
+
+// A Limiter returns a Decision; a denial is not an error until you ask for one.
+func Example() {
+	// Any engine (stack, category, …) is a sluice.Limiter; here a small
+	// function stands in for one that throttles everyone but alice.
+	var l sluice.Limiter = sluice.LimiterFunc(func(_ context.Context, k sluice.Keys) (sluice.Decision, error) {
+		if caller, _ := k.Get("caller"); caller == "alice" {
+			return sluice.Decision{Allowed: true}, nil
+		}
+		return sluice.Decision{LimitID: "per-caller", LimitKey: "per-caller/caller=bob", Metric: sluice.MetricRequests, RetryAfter: 1500 * time.Millisecond}, nil
+	})
+	for _, caller := range []string{"alice", "bob"} {
+		d, err := l.Allow(context.Background(), sluice.NewKeys("caller", caller))
+		if err != nil {
+			fmt.Println("could not decide:", err)
+			continue
+		}
+		if err := d.Err(); errors.Is(err, slerrors.ErrThrottled) {
+			te, _ := slerrors.AsThrottled(err)
+			fmt.Printf("%s: throttled by %s, Retry-After: %d\n", caller, te.LimitKey, te.RetryAfterSeconds())
+			continue
+		}
+		fmt.Printf("%s: allowed\n", caller)
+	}
+	// Output:
+	// alice: allowed
+	// bob: throttled by per-caller/caller=bob, Retry-After: 2
+}

@@ -1,0 +1,196 @@
+package stack
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/sluicehq/sluice/bucket"
+)
+
+// Backend computes bucket decisions outside this process's memory, so that
+// several processes share one limit (the Redis backend implements it). A
+// Stack resolves entries and orders the applicable buckets itself, then hands
+// the ordered list to the backend in one call per decision.
+//
+// Implementations must give every Op the GCRA semantics of package bucket:
+// a new bucket is full, Burst is the capacity, Rate units refill per Period,
+// Rate 0 blocks, a cost above the burst is a permanent denial, RetryAfter is
+// never early. They must be safe for concurrent use.
+type Backend interface {
+	// Take takes ops[i].Cost from each bucket, in order, all or nothing: it
+	// stops at the first non-shadow op that cannot give its cost, and then
+	// nothing is taken from any bucket. A shadow op that cannot give its cost
+	// is reported in Outcome.ShadowDenied and takes nothing; evaluation goes on.
+	Take(ctx context.Context, at time.Time, ops []Op) (Outcome, error)
+	// Adjust adds ops[i].Cost to each bucket without any check: a positive
+	// cost is a forced charge (the bucket may go into debt), a negative one
+	// an exact refund (never above full). Used to settle reservations.
+	Adjust(ctx context.Context, at time.Time, ops []Op) error
+}
+
+// Op is one bucket of one decision.
+type Op struct {
+	// Key identifies the bucket. It is stable for as long as the limit keeps
+	// its id and dimension keys and the entry keeps its values, so state
+	// survives a reload. It is readable: see BucketKey.
+	Key string
+	// Rate units refill every Period; Burst is the capacity.
+	Rate   int64
+	Period time.Duration
+	Burst  int64
+	// Cost is the number of units to take (Take) or add (Adjust).
+	Cost int64
+	// Shadow marks an op of a shadow-mode limit: reported, never denying.
+	Shadow bool
+}
+
+// Outcome is the result of Backend.Take.
+type Outcome struct {
+	// Denied is the index of the op that denied, or -1 when all passed.
+	Denied int
+	// RetryAfter is, on a denial, the wait after which the same ops would
+	// all pass (the longest any of them needs), never early.
+	RetryAfter time.Duration
+	// Permanent reports a denial no wait can cure; OverBurst that the cause
+	// is a cost above a burst.
+	Permanent, OverBurst bool
+	// Remaining holds, when all passed, the whole units left in each op's
+	// bucket (same indexes as ops); it may be nil if the backend does not
+	// report them.
+	Remaining []int64
+	// ShadowDenied lists the indexes of shadow ops that could not give their cost.
+	ShadowDenied []int
+}
+
+// BucketKey renders the identity of one bucket as
+// "<rateLimitId>|<metric>|<rate index>|<entry values>|<request values>",
+// each value length-prefixed ("9:my-target"), so that no two buckets share a
+// key whatever their values contain. Request values are those at the entry's
+// "*" positions (empty for an exact entry).
+func BucketKey(limitID, metric string, rateIndex int, entry, values []string) string {
+	b := make([]byte, 0, 64)
+	b = append(b, limitID...)
+	b = append(b, '|')
+	b = append(b, metric...)
+	b = append(b, '|')
+	b = strconv.AppendInt(b, int64(rateIndex), 10)
+	for _, group := range [][]string{entry, values} {
+		b = append(b, '|')
+		for i, v := range group {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, int64(len(v)), 10)
+			b = append(b, ':')
+			b = append(b, v...)
+		}
+	}
+	return string(b)
+}
+
+// MemoryBackend is a Backend on in-process buckets. A Stack does not need it
+// (it decides in memory by default, faster); it exists to test the Backend
+// contract without a server and as a reference for other implementations.
+type MemoryBackend struct {
+	mu      sync.Mutex
+	buckets map[string]*memBucket
+}
+
+type memBucket struct {
+	b                   *bucket.Bucket
+	rate, burst, period int64
+}
+
+// NewMemoryBackend returns an empty MemoryBackend.
+func NewMemoryBackend() *MemoryBackend { return &MemoryBackend{buckets: map[string]*memBucket{}} }
+
+func (m *MemoryBackend) get(at time.Time, op Op) *bucket.Bucket {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	lim := rate.Limit(0)
+	if op.Period > 0 {
+		lim = rate.Limit(float64(op.Rate) / op.Period.Seconds())
+	}
+	burst := op.Burst
+	mb := m.buckets[op.Key]
+	switch {
+	case mb == nil:
+		mb = &memBucket{b: bucket.New(lim, int(burst)), rate: op.Rate, burst: burst, period: int64(op.Period)}
+		m.buckets[op.Key] = mb
+	case mb.rate != op.Rate || mb.burst != burst || mb.period != int64(op.Period):
+		mb.b.Reconfigure(at, lim, int(burst))
+		mb.rate, mb.burst, mb.period = op.Rate, burst, int64(op.Period)
+	}
+	return mb.b
+}
+
+// Take implements Backend.
+func (m *MemoryBackend) Take(ctx context.Context, at time.Time, ops []Op) (Outcome, error) {
+	if err := ctx.Err(); err != nil {
+		return Outcome{}, err
+	}
+	out := Outcome{Denied: -1, Remaining: make([]int64, len(ops))}
+	taken := make([]bool, len(ops))
+	for i, op := range ops {
+		b := m.get(at, op)
+		res := b.TakeN(at, int(op.Cost))
+		if res.OK {
+			taken[i] = true
+			out.Remaining[i] = res.Remaining
+			continue
+		}
+		if op.Shadow {
+			out.ShadowDenied = append(out.ShadowDenied, i)
+			continue
+		}
+		out.Denied = i
+		out.RetryAfter = res.RetryAfter
+		out.Permanent = res.Permanent || res.OverBurst
+		out.OverBurst = res.OverBurst && op.Burst > 0
+		for j := i - 1; j >= 0; j-- {
+			if taken[j] {
+				m.get(at, ops[j]).RefundN(at, int(ops[j].Cost))
+			}
+		}
+		for j := i + 1; j < len(ops) && !out.Permanent; j++ {
+			if ops[j].Shadow {
+				continue
+			}
+			ob := m.get(at, ops[j])
+			r := ob.TakeN(at, int(ops[j].Cost))
+			switch {
+			case r.OK:
+				ob.RefundN(at, int(ops[j].Cost))
+			case r.Permanent || r.OverBurst:
+				out.Permanent, out.RetryAfter = true, 0
+				out.OverBurst = r.OverBurst && ops[j].Burst > 0
+			default:
+				out.RetryAfter = max(out.RetryAfter, r.RetryAfter)
+			}
+		}
+		out.Remaining = nil
+		return out, nil
+	}
+	return out, nil
+}
+
+// Adjust implements Backend.
+func (m *MemoryBackend) Adjust(ctx context.Context, at time.Time, ops []Op) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for _, op := range ops {
+		b := m.get(at, op)
+		switch {
+		case op.Cost > 0:
+			b.ChargeN(at, int(op.Cost))
+		case op.Cost < 0:
+			b.RefundN(at, int(-op.Cost))
+		}
+	}
+	return nil
+}

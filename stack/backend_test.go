@@ -1,0 +1,78 @@
+package stack_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/stack"
+	"github.com/sluicehq/sluice/stack/limitertest"
+)
+
+// The Backend path must decide exactly as the in-memory path does.
+func TestConformanceThroughMemoryBackend(t *testing.T) {
+	limitertest.Run(t, func(t *testing.T, cfg stack.Config, clock *limitertest.Clock) sluice.Limiter {
+		s, err := stack.New(cfg, stack.WithNow(clock.Now), stack.WithBackend(stack.NewMemoryBackend()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
+func TestBucketKeyHasNoCollisions(t *testing.T) {
+	a := stack.BucketKey("rl", "requests", 0, []string{"a,b", "*"}, []string{"c"})
+	b := stack.BucketKey("rl", "requests", 0, []string{"a", "b,*"}, []string{"c"})
+	if a == b {
+		t.Fatalf("collision: %q", a)
+	}
+	if want := "rl|requests|0|3:a,b,1:*|1:c"; a != want {
+		t.Errorf("BucketKey = %q, want %q", a, want)
+	}
+}
+
+// brokenBackend fails every call, as a backend does when its server is down.
+type brokenBackend struct{ calls atomic.Int64 }
+
+var errDown = errors.New("backend down")
+
+func (b *brokenBackend) Take(context.Context, time.Time, []stack.Op) (stack.Outcome, error) {
+	b.calls.Add(1)
+	return stack.Outcome{}, errDown
+}
+func (b *brokenBackend) Adjust(context.Context, time.Time, []stack.Op) error { return errDown }
+
+func TestBackendFailurePolicy(t *testing.T) {
+	cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "rl", DimensionKeys: []string{"caller"},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 1, Period: "second"}}}}}}}
+	keys := sluice.NewKeys("caller", "a")
+
+	var seen []error
+	bb := &brokenBackend{}
+	open, _ := stack.New(cfg, stack.WithBackend(bb), stack.WithErrorHandler(func(err error) { seen = append(seen, err) }))
+	for i := 0; i < 3; i++ {
+		d, err := open.Allow(context.Background(), keys)
+		if err != nil || !d.Allowed {
+			t.Fatalf("fail-open: %+v, %v", d, err)
+		}
+	}
+	if len(seen) != 3 || !errors.Is(seen[0], errDown) {
+		t.Errorf("error handler saw %v", seen)
+	}
+
+	closed, _ := stack.New(cfg, stack.WithBackend(&brokenBackend{}), stack.WithFailClosed())
+	if _, err := closed.Allow(context.Background(), keys); !errors.Is(err, errDown) {
+		t.Errorf("fail-closed: err = %v", err)
+	}
+	// A request no limit applies to never reaches the backend.
+	before := bb.calls.Load()
+	if d, err := open.Allow(context.Background(), sluice.NewKeys("other", "x")); err != nil || !d.Allowed {
+		t.Errorf("unmatched request: %+v %v", d, err)
+	}
+	if bb.calls.Load() != before {
+		t.Error("the backend was called for a request with no applicable limit")
+	}
+}

@@ -1,0 +1,94 @@
+package stack
+
+import (
+	"sync"
+	"time"
+)
+
+// DefaultLeaseTTL is how long a connection slot stays held when its
+// reservation is never settled or cancelled: after it the slot is reclaimed,
+// so a lost reservation cannot block an entry forever.
+const DefaultLeaseTTL = 10 * time.Minute
+
+// connRetryAfter is the RetryAfter given when a connections limit denies: a
+// slot frees when some request ends, which no clock can predict.
+const connRetryAfter = time.Second
+
+// connPool counts the in-flight requests of one connections bucket. Each
+// held slot is a lease with an expiry.
+type connPool struct {
+	mu     sync.Mutex
+	leases map[uint64]int64 // lease id → expiry, ns since the bucket epoch
+}
+
+// acquire takes a slot for lease id if fewer than limit are held at at.
+// It returns whether it did and how many slots are left.
+func (p *connPool) acquire(at time.Time, id uint64, limit int64, ttl time.Duration) (bool, int64) {
+	now := at.UnixNano()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if int64(len(p.leases)) >= limit {
+		for k, exp := range p.leases { // reclaim leases nobody settled
+			if exp <= now {
+				delete(p.leases, k)
+			}
+		}
+	}
+	if int64(len(p.leases)) >= limit {
+		return false, 0
+	}
+	if p.leases == nil {
+		p.leases = make(map[uint64]int64)
+	}
+	p.leases[id] = now + int64(ttl)
+	return true, limit - int64(len(p.leases))
+}
+
+// release frees lease id; releasing twice, or after expiry, does nothing.
+func (p *connPool) release(id uint64) {
+	p.mu.Lock()
+	delete(p.leases, id)
+	p.mu.Unlock()
+}
+
+func (p *connPool) inUse() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.leases)
+}
+
+// connTable holds one connPool per value of a wildcard entry; a pool with no
+// lease left is dropped (it carries no state).
+type connTable struct {
+	mu    sync.Mutex
+	pools map[string]*connPool
+}
+
+func (t *connTable) acquire(key []byte, at time.Time, id uint64, limit int64, ttl time.Duration) (bool, int64) {
+	// One lock for the table: a pool is created, used and dropped under it,
+	// so a release never drops a pool another request is joining.
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.pools[string(key)]
+	if p == nil {
+		if t.pools == nil {
+			t.pools = make(map[string]*connPool)
+		}
+		p = &connPool{}
+		t.pools[string(key)] = p
+	}
+	return p.acquire(at, id, limit, ttl)
+}
+
+func (t *connTable) release(key []byte, id uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.pools[string(key)]
+	if p == nil {
+		return
+	}
+	p.release(id)
+	if p.inUse() == 0 {
+		delete(t.pools, string(key))
+	}
+}

@@ -1,0 +1,335 @@
+// Package limitertest is a conformance suite for sluice.Limiter
+// implementations built from a stack.Config, in the spirit of
+// testing/slogtest. The in-memory stack runs it, and so does every other
+// backend (the Redis backend runs it unchanged), so that all of them make the
+// same decisions for the same configuration and the same instants.
+//
+// Run calls the factory once per case with a configuration and a manual
+// clock; the limiter must read time only from that clock.
+package limitertest
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	slerrors "github.com/sluicehq/sluice/errors"
+	"github.com/sluicehq/sluice/stack"
+)
+
+// Clock is a manual clock. The suite advances it; limiters read it.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock returns a clock set to t.
+func NewClock(t time.Time) *Clock { return &Clock{now: t} }
+
+// Now returns the clock's instant.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// Factory builds the limiter under test for cfg, reading time from clock.
+type Factory func(t *testing.T, cfg stack.Config, clock *Clock) sluice.Limiter
+
+// Start is the instant every case starts at.
+var Start = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// Run runs every conformance case as a subtest.
+func Run(t *testing.T, newLimiter Factory) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			clock := NewClock(Start)
+			l := newLimiter(t, c.cfg, clock)
+			c.run(t, l, clock)
+		})
+	}
+}
+
+type tcase struct {
+	name string
+	cfg  stack.Config
+	run  func(t *testing.T, l sluice.Limiter, clock *Clock)
+}
+
+func rps(n int64) []stack.Rate { return []stack.Rate{{Rate: n, Period: stack.PeriodSecond}} }
+func rpm(n int64) []stack.Rate { return []stack.Rate{{Rate: n, Period: stack.PeriodMinute}} }
+
+func dims(kv ...string) map[string]string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}
+
+func allow(t *testing.T, l sluice.Limiter, keys sluice.Keys) sluice.Decision {
+	t.Helper()
+	d, err := l.Allow(context.Background(), keys)
+	if err != nil {
+		t.Fatalf("Allow(%v): %v", keys, err)
+	}
+	return d
+}
+
+// countAllowed calls Allow n times at the current instant and counts grants.
+func countAllowed(t *testing.T, l sluice.Limiter, keys sluice.Keys, n int) int {
+	t.Helper()
+	got := 0
+	for i := 0; i < n; i++ {
+		if allow(t, l, keys).Allowed {
+			got++
+		}
+	}
+	return got
+}
+
+func expectCount(t *testing.T, what string, got, want int) {
+	t.Helper()
+	if got != want {
+		t.Errorf("%s: %d allowed, want %d", what, got, want)
+	}
+}
+
+var tool = []string{"targetName", "toolName"}
+
+var cases = []tcase{
+	{
+		name: "burst then sustained rate",
+		cfg: stack.Config{RateLimits: []stack.RateLimit{{
+			RateLimitID: "cluster-read", DimensionKeys: []string{"action"},
+			Entries: []stack.Entry{{Dimensions: dims("action", "*"), Requests: []stack.Rate{{Rate: 20, Period: stack.PeriodSecond, Burst: 50}}}},
+		}}},
+		run: func(t *testing.T, l sluice.Limiter, clock *Clock) {
+			k := sluice.NewKeys("action", "DescribeClusters")
+			expectCount(t, "burst", countAllowed(t, l, k, 60), 50)
+			clock.Advance(time.Second)
+			expectCount(t, "after 1s", countAllowed(t, l, k, 60), 20)
+			clock.Advance(2500 * time.Millisecond)
+			expectCount(t, "after 2.5s idle", countAllowed(t, l, k, 60), 50)
+		},
+	},
+	{
+		name: "exact entry is one shared bucket, wildcard is per value",
+		cfg: stack.Config{RateLimits: []stack.RateLimit{{
+			RateLimitID: "per-tool", DimensionKeys: tool,
+			Entries: []stack.Entry{
+				{Dimensions: dims("targetName", "t1", "toolName", "readData"), Requests: rps(3)},
+				{Dimensions: dims("targetName", "t1", "toolName", "*"), Requests: rps(2)},
+			},
+		}}},
+		run: func(t *testing.T, l sluice.Limiter, clock *Clock) {
+			expectCount(t, "exact entry", countAllowed(t, l, sluice.NewKeys("targetName", "t1", "toolName", "readData"), 5), 3)
+			expectCount(t, "wildcard value a", countAllowed(t, l, sluice.NewKeys("targetName", "t1", "toolName", "a"), 5), 2)
+			expectCount(t, "wildcard value b has its own bucket", countAllowed(t, l, sluice.NewKeys("targetName", "t1", "toolName", "b"), 5), 2)
+			expectCount(t, "no entry for t2: limit skipped", countAllowed(t, l, sluice.NewKeys("targetName", "t2", "toolName", "a"), 10), 10)
+		},
+	},
+	{
+		name: "missing dimension skips the limit",
+		cfg: stack.Config{RateLimits: []stack.RateLimit{{
+			RateLimitID: "per-caller", DimensionKeys: []string{"caller"},
+			Entries: []stack.Entry{{Dimensions: dims("caller", "*"), Requests: rps(1)}},
+		}}},
+		run: func(t *testing.T, l sluice.Limiter, clock *Clock) {
+			expectCount(t, "no caller key", countAllowed(t, l, sluice.NewKeys("other", "x"), 5), 5)
+			expectCount(t, "with caller", countAllowed(t, l, sluice.NewKeys("caller", "alice"), 5), 1)
+		},
+	},
+	{
+		name: "rate 0 blocks permanently",
+		cfg: stack.Config{RateLimits: []stack.RateLimit{{
+			RateLimitID: "blocked", DimensionKeys: []string{"caller"},
+			Entries: []stack.Entry{{Dimensions: dims("caller", "mallory"), Requests: rps(0)}, {Dimensions: dims("caller", "*"), Requests: rps(5)}},
+		}}},
+		run: func(t *testing.T, l sluice.Limiter, clock *Clock) {
+			d := allow(t, l, sluice.NewKeys("caller", "mallory"))
+			if d.Allowed || !d.Permanent || d.RetryAfter != 0 {
+				t.Errorf("rate 0: %+v; want a permanent denial with no RetryAfter", d)
+			}
+			clock.Advance(time.Hour)
+			if allow(t, l, sluice.NewKeys("caller", "mallory")).Allowed {
+				t.Error("rate 0 admitted a request an hour later")
+			}
+			if !allow(t, l, sluice.NewKeys("caller", "bob")).Allowed {
+				t.Error("another caller was blocked")
+			}
+		},
+	},
+	{
+		name: "AND stacking: a denied request consumes nothing",
+		cfg: stack.Config{RateLimits: []stack.RateLimit{
+			{RateLimitID: "per-target", DimensionKeys: []string{"targetName"},
+				Entries: []stack.Entry{{Dimensions: dims("targetName", "*"), Requests: rps(10)}}},
+			{RateLimitID: "per-tool", DimensionKeys: tool,
+				Entries: []stack.Entry{{Dimensions: dims("targetName", "t", "toolName", "*"), Requests: rps(2)}}},
+		}},
+		run: func(t *testing.T, l sluice.Limiter, clock *Clock) {
+			// Two tools share the target's 10; each tool has 2. Denials by the
+			// per-tool limit must not eat the target's budget.
+			for i := 0; i < 50; i++ {
+				allow(t, l, sluice.NewKeys("targetName", "t", "toolName", "a"))
+			}
+			expectCount(t, "other tools after 50 denied calls",
+				countAllowed(t, l, sluice.NewKeys("targetName", "t", "toolName", "b"), 5)+
+					countAllowed(t, l, sluice.NewKeys("targetName", "t", "toolName", "c"), 5)+
+					countAllowed(t, l, sluice.NewKeys("targetName", "t", "toolName", "d"), 5)+
+					countAllowed(t, l, sluice.NewKeys("targetName", "t", "toolName", "e"), 5), 8)
+		},
+	},
+	{
+		name: "order: more dimensions first, then stricter rate",
+		cfg: stack.Config{RateLimits: []stack.RateLimit{
+			{RateLimitID: "loose-1d", DimensionKeys: []string{"targetName"},
+				Entries: []stack.Entry{{Dimensions: dims("targetName", "*"), Requests: rps(1)}}},
+			{RateLimitID: "strict-1d", DimensionKeys: []string{"caller"},
+				Entries: []stack.Entry{{Dimensions: dims("caller", "*"), Requests: []stack.Rate{{Rate: 30, Period: stack.PeriodMinute, Burst: 1}}}}},
+			{RateLimitID: "two-d", DimensionKeys: tool,
+				Entries: []stack.Entry{{Dimensions: dims("targetName", "*", "toolName", "*"), Requests: rps(1)}}},
+		}},
+		run: func(t *testing.T, l sluice.Limiter, clock *Clock) {
+			k := sluice.NewKeys("targetName", "t", "toolName", "x", "caller", "c")
+			if !allow(t, l, k).Allowed {
+				t.Fatal("first request denied")
+			}
+			d := allow(t, l, k)
+			if d.Allowed || d.LimitID != "two-d" {
+				t.Errorf("second request: denied by %q, want the two-dimension limit first", d.LimitID)
+			}
+			// Exhaust nothing else: a different tool passes two-d; the 1-d
+			// limits are both empty; the stricter (30/min = 0.5/s) is first.
+			d = allow(t, l, sluice.NewKeys("targetName", "t", "toolName", "y", "caller", "c"))
+			if d.Allowed || d.LimitID != "strict-1d" {
+				t.Errorf("third request: denied by %q, want strict-1d (0.5/s before 1/s)", d.LimitID)
+			}
+		},
+	},
+	{
+		name: "denial names the limit, key, metric, entry and values",
+		cfg: stack.Config{RateLimits: []stack.RateLimit{{
+			RateLimitID: "rl-abc123", DimensionKeys: tool,
+			Entries: []stack.Entry{{Dimensions: dims("targetName", "my-target", "toolName", "*"), Requests: rps(1)}},
+		}}},
+		run: func(t *testing.T, l sluice.Limiter, clock *Clock) {
+			k := sluice.NewKeys("targetName", "my-target", "toolName", "readData")
+			allow(t, l, k)
+			d := allow(t, l, k)
+			if d.Allowed {
+				t.Fatal("second request allowed")
+			}
+			if d.LimitID != "rl-abc123" || d.LimitKey != "rl-abc123/targetName=my-target,toolName=readData" || d.Metric != "requests" {
+				t.Errorf("denial = id %q key %q metric %q", d.LimitID, d.LimitKey, d.Metric)
+			}
+			if !slices.Equal(d.MatchedEntry, []string{"my-target", "*"}) || !slices.Equal(d.ResolvedValues, []string{"my-target", "readData"}) {
+				t.Errorf("matched %q resolved %q", d.MatchedEntry, d.ResolvedValues)
+			}
+			if d.RetryAfter <= 0 || d.RetryAfter > time.Second {
+				t.Errorf("RetryAfter = %v, want in (0, 1s]", d.RetryAfter)
+			}
+			err := d.Err()
+			var te *slerrors.ThrottledError
+			if !errors.Is(err, slerrors.ErrThrottled) || !errors.As(err, &te) || te.LimitKey != d.LimitKey {
+				t.Errorf("Err() = %v", err)
+			}
+		},
+	},
+	{
+		name: "RetryAfter is never early, across stacked limits",
+		cfg: stack.Config{RateLimits: []stack.RateLimit{
+			{RateLimitID: "fast", DimensionKeys: tool,
+				Entries: []stack.Entry{{Dimensions: dims("targetName", "*", "toolName", "*"), Requests: rps(10)}}},
+			{RateLimitID: "slow", DimensionKeys: []string{"targetName"},
+				Entries: []stack.Entry{{Dimensions: dims("targetName", "*"), Requests: []stack.Rate{{Rate: 6, Period: stack.PeriodMinute, Burst: 2}}}}},
+		}},
+		run: func(t *testing.T, l sluice.Limiter, clock *Clock) {
+			k := sluice.NewKeys("targetName", "t", "toolName", "x")
+			for i := 0; i < 1000; i++ {
+				d := allow(t, l, k)
+				if d.Allowed {
+					continue
+				}
+				if d.RetryAfter <= 0 {
+					t.Fatalf("denial %+v without RetryAfter", d)
+				}
+				clock.Advance(d.RetryAfter)
+				if d2 := allow(t, l, k); !d2.Allowed {
+					t.Fatalf("retry after %v was denied again by %s (RetryAfter %v)", d.RetryAfter, d2.LimitID, d2.RetryAfter)
+				}
+				if d.RetryAfter > time.Second {
+					// The slow limit governs: 10/min, so about 10 s.
+					if d.RetryAfter > 10*time.Second {
+						t.Fatalf("RetryAfter %v longer than the slow limit's interval", d.RetryAfter)
+					}
+				}
+				if i > 200 {
+					return
+				}
+			}
+		},
+	},
+	{
+		name: "service-managed limits after customer limits, both must pass",
+		cfg: stack.Config{
+			RateLimits: []stack.RateLimit{{RateLimitID: "customer", DimensionKeys: []string{"caller"},
+				Entries: []stack.Entry{{Dimensions: dims("caller", "*"), Requests: rps(3)}}}},
+			ServiceLimits: []stack.RateLimit{{RateLimitID: "service", DimensionKeys: tool,
+				Entries: []stack.Entry{{Dimensions: dims("targetName", "*", "toolName", "*"), Requests: rps(2)}}}},
+		},
+		run: func(t *testing.T, l sluice.Limiter, clock *Clock) {
+			k := sluice.NewKeys("caller", "a", "targetName", "t", "toolName", "x")
+			expectCount(t, "min of both", countAllowed(t, l, k, 5), 2)
+			d := allow(t, l, k)
+			if d.LimitID != "service" {
+				t.Errorf("denied by %q, want service", d.LimitID)
+			}
+			// The customer limit was not consumed by the service denials.
+			expectCount(t, "customer budget left", countAllowed(t, l, sluice.NewKeys("caller", "a"), 5), 1)
+		},
+	},
+	{
+		name: "tokens metric charges the cost",
+		cfg: stack.Config{RateLimits: []stack.RateLimit{{
+			RateLimitID: "tpm", DimensionKeys: []string{"qualifiedModelId"},
+			Entries: []stack.Entry{{Dimensions: dims("qualifiedModelId", "*"), Tokens: rpm(50)}},
+		}}},
+		run: func(t *testing.T, l sluice.Limiter, clock *Clock) {
+			n, ok := l.(interface {
+				AllowN(context.Context, sluice.Keys, int) (sluice.Decision, error)
+			})
+			if !ok {
+				t.Fatal("a limiter built from a stack.Config must have AllowN(ctx, keys, tokens)")
+			}
+			k := sluice.NewKeys("qualifiedModelId", "m")
+			d, err := n.AllowN(context.Background(), k, 51)
+			if err != nil || d.Allowed || !d.Permanent || !errors.Is(d.Err(), slerrors.ErrCostExceedsBurst) {
+				t.Errorf("estimate 51 over a limit of 50: %+v, %v", d, err)
+			}
+			if d, _ := n.AllowN(context.Background(), k, 30); !d.Allowed {
+				t.Error("30 of 50 denied")
+			}
+			d, _ = n.AllowN(context.Background(), k, 30)
+			if d.Allowed || d.Metric != "tokens" {
+				t.Errorf("30 more: %+v", d)
+			}
+			clock.Advance(d.RetryAfter)
+			if d, _ := n.AllowN(context.Background(), k, 30); !d.Allowed {
+				t.Errorf("after RetryAfter: %+v", d)
+			}
+		},
+	},
+}

@@ -1,0 +1,203 @@
+package stack
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Reservation holds what Reserve took from a Stack until the request ends.
+// It implements sluice.Reservation.
+//
+// Lifetime: an unsettled reservation leaks nothing. Its token and request
+// units were consumed at Reserve and refill like any consumption; its
+// connection slots expire after the Stack's lease TTL (WithLeaseTTL). A
+// Reconcile or Cancel after that still adjusts the token buckets and does
+// not release a slot twice. A reservation made before a Reload settles on the
+// buckets it took from; those are the buckets in force when the limit and
+// entry were kept, and detached ones (limit removed) when not.
+type Reservation struct {
+	s         *Stack
+	at        time.Time
+	estimate  int
+	actual    atomic.Int64
+	hasActual atomic.Bool
+	done      atomic.Bool
+	n         int
+	items     [8]resItem
+	more      []resItem
+	keys      []byte
+	keyArr    [128]byte
+	ops       []Op   // when decided by a Backend: what Take took
+	opTokens  []bool // which of ops are tokens buckets
+}
+
+type resItem struct {
+	rb     *rateBucket
+	k0, k1 int32
+	cost   int
+	lease  uint64
+}
+
+func (r *Reservation) record(items []item, kb []byte, t time.Time) {
+	r.at = t
+	r.keys = append(r.keyArr[:0], kb...)
+	for i := range items {
+		it := &items[i]
+		if !it.taken {
+			continue
+		}
+		ri := resItem{rb: it.rb, k0: it.k0, k1: it.k1, cost: it.cost, lease: it.lease}
+		if r.n < len(r.items) {
+			r.items[r.n] = ri
+		} else {
+			r.more = append(r.more, ri)
+		}
+		r.n++
+	}
+}
+
+func (r *Reservation) item(i int) *resItem {
+	if i < len(r.items) {
+		return &r.items[i]
+	}
+	return &r.more[i-len(r.items)]
+}
+
+// Reserve takes one request, estimate units of every tokens limit and one
+// slot of every connections limit that applies, all or nothing. A denial
+// returns sluice.NoReservation. If the estimate exceeds what a tokens limit
+// has left, the request is throttled before any work starts, with a
+// RetryAfter honest for that cost (or a permanent denial when the estimate
+// exceeds the limit's burst).
+//
+//	r, d, err := limits.Reserve(ctx, keys, estimate)
+//	if err != nil || !d.Allowed { … }
+//	defer r.Cancel()            // no-op once reconciled; frees slots on panic
+//	usage := callModel()
+//	r.Reconcile(usage.Total)
+func (s *Stack) Reserve(ctx context.Context, keys sluice.Keys, estimate int) (sluice.Reservation, sluice.Decision, error) {
+	r, d, err := s.ReserveAt(ctx, keys, s.now(), estimate)
+	if r == nil {
+		return sluice.NoReservation, d, err
+	}
+	return r, d, err
+}
+
+// ReserveAt is Reserve at an explicit instant. It returns a nil
+// *Reservation when the request is denied or undecided.
+func (s *Stack) ReserveAt(ctx context.Context, keys sluice.Keys, t time.Time, estimate int) (*Reservation, sluice.Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, sluice.Decision{}, err
+	}
+	if estimate < 0 {
+		return nil, sluice.Decision{}, errNegativeCost
+	}
+	r := &Reservation{s: s, estimate: estimate}
+	d, err := s.evaluate(ctx, s.cfg.Load(), &keys, t, estimate, r)
+	if err != nil || !d.Allowed {
+		return nil, d, err
+	}
+	return r, d, nil
+}
+
+// SetActual records the actual cost for Settle.
+func (r *Reservation) SetActual(actual int) {
+	r.actual.Store(int64(actual))
+	r.hasActual.Store(true)
+}
+
+// Settle reconciles with the cost given to SetActual, or with the estimate
+// when none was given; it is the short form for a defer:
+//
+//	defer r.Settle()
+//	… r.SetActual(usage.Total)
+func (r *Reservation) Settle() error {
+	actual := r.estimate
+	if r.hasActual.Load() {
+		actual = int(r.actual.Load())
+	}
+	return r.Reconcile(actual)
+}
+
+// Reconcile implements sluice.Reservation: the tokens limits are charged
+// actual − estimate more (debt allowed) or refunded estimate − actual, at the
+// Stack's current time, and connection slots are released. Only the first
+// Reconcile or Cancel takes effect.
+func (r *Reservation) Reconcile(actual int) error {
+	if actual < 0 {
+		return errNegativeCost
+	}
+	if !r.done.CompareAndSwap(false, true) {
+		return nil
+	}
+	return r.settle(int64(actual)-int64(r.estimate), false)
+}
+
+// Cancel implements sluice.Reservation: everything taken is given back.
+func (r *Reservation) Cancel() {
+	if !r.done.CompareAndSwap(false, true) {
+		return
+	}
+	_ = r.settle(0, true)
+}
+
+func (r *Reservation) settle(delta int64, cancel bool) error {
+	now := r.s.now()
+	if r.ops != nil {
+		var adj []Op
+		for i, op := range r.ops {
+			switch {
+			case cancel:
+				op.Cost = -op.Cost
+			case r.opTokens[i]:
+				op.Cost = delta
+			default:
+				continue
+			}
+			if op.Cost != 0 {
+				adj = append(adj, op)
+			}
+		}
+		if len(adj) == 0 {
+			return nil
+		}
+		return r.s.backend.Adjust(context.Background(), now, adj)
+	}
+	kb := r.keys
+	for i := 0; i < r.n; i++ {
+		ri := r.item(i)
+		rb := ri.rb
+		key := kb[ri.k0:ri.k1]
+		switch {
+		case rb.conn != nil:
+			rb.conn.release(ri.lease)
+		case rb.connTab != nil:
+			rb.connTab.release(key, ri.lease)
+		case cancel:
+			refund(rb, key, now, ri.cost)
+		case rb.metric == sluice.MetricTokens && delta > 0:
+			if rb.shared != nil {
+				rb.shared.ChargeN(now, int(delta))
+			} else {
+				rb.table.ChargeBytes(key, now, int(delta))
+			}
+		case rb.metric == sluice.MetricTokens && delta < 0:
+			refund(rb, key, now, int(-delta))
+		}
+	}
+	return nil
+}
+
+func refund(rb *rateBucket, key []byte, t time.Time, n int) {
+	if n <= 0 {
+		return
+	}
+	if rb.shared != nil {
+		rb.shared.RefundN(t, n)
+	} else {
+		rb.table.RefundBytes(key, t, n)
+	}
+}

@@ -1,0 +1,277 @@
+package stack_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	slerrors "github.com/sluicehq/sluice/errors"
+	"github.com/sluicehq/sluice/internal/racecheck"
+	"github.com/sluicehq/sluice/stack"
+	"github.com/sluicehq/sluice/stack/limitertest"
+)
+
+func tpmConfig(tpm int64) stack.Config {
+	return stack.Config{RateLimits: []stack.RateLimit{
+		{RateLimitID: "per-model-tpm", DimensionKeys: []string{"qualifiedModelId"},
+			Entries: []stack.Entry{{Dimensions: map[string]string{"qualifiedModelId": "*"}, Tokens: []stack.Rate{{Rate: tpm, Period: "minute"}}}}},
+		{RateLimitID: "per-caller-rpm", DimensionKeys: []string{"caller"},
+			Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 1000, Period: "minute"}}}}},
+	}}
+}
+
+var llmKeys = sluice.NewKeys("qualifiedModelId", "anthropic.claude-3-sonnet", "caller", "alice")
+
+// backends runs a test on the in-memory path and through a Backend.
+func backends(t *testing.T, f func(t *testing.T, opts ...stack.Option)) {
+	t.Run("memory", func(t *testing.T) { f(t) })
+	t.Run("backend", func(t *testing.T) { f(t, stack.WithBackend(stack.NewMemoryBackend())) })
+}
+
+func newReserver(t *testing.T, cfg stack.Config, clock *limitertest.Clock, opts ...stack.Option) *stack.Stack {
+	t.Helper()
+	s, err := stack.New(cfg, append([]stack.Option{stack.WithNow(clock.Now)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func reserve(t *testing.T, s *stack.Stack, estimate int) (sluice.Reservation, sluice.Decision) {
+	t.Helper()
+	r, d, err := s.Reserve(context.Background(), llmKeys, estimate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, d
+}
+
+func TestReserveEstimateOverLimit(t *testing.T) {
+	backends(t, func(t *testing.T, opts ...stack.Option) {
+		clock := limitertest.NewClock(limitertest.Start)
+		s := newReserver(t, tpmConfig(50), clock, opts...)
+		// Limit 50, estimate 51: throttled before the work starts, for good.
+		r, d := reserve(t, s, 51)
+		if d.Allowed || !d.Permanent || !errors.Is(d.Err(), slerrors.ErrCostExceedsBurst) || r != sluice.NoReservation {
+			t.Fatalf("estimate 51 of 50: %+v", d)
+		}
+		// 40 fits; 20 more does not, and RetryAfter is honest for 20: 10
+		// tokens short at 50/min is 12 s.
+		if _, d := reserve(t, s, 40); !d.Allowed {
+			t.Fatalf("40 of 50: %+v", d)
+		}
+		_, d = reserve(t, s, 20)
+		if d.Allowed || d.Metric != "tokens" || d.LimitID != "per-model-tpm" {
+			t.Fatalf("20 with 10 left: %+v", d)
+		}
+		if d.RetryAfter < 12*time.Second || d.RetryAfter > 12*time.Second+time.Millisecond {
+			t.Errorf("RetryAfter %v, want 12s", d.RetryAfter)
+		}
+		clock.Advance(d.RetryAfter)
+		if _, d := reserve(t, s, 20); !d.Allowed {
+			t.Errorf("after RetryAfter: %+v", d)
+		}
+	})
+}
+
+func TestReconcileUnderrunAndOverrun(t *testing.T) {
+	backends(t, func(t *testing.T, opts ...stack.Option) {
+		clock := limitertest.NewClock(limitertest.Start)
+		s := newReserver(t, tpmConfig(50), clock, opts...)
+		r, _ := reserve(t, s, 40)
+		if err := r.Reconcile(10); err != nil { // 30 refunded exactly
+			t.Fatal(err)
+		}
+		r.Cancel() // no effect after Reconcile
+		if err := r.Reconcile(0); err != nil {
+			t.Fatal(err)
+		}
+		r2, d := reserve(t, s, 40)
+		if !d.Allowed {
+			t.Fatalf("after an underrun of 30, 40 of the 40 left must fit: %+v", d)
+		}
+		// Overrun: actual 80 against the estimate 40 leaves the bucket 40 in debt.
+		if err := r2.Reconcile(80); err != nil {
+			t.Fatal(err)
+		}
+		_, d = reserve(t, s, 1)
+		// -40 → +1 needs 41 tokens at 50/min: 49.2 s.
+		if d.Allowed || d.RetryAfter < 49200*time.Millisecond || d.RetryAfter > 49201*time.Millisecond {
+			t.Errorf("after an overrun: %+v, want a denial with RetryAfter 49.2s", d)
+		}
+	})
+}
+
+func TestCancelGivesEverythingBack(t *testing.T) {
+	backends(t, func(t *testing.T, opts ...stack.Option) {
+		clock := limitertest.NewClock(limitertest.Start)
+		cfg := tpmConfig(50)
+		cfg.RateLimits[1].Entries[0].Requests[0] = stack.Rate{Rate: 1, Period: "minute"}
+		s := newReserver(t, cfg, clock, opts...)
+		r, d := reserve(t, s, 50)
+		if !d.Allowed {
+			t.Fatal(d)
+		}
+		r.Cancel()
+		r.Cancel()
+		if err := r.Reconcile(50); err != nil {
+			t.Fatal(err)
+		}
+		// Both the 50 tokens and the one request per minute are back.
+		if _, d := reserve(t, s, 50); !d.Allowed {
+			t.Errorf("after Cancel: %+v", d)
+		}
+	})
+}
+
+func TestReservationAcrossReload(t *testing.T) {
+	clock := limitertest.NewClock(limitertest.Start)
+	s := newReserver(t, tpmConfig(50), clock)
+	r, _ := reserve(t, s, 50)
+	// Double the limit: the bucket keeps its 0 tokens (capped at 100).
+	if err := s.Reload(tpmConfig(100)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reconcile(20); err != nil { // 30 back into the reloaded bucket
+		t.Fatal(err)
+	}
+	if _, d := reserve(t, s, 30); !d.Allowed {
+		t.Errorf("the refund did not reach the bucket in force: %+v", d)
+	}
+	if _, d := reserve(t, s, 1); d.Allowed {
+		t.Error("more than the refund was available")
+	}
+}
+
+func TestUnsettledReservationDoesNotLeak(t *testing.T) {
+	clock := limitertest.NewClock(limitertest.Start)
+	cfg := tpmConfig(60)
+	cfg.RateLimits = append(cfg.RateLimits, stack.RateLimit{RateLimitID: "concurrency", DimensionKeys: []string{"caller"},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Connections: []stack.Rate{{Rate: 1, Period: "second"}}}}})
+	s := newReserver(t, cfg, clock, stack.WithLeaseTTL(5*time.Minute))
+	if _, d := reserve(t, s, 60); !d.Allowed { // never settled
+		t.Fatal(d)
+	}
+	clock.Advance(time.Minute) // tokens refilled, but the slot is still held
+	if _, d := reserve(t, s, 60); d.Allowed || d.Metric != "connections" {
+		t.Fatalf("slot held for 1 minute: %+v", d)
+	}
+	clock.Advance(4 * time.Minute) // past the lease TTL
+	r, d := reserve(t, s, 60)
+	if !d.Allowed {
+		t.Fatalf("after the lease TTL the slot must be reclaimed: %+v", d)
+	}
+	r.Cancel()
+}
+
+func TestConnections(t *testing.T) {
+	clock := limitertest.NewClock(limitertest.Start)
+	cfg := stack.Config{RateLimits: []stack.RateLimit{
+		{RateLimitID: "in-flight", DimensionKeys: []string{"targetName"},
+			Entries: []stack.Entry{{Dimensions: map[string]string{"targetName": "*"}, Connections: []stack.Rate{{Rate: 2, Period: "second"}}}}},
+		{RateLimitID: "per-tool", DimensionKeys: []string{"targetName", "toolName"},
+			Entries: []stack.Entry{{Dimensions: map[string]string{"targetName": "t", "toolName": "blocked"}, Requests: []stack.Rate{{Rate: 0, Period: "second"}}}}},
+	}}
+	s := newReserver(t, cfg, clock)
+	keys := func(tool string) sluice.Keys { return sluice.NewKeys("targetName", "t", "toolName", tool) }
+	res := func(tool string) (sluice.Reservation, sluice.Decision) {
+		r, d, err := s.Reserve(context.Background(), keys(tool), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r, d
+	}
+	// A request denied by another limit holds no slot.
+	for i := 0; i < 5; i++ {
+		if _, d := res("blocked"); d.Allowed {
+			t.Fatal("rate 0 allowed")
+		}
+	}
+	r1, d1 := res("a")
+	r2, d2 := res("b")
+	_, d3 := res("c")
+	if !d1.Allowed || !d2.Allowed || d3.Allowed || d3.Metric != "connections" || d3.LimitKey != "in-flight/targetName=t" {
+		t.Fatalf("two slots: %v %v %+v", d1.Allowed, d2.Allowed, d3)
+	}
+	// Allow does not take slots (it could never release them).
+	if d, _ := s.Allow(context.Background(), keys("d")); !d.Allowed {
+		t.Errorf("Allow with slots full: %+v", d)
+	}
+	_ = r1.Reconcile(0)
+	_ = r1.Reconcile(0) // idempotent: must not free r2's slot
+	r1.Cancel()
+	r4, d4 := res("e")
+	if !d4.Allowed {
+		t.Fatalf("a released slot was not reusable: %+v", d4)
+	}
+	if _, d := res("f"); d.Allowed {
+		t.Fatal("a double release freed a second slot")
+	}
+	r2.Cancel()
+	r4.Cancel()
+	if _, d := res("g"); !d.Allowed {
+		t.Fatal("slots not released")
+	}
+}
+
+func TestReserveAllocatesOnlyTheReservation(t *testing.T) {
+	if racecheck.Enabled {
+		t.Skip("allocation counts differ under -race")
+	}
+	clock := limitertest.NewClock(limitertest.Start)
+	s := newReserver(t, threeLimitTokens(), clock)
+	allocs := testing.AllocsPerRun(1000, func() {
+		r, d, err := s.ReserveAt(context.Background(), llmKeys, limitertest.Start, 100)
+		if err != nil || !d.Allowed {
+			t.Fatalf("%+v %v", d, err)
+		}
+		if err := r.Reconcile(90); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 1 {
+		t.Errorf("Reserve+Reconcile allocates %.1f times; want only the reservation", allocs)
+	}
+}
+
+func threeLimitTokens() stack.Config {
+	big := []stack.Rate{{Rate: 10_000_000, Period: "minute"}}
+	return stack.Config{RateLimits: []stack.RateLimit{
+		{RateLimitID: "per-model-tpm", DimensionKeys: []string{"qualifiedModelId"},
+			Entries: []stack.Entry{{Dimensions: map[string]string{"qualifiedModelId": "*"}, Tokens: big}}},
+		{RateLimitID: "per-caller-tpm", DimensionKeys: []string{"caller"},
+			Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Tokens: big}}},
+		{RateLimitID: "per-caller-model", DimensionKeys: []string{"caller", "qualifiedModelId"},
+			Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*", "qualifiedModelId": "*"}, Requests: big}}},
+	}}
+}
+
+func BenchmarkReserve(b *testing.B) {
+	clock := limitertest.NewClock(limitertest.Start)
+	ctx := context.Background()
+	b.Run("allow", func(b *testing.B) {
+		s, _ := stack.New(threeLimitTokens(), stack.WithNow(clock.Now))
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			// Time advances with the benchmark so it stays on the allowed path.
+			at := limitertest.Start.Add(time.Duration(i) * 20 * time.Microsecond)
+			if d, _ := s.AllowAt(ctx, llmKeys, at, 2); !d.Allowed {
+				b.Fatal("denied")
+			}
+		}
+	})
+	b.Run("reserve+reconcile", func(b *testing.B) {
+		s, _ := stack.New(threeLimitTokens(), stack.WithNow(clock.Now))
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			at := limitertest.Start.Add(time.Duration(i) * 20 * time.Microsecond)
+			r, d, _ := s.ReserveAt(ctx, llmKeys, at, 2)
+			if !d.Allowed {
+				b.Fatal("denied")
+			}
+			r.Reconcile(1)
+		}
+	})
+}
