@@ -12,6 +12,7 @@ import (
 	"time"
 
 	slerrors "github.com/sluicehq/sluice/errors"
+	"github.com/sluicehq/sluice/internal/racecheck"
 )
 
 // The bodies below are copied from seed 002 ("受限的响应"), whitespace
@@ -343,7 +344,7 @@ func checkRoundTrip(t *testing.T, f slerrors.Format, e *slerrors.ThrottledError)
 }
 
 func TestAppendDoesNotAllocate(t *testing.T) {
-	if testing.CoverMode() != "" || raceEnabled {
+	if testing.CoverMode() != "" || racecheck.Enabled {
 		t.Skip("allocation counts differ under -cover and -race")
 	}
 	buf := make([]byte, 0, 512)

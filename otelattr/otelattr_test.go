@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/racecheck"
 	"github.com/sluicehq/sluice/otelattr"
 )
 
@@ -157,7 +158,7 @@ func TestErrorRecordsNothing(t *testing.T) {
 }
 
 func TestNoAllocationWhenNotRecording(t *testing.T) {
-	if testing.CoverMode() != "" || raceEnabled {
+	if testing.CoverMode() != "" || racecheck.Enabled {
 		t.Skip("allocation counts differ under -cover and -race")
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample()))

@@ -1,5 +1,0 @@
-//go:build race
-
-package errors_test
-
-const raceEnabled = true

@@ -1,5 +1,0 @@
-//go:build race
-
-package otelattr_test
-
-const raceEnabled = true
