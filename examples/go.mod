@@ -2,13 +2,35 @@ module github.com/sluicehq/sluice/examples
 
 go 1.26.0
 
-require github.com/sluicehq/sluice v0.0.0
+require (
+	github.com/modelcontextprotocol/go-sdk v1.8.0
+	github.com/sluicehq/sluice v0.0.0
+	github.com/sluicehq/sluice/grpclimit v0.0.0
+	github.com/sluicehq/sluice/mcplimit v0.0.0-00010101000000-000000000000
+	google.golang.org/grpc v1.85.0
+)
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/google/jsonschema-go v0.4.3 // indirect
+	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4 // indirect
+	github.com/segmentio/asm v1.1.3 // indirect
+	github.com/segmentio/encoding v0.5.4 // indirect
+	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/oauth2 v0.36.0 // indirect
+	golang.org/x/sync v0.23.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 replace github.com/sluicehq/sluice => ../
+
+replace github.com/sluicehq/sluice/grpclimit => ../grpclimit
+
+replace github.com/sluicehq/sluice/mcplimit => ../mcplimit
