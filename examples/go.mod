@@ -6,7 +6,7 @@ require (
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/sluicehq/sluice v0.0.0
 	github.com/sluicehq/sluice/grpclimit v0.0.0
-	github.com/sluicehq/sluice/mcplimit v0.0.0-00010101000000-000000000000
+	github.com/sluicehq/sluice/mcplimit v0.0.0
 	google.golang.org/grpc v1.85.0
 )
 
