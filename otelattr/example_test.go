@@ -34,7 +34,7 @@ func ExampleWrap() {
 	span.End()
 
 	for _, kv := range sr.Ended()[0].Attributes() {
-		fmt.Printf("%s = %s\n", kv.Key, kv.Value.Emit())
+		fmt.Printf("%s = %s\n", kv.Key, kv.Value.String())
 	}
 	// Output:
 	// aws.agentcore.gateway.throttle.customer.decision = throttled
