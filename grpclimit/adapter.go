@@ -26,8 +26,11 @@ func Adapter(l sluice.Limiter, keys KeyFunc, opts ...Option) ratelimit.Limiter {
 
 type adapter struct{ lim *limiter }
 
-// Limit returns nil to let the call through, and otherwise a status error
-// whose message names the limit and the retry delay.
+// Limit returns nil to let the call through; for a throttled call the
+// *errors.ThrottledError, whose message names the limit and the retry delay
+// and which the ratelimit interceptor puts into its ResourceExhausted
+// status; otherwise the status error of a call that could not be decided
+// (the interceptor reports it as ResourceExhausted too).
 func (a adapter) Limit(ctx context.Context) error {
 	method, _ := grpc.Method(ctx)
 	return a.lim.check(ctx, method, func(md metadata.MD) { _ = grpc.SetTrailer(ctx, md) })

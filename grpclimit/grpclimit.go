@@ -142,9 +142,9 @@ func newLimiter(l sluice.Limiter, keys KeyFunc, opts []Option) *limiter {
 	return lim
 }
 
-// check decides one call. It returns nil to let the call through, or the
-// status error to fail it with; setTrailer receives the pushback trailer of
-// a throttled call.
+// check decides one call. It returns nil to let the call through; the
+// *ThrottledError of a throttled call (after handing its pushback trailer to
+// setTrailer); or the status error of a call that could not be decided.
 func (lim *limiter) check(ctx context.Context, method string, setTrailer func(metadata.MD)) error {
 	keys, err := lim.keys(ctx, method)
 	if err != nil {
@@ -162,7 +162,15 @@ func (lim *limiter) check(ctx context.Context, method string, setTrailer func(me
 	}
 	te, _ := slerrors.AsThrottled(d.Err())
 	setTrailer(pushback(te))
-	return Status(te).Err()
+	return te
+}
+
+// statusErr turns check's result into the error an interceptor returns.
+func statusErr(err error) error {
+	if te, ok := err.(*slerrors.ThrottledError); ok {
+		return Status(te).Err()
+	}
+	return err
 }
 
 // UnaryServerInterceptor returns an interceptor that asks l about every
@@ -171,7 +179,7 @@ func UnaryServerInterceptor(l sluice.Limiter, keys KeyFunc, opts ...Option) grpc
 	lim := newLimiter(l, keys, opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if err := lim.check(ctx, info.FullMethod, func(md metadata.MD) { _ = grpc.SetTrailer(ctx, md) }); err != nil {
-			return nil, err
+			return nil, statusErr(err)
 		}
 		return handler(ctx, req)
 	}
@@ -184,7 +192,7 @@ func StreamServerInterceptor(l sluice.Limiter, keys KeyFunc, opts ...Option) grp
 	lim := newLimiter(l, keys, opts)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		if err := lim.check(ss.Context(), info.FullMethod, ss.SetTrailer); err != nil {
-			return err
+			return statusErr(err)
 		}
 		return handler(srv, ss)
 	}

@@ -158,8 +158,11 @@ func TestAdapter(t *testing.T) {
 	}
 	var trailer metadata.MD
 	_, err := client.Check(asCaller("alice"), &healthpb.HealthCheckRequest{}, grpc.Trailer(&trailer))
-	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "per-caller/caller=alice") {
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "rate limit exceeded for per-caller/caller=alice (requests), retry after 1s") {
 		t.Fatalf("second call: %v", err)
+	}
+	if strings.Count(err.Error(), "rpc error") != 1 {
+		t.Errorf("status nested in the message: %v", err)
 	}
 	if got := trailer.Get(grpclimit.PushbackTrailer); len(got) != 1 || got[0] != "1000" {
 		t.Errorf("pushback trailer %v", got)
