@@ -3,6 +3,7 @@ package bucket
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -39,6 +40,10 @@ type Result struct {
 	// Permanent is set on a denial that no wait can cure: OverBurst, or a
 	// rate of zero (no refill) with too few tokens left.
 	Permanent bool
+
+	// For RefundTake: the state the take left and the parameters it used.
+	tat int64
+	p   *params
 }
 
 // Bucket is a token bucket of capacity Burst refilled at Limit tokens per
@@ -60,6 +65,7 @@ type Bucket struct {
 	c     atomic.Pointer[core]
 	mu    sync.Mutex // serializes setters only
 	clock Clock
+	sys   bool // clock is the system clock: Allow reads the monotonic clock only
 }
 
 type core struct {
@@ -78,7 +84,8 @@ func New(r rate.Limit, b int, opts ...Option) *Bucket {
 			o.apply(&cfg)
 		}
 	}
-	bk := &Bucket{clock: cfg.clock}
+	_, sys := cfg.clock.(systemClock)
+	bk := &Bucket{clock: cfg.clock, sys: sys}
 	c := &core{params: newParams(r, b)}
 	c.tat.Store(fresh)
 	bk.c.Store(c)
@@ -86,14 +93,29 @@ func New(r rate.Limit, b int, opts ...Option) *Bucket {
 }
 
 // Allow reports whether one token may be taken now, and takes it if so.
+// With the system clock, "now" is read from the monotonic clock, anchored to
+// the wall clock when the package was initialised.
 func (b *Bucket) Allow() bool {
-	return b.AllowN(b.clock.Now(), 1)
+	if b.sys {
+		return b.allowNs(sysNow(), 1)
+	}
+	return b.allowNs(nsOf(b.clock.Now()), 1)
 }
 
 // AllowN reports whether n tokens may be taken at t, and takes them if so.
 // n ≤ 0 is allowed and takes nothing.
 func (b *Bucket) AllowN(t time.Time, n int) bool {
-	return b.TakeN(t, n).OK
+	return b.allowNs(nsOf(t), n)
+}
+
+func (b *Bucket) allowNs(ns int64, n int) bool {
+	for {
+		c := b.c.Load()
+		if ok, retry := c.allow(&c.tat, ns, n); !retry {
+			return ok
+		}
+		runtime.Gosched() // a setter is between seal and publish
+	}
 }
 
 // TakeN takes n tokens at t if the bucket holds them, and reports the
@@ -101,7 +123,7 @@ func (b *Bucket) AllowN(t time.Time, n int) bool {
 func (b *Bucket) TakeN(t time.Time, n int) Result {
 	for {
 		c := b.c.Load()
-		if r, retry := c.take(&c.tat, t, n); !retry {
+		if r, retry := c.take(&c.tat, nsOf(t), n); !retry {
 			return r
 		}
 		runtime.Gosched() // a setter is between seal and publish
@@ -110,10 +132,33 @@ func (b *Bucket) TakeN(t time.Time, n int) Result {
 
 // RefundN gives back n tokens at t: the exact inverse of a successful TakeN
 // or ChargeN of n at t. The bucket never holds more than its burst.
+//
+// It is exact when the bucket did not refill to full between the take and
+// the refund. If it did (a take at an instant at least n/rate after the
+// refunded take's found it full), the refunded tokens had already come back
+// through the refill, and giving them back again lets up to n more through:
+// refund promptly, at the take's instant, as a stack does when a later limit
+// denies.
 func (b *Bucket) RefundN(t time.Time, n int) {
 	for {
 		c := b.c.Load()
-		if c.refund(&c.tat, t, n) {
+		if c.refund(&c.tat, nsOf(t), n) {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+// RefundTake gives back up to n of the tokens taken by the TakeN that
+// returned res (res.OK), but only those that have not come back by refill
+// alone by t. Right after the take it is exactly RefundN. Later, once the
+// bucket would have refilled past the take, it gives back less or nothing:
+// a late refund never re-creates tokens that later takes already counted on,
+// so settling a reservation long after it was made cannot over-admit.
+func (b *Bucket) RefundTake(res Result, t time.Time, n int) {
+	for {
+		c := b.c.Load()
+		if c.refundTake(&c.tat, res, nsOf(t), n) {
 			return
 		}
 		runtime.Gosched()
@@ -127,7 +172,7 @@ func (b *Bucket) RefundN(t time.Time, n int) {
 func (b *Bucket) ChargeN(t time.Time, n int) {
 	for {
 		c := b.c.Load()
-		if c.charge(&c.tat, t, n) {
+		if c.charge(&c.tat, nsOf(t), n) {
 			return
 		}
 		runtime.Gosched()
@@ -223,9 +268,10 @@ func (b *Bucket) WaitN(ctx context.Context, n int) error {
 	}
 	for {
 		now := b.clock.Now()
-		var limit time.Duration = -1 // no deadline
-		if dl, ok := ctx.Deadline(); ok {
-			limit = dl.Sub(now)
+		limit := time.Duration(math.MaxInt64) // no deadline
+		dl, hasDeadline := ctx.Deadline()
+		if hasDeadline {
+			limit = dl.Sub(now) // negative when already passed on this clock
 		}
 		c = b.c.Load()
 		wait, ok, retry := c.reserve(&c.tat, now, n, limit)
@@ -234,7 +280,7 @@ func (b *Bucket) WaitN(ctx context.Context, n int) error {
 			continue
 		}
 		if !ok {
-			if wait < 0 { // rate 0: only the context can end this
+			if wait < 0 && !hasDeadline { // rate 0 (or decades of debt) and no deadline: only ctx can end this
 				<-ctx.Done()
 				return ctx.Err()
 			}
@@ -252,13 +298,14 @@ func (b *Bucket) WaitN(ctx context.Context, n int) error {
 }
 
 // reserve takes n tokens at t from the future if the wait until they are
-// due is at most limit (limit < 0: no limit). It returns the wait; ok=false
-// means nothing was taken (wait < 0 then means never).
+// due is at most limit. It returns the wait; ok=false means nothing was
+// taken (wait < 0 then means never).
 func (p *params) reserve(s *atomic.Int64, t time.Time, n int, limit time.Duration) (wait time.Duration, ok, retry bool) {
 	if p.inf || n <= 0 {
 		return 0, true, false
 	}
-	now := p.now(t)
+	ns := nsOf(t)
+	now := p.nsToTicks(ns)
 	inc := int64(n) * p.unit // n ≤ burst checked by the caller
 	for {
 		tat := s.Load()
@@ -266,8 +313,8 @@ func (p *params) reserve(s *atomic.Int64, t time.Time, n int, limit time.Duratio
 			return 0, false, true
 		}
 		base := max(tat, now)
-		if base-now > maxDebt {
-			base = now + maxDebt
+		if base-now > maxDebt-inc {
+			return -1, false, false // decades of debt: never, in practice
 		}
 		newTat := base + inc
 		dt := newTat - p.tau - now
@@ -276,10 +323,10 @@ func (p *params) reserve(s *atomic.Int64, t time.Time, n int, limit time.Duratio
 			if p.zero {
 				return -1, false, false
 			}
-			wait = p.ticksToDuration(dt)
-			if limit >= 0 && wait > limit {
-				return wait, false, false
-			}
+			wait = p.waitUntil(ns, newTat-p.tau)
+		}
+		if wait > limit {
+			return wait, false, false
 		}
 		if s.CompareAndSwap(tat, newTat) {
 			return wait, true, false

@@ -9,8 +9,9 @@
 //	lim := bucket.New(20, 50)        // after
 //
 // Beyond x/time/rate, [Bucket.TakeN] reports the exact RetryAfter of a denial
-// (never early), [Bucket.RefundN] is the exact inverse of a take (used to
-// give back what a later stacked limit denied), [Bucket.ChargeN] consumes
+// (never early), [Bucket.RefundN] is the inverse of a take (used to give
+// back what a later stacked limit denied; exact when prompt, see its doc),
+// [Bucket.ChargeN] consumes
 // unconditionally and may put the bucket into debt (an actual cost larger
 // than its estimate), and a cost larger than the burst is reported as
 // OverBurst (and [ErrCostExceedsBurst] from WaitN), never as a wait.
@@ -28,7 +29,10 @@
 // rate, and an instant is converted to ticks on each call from a fixed
 // epoch, so the refill does not drift: over a simulated day the admitted
 // count stays within one token of b + r·day for rates from 0.001/s to
-// 10,000,000/min.
+// 10,000,000/min. Within any window of length Δt a bucket admits at most
+// b + r·Δt tokens, under any concurrency and with stale callers, up to one
+// internal tick of rounding (2 ns for rates of 1/s and above, at most about a
+// microsecond for the slowest rates).
 //
 // # Limits
 //

@@ -16,7 +16,7 @@ type fakeClock struct {
 }
 
 func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2026, time.March, 1, 12, 0, 0, 0, time.UTC)}
+	return &fakeClock{t: time.Date(2036, time.March, 1, 12, 0, 0, 0, time.UTC)}
 }
 
 func (c *fakeClock) Now() time.Time {
@@ -77,7 +77,7 @@ func Example() {
 
 // A per-value limit: each API key gets its own bucket of 2, refilled at 1/s.
 func ExampleTable() {
-	t0 := time.Date(2026, time.March, 1, 12, 0, 0, 0, time.UTC)
+	t0 := time.Date(2036, time.March, 1, 12, 0, 0, 0, time.UTC)
 	tab := bucket.NewTable(1, 2)
 	for _, key := range []string{"alice", "alice", "alice", "bob"} {
 		r := tab.TakeN(key, t0, 1)
@@ -95,7 +95,7 @@ func ExampleTable() {
 // A request whose actual cost exceeded its estimate: reserve the estimate,
 // then charge the overrun, which later requests pay for.
 func ExampleBucket_ChargeN() {
-	t0 := time.Date(2026, time.March, 1, 12, 0, 0, 0, time.UTC)
+	t0 := time.Date(2036, time.March, 1, 12, 0, 0, 0, time.UTC)
 	b := bucket.New(10, 50) // 10 tokens/s, 50 at most
 	fmt.Println("estimate 40:", b.TakeN(t0, 40).OK)
 	b.ChargeN(t0, 30) // actual cost 70

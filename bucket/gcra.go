@@ -9,6 +9,11 @@ import (
 	"golang.org/x/time/rate"
 )
 
+// Bounds (they keep every sum and difference below 2^63): instants are in
+// [-maxTick, maxTick] = ±2^61 ticks; a state (tat) is fresh, or in
+// [now, now+maxDebt] for the instant now that wrote it, so at most 2^62;
+// n×unit ≤ tau ≤ 2^60 on the take path and ≤ maxDebt elsewhere.
+//
 // Bucket time is measured in ticks, chosen per rate so that one token is
 // exactly unit ticks. An instant is converted to ticks on every call as
 // floor(ns × fq / 2^62), where ns is the instant's offset from epoch and
@@ -17,7 +22,7 @@ import (
 // (relative error below 1e-15).
 
 // epoch is the fixed origin of bucket time. Instants are measured from it
-// with time.Time.Sub, which saturates about 292 years away.
+// in nanoseconds by nsOf, which saturates about 285 years away.
 var epoch = time.Date(2000, time.January, 1, 0, 0, 0, 0, time.UTC)
 
 const (
@@ -60,10 +65,6 @@ type params struct {
 
 func newParams(r rate.Limit, b int) params {
 	p := params{limit: r, burst: b, unit: 1}
-	if r == rate.Inf {
-		p.inf = true
-		return p
-	}
 	n := int64(b)
 	if n < 0 {
 		n = 0
@@ -72,6 +73,10 @@ func newParams(r rate.Limit, b int) params {
 		n = MaxBurst
 	}
 	p.n = n
+	if r == rate.Inf {
+		p.inf = true
+		return p
+	}
 	rf := float64(r)
 	if !(rf > 0) { // also NaN
 		p.zero = true
@@ -108,8 +113,34 @@ func newParams(r rate.Limit, b int) params {
 
 // now converts an instant to ticks: floor(ns × fq / 2^62), clamped to ±maxTick.
 func (p *params) now(t time.Time) int64 {
-	return p.nsToTicks(int64(t.Sub(epoch)))
+	return p.nsToTicks(nsOf(t))
 }
+
+// epochUnix is epoch in Unix seconds.
+var epochUnix = epoch.Unix()
+
+// nsOf returns t's offset from epoch in nanoseconds, saturated about 292
+// years away (like t.Sub(epoch), but cheaper).
+func nsOf(t time.Time) int64 {
+	const lim = 9_000_000_000 // seconds, about 285 years
+	s := t.Unix() - epochUnix
+	if s > lim {
+		return math.MaxInt64
+	}
+	if s < -lim {
+		return math.MinInt64
+	}
+	return s*1e9 + int64(t.Nanosecond())
+}
+
+// The system clock for Allow: one monotonic clock read (time.Since) instead
+// of time.Now's wall and monotonic pair, anchored to the wall clock once.
+var (
+	sysBase   = time.Now()
+	sysBaseNs = nsOf(sysBase)
+)
+
+func sysNow() int64 { return sysBaseNs + int64(time.Since(sysBase)) }
 
 func (p *params) nsToTicks(ns int64) int64 {
 	if ns >= 0 {
@@ -131,28 +162,50 @@ func (p *params) nsToTicks(ns int64) int64 {
 	return -int64(q)
 }
 
-// ticksToDuration returns the shortest duration d such that any instant
-// moved forward by d is at least dt ticks later: ceil(dt × 2^62 / fq).
-// It saturates at the largest Duration.
-func (p *params) ticksToDuration(dt int64) time.Duration {
-	if dt <= 0 {
+// waitUntil returns the shortest d ≥ 0 such that the instant ns+d is at
+// tick T or later, saturating at the largest Duration (never, for zero rate
+// or a tick beyond the representable range).
+func (p *params) waitUntil(ns, T int64) time.Duration {
+	const never = time.Duration(math.MaxInt64)
+	if p.fq == 0 || T > maxTick {
+		return never
+	}
+	if T <= -maxTick {
+		return 0 // every instant is at tick -maxTick or later
+	}
+	var target int64 // the first instant (ns since epoch) at tick T
+	if T > 0 {
+		hi, lo := uint64(T)>>(64-fracBits), uint64(T)<<fracBits
+		if hi >= p.fq {
+			return never
+		}
+		q, r := bits.Div64(hi, lo, p.fq)
+		if r != 0 {
+			q++
+		}
+		if q > math.MaxInt64 {
+			return never
+		}
+		target = int64(q)
+	} else {
+		u := uint64(-T)
+		hi, lo := u>>(64-fracBits), u<<fracBits
+		if hi >= p.fq {
+			return 0 // before any representable instant
+		}
+		q, _ := bits.Div64(hi, lo, p.fq)
+		if q > math.MaxInt64 {
+			return 0
+		}
+		target = -int64(q)
+	}
+	if target <= ns {
 		return 0
 	}
-	if p.fq == 0 {
-		return time.Duration(math.MaxInt64)
+	if ns < 0 && target > math.MaxInt64+ns {
+		return never
 	}
-	hi, lo := uint64(dt)>>(64-fracBits), uint64(dt)<<fracBits
-	if hi >= p.fq {
-		return time.Duration(math.MaxInt64)
-	}
-	q, r := bits.Div64(hi, lo, p.fq)
-	if r != 0 {
-		q++
-	}
-	if q > math.MaxInt64 {
-		return time.Duration(math.MaxInt64)
-	}
-	return time.Duration(q)
+	return time.Duration(target - ns)
 }
 
 // floorDiv divides rounding towards negative infinity (d > 0).
@@ -164,10 +217,10 @@ func floorDiv(a, d int64) int64 {
 	return q
 }
 
-// held is the capacity left at now for state tat, in ticks: tau when full,
-// negative in debt.
+// held is the capacity left at now for state tat, in ticks: tau when full
+// (tat ≤ now), negative in debt.
 func (p *params) held(tat, now int64) int64 {
-	if tat < now-p.tau { // also fresh
+	if tat <= now { // also fresh
 		return p.tau
 	}
 	return p.tau - (tat - now)
@@ -175,11 +228,11 @@ func (p *params) held(tat, now int64) int64 {
 
 // take tries to take n tokens at t from state s. It reports ok=false with
 // retry=true when s is sealed and the caller must reload and retry.
-func (p *params) take(s *atomic.Int64, t time.Time, n int) (res Result, retry bool) {
+func (p *params) take(s *atomic.Int64, ns int64, n int) (res Result, retry bool) {
 	if p.inf {
 		return Result{OK: true, Remaining: p.n}, false
 	}
-	now := p.now(t)
+	now := p.nsToTicks(ns)
 	for {
 		tat := s.Load()
 		if tat == sealed {
@@ -201,12 +254,37 @@ func (p *params) take(s *atomic.Int64, t time.Time, n int) (res Result, retry bo
 			if p.zero {
 				res.Permanent = true
 			} else {
-				res.RetryAfter = p.ticksToDuration(newTat - p.tau - now)
+				res.RetryAfter = p.waitUntil(ns, newTat-p.tau)
 			}
 			return res, false
 		}
 		if s.CompareAndSwap(tat, newTat) {
-			return Result{OK: true, Remaining: floorDiv(p.tau-(newTat-now), p.unit)}, false
+			return Result{OK: true, Remaining: floorDiv(p.tau-(newTat-now), p.unit), tat: newTat, p: p}, false
+		}
+	}
+}
+
+// allow is take without the report: ok says whether n tokens were taken.
+func (p *params) allow(s *atomic.Int64, ns int64, n int) (ok, retry bool) {
+	if p.inf || n <= 0 {
+		return true, false
+	}
+	if int64(n) > p.n || n > p.burst {
+		return false, false
+	}
+	now := p.nsToTicks(ns)
+	inc := int64(n) * p.unit
+	for {
+		tat := s.Load()
+		if tat == sealed {
+			return false, true
+		}
+		newTat := max(tat, now) + inc
+		if newTat-now > p.tau {
+			return false, false
+		}
+		if s.CompareAndSwap(tat, newTat) {
+			return true, false
 		}
 	}
 }
@@ -221,11 +299,11 @@ func mulSat(n, unit, limit int64) int64 {
 
 // charge consumes n tokens at t unconditionally, up to maxDebt ticks ahead.
 // It reports false when s is sealed.
-func (p *params) charge(s *atomic.Int64, t time.Time, n int) bool {
+func (p *params) charge(s *atomic.Int64, ns int64, n int) bool {
 	if p.inf || n <= 0 {
 		return true
 	}
-	now := p.now(t)
+	now := p.nsToTicks(ns)
 	inc := mulSat(int64(n), p.unit, maxDebt)
 	for {
 		tat := s.Load()
@@ -245,23 +323,61 @@ func (p *params) charge(s *atomic.Int64, t time.Time, n int) bool {
 
 // refund gives back n tokens at t, never beyond full at t. It reports false
 // when s is sealed.
-func (p *params) refund(s *atomic.Int64, t time.Time, n int) bool {
+func (p *params) refund(s *atomic.Int64, ns int64, n int) bool {
 	if p.inf || n <= 0 {
 		return true
 	}
-	now := p.now(t)
+	now := p.nsToTicks(ns)
 	dec := mulSat(int64(n), p.unit, maxDebt)
 	for {
 		tat := s.Load()
 		if tat == sealed {
 			return false
 		}
-		full := now - p.tau
-		if tat <= full {
+		if tat <= now { // full at t
 			return true
 		}
-		newTat := max(tat-dec, full)
+		newTat := max(tat-dec, now)
 		if s.CompareAndSwap(tat, newTat) {
+			return true
+		}
+	}
+}
+
+// refundTake is refund bounded by what of res's take is still outstanding at
+// t: the ticks between t and the state the take left, in whole tokens when
+// the parameters changed since. It reports false when s is sealed.
+func (p *params) refundTake(s *atomic.Int64, res Result, ns int64, n int) bool {
+	if !res.OK || res.p == nil || n <= 0 || p.inf {
+		return true
+	}
+	var out int64 // outstanding tokens of the take, in p's ticks
+	if res.p == p {
+		out = res.tat - p.nsToTicks(ns)
+	} else {
+		q := res.p
+		tokens := floorDiv(res.tat-q.nsToTicks(ns), q.unit)
+		out = mulSat(max(tokens, 0), p.unit, maxDebt)
+	}
+	if out <= 0 {
+		return true
+	}
+	dec := min(mulSat(int64(n), p.unit, maxDebt), out)
+	return p.refundTicks(s, ns, dec)
+}
+
+// refundTicks gives back dec ticks at ns, never beyond full.
+func (p *params) refundTicks(s *atomic.Int64, ns int64, dec int64) bool {
+	now := p.nsToTicks(ns)
+	for {
+		tat := s.Load()
+		if tat == sealed {
+			return false
+		}
+		if tat <= now {
+			return true
+		}
+		if s.CompareAndSwap(tat, max(tat-dec, now)) {
 			return true
 		}
 	}
@@ -279,21 +395,20 @@ func (p *params) tokensAt(tat int64, t time.Time) float64 {
 // params q holding the same number of tokens at t (capped at q's burst,
 // rounded down).
 func convert(p *params, tat int64, t time.Time, q *params) int64 {
-	if tat == fresh || p.inf || q.inf {
+	if p.inf || q.inf {
 		return fresh
 	}
-	h := p.held(tat, p.now(t))
-	if h >= p.tau && q.n >= p.n {
-		// Full and not shrinking: stay full, as of t.
-		return q.now(t) - q.tau
+	if tat == fresh && q.n <= p.n {
+		return fresh // never used and full under the new burst too
 	}
+	h := p.held(tat, p.now(t))
 	// h in [tau-maxDebt-2·maxTick, tau]: scale by q.unit/p.unit, floor.
 	nh := mulDivFloor(h, q.unit, p.unit)
 	if nh > q.tau {
 		nh = q.tau
 	}
-	if nh < -maxDebt {
-		nh = -maxDebt
+	if nh < q.tau-maxDebt {
+		nh = q.tau - maxDebt // the debt bound of ChargeN: state ≤ now + maxDebt
 	}
 	return q.now(t) + q.tau - nh
 }

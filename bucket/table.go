@@ -92,7 +92,7 @@ func (t *Table) TakeN(key string, at time.Time, n int) Result {
 	s := t.shardOf(key)
 	s.mu.RLock()
 	if st := s.m[key]; st != nil {
-		r, _ := t.p.Load().take(st, at, n)
+		r, _ := t.p.Load().take(st, nsOf(at), n)
 		s.mu.RUnlock()
 		return r
 	}
@@ -101,7 +101,7 @@ func (t *Table) TakeN(key string, at time.Time, n int) Result {
 		return t.peek(s, key, at, n)
 	}
 	s.mu.Lock()
-	r, _ := t.p.Load().take(t.insert(s, key, at, true), at, n)
+	r, _ := t.p.Load().take(t.insert(s, key, at, true), nsOf(at), n)
 	s.mu.Unlock()
 	return r
 }
@@ -116,7 +116,7 @@ func (t *Table) TakeBytes(key []byte, at time.Time, n int) Result {
 	s := t.shardOfBytes(key)
 	s.mu.RLock()
 	if st := s.m[string(key)]; st != nil {
-		r, _ := t.p.Load().take(st, at, n)
+		r, _ := t.p.Load().take(st, nsOf(at), n)
 		s.mu.RUnlock()
 		return r
 	}
@@ -125,7 +125,7 @@ func (t *Table) TakeBytes(key []byte, at time.Time, n int) Result {
 		return t.peek(s, string(key), at, n)
 	}
 	s.mu.Lock()
-	r, _ := t.p.Load().take(t.insert(s, string(key), at, false), at, n)
+	r, _ := t.p.Load().take(t.insert(s, string(key), at, false), nsOf(at), n)
 	s.mu.Unlock()
 	return r
 }
@@ -141,13 +141,21 @@ func (t *Table) peek(s *shard, key string, at time.Time, n int) Result {
 		tmp.Store(t.initial(s, t.p.Load()))
 		st = &tmp
 	}
-	r, _ := t.p.Load().take(st, at, n)
+	r, _ := t.p.Load().take(st, nsOf(at), n)
 	return r
 }
 
 // AllowN reports whether n tokens may be taken at at from key's bucket, and
 // takes them if so.
 func (t *Table) AllowN(key string, at time.Time, n int) bool {
+	s := t.shardOf(key)
+	s.mu.RLock()
+	if st := s.m[key]; st != nil {
+		ok, _ := t.p.Load().allow(st, nsOf(at), n)
+		s.mu.RUnlock()
+		return ok
+	}
+	s.mu.RUnlock()
 	return t.TakeN(key, at, n).OK
 }
 
@@ -157,7 +165,7 @@ func (t *Table) RefundN(key string, at time.Time, n int) {
 	s := t.shardOf(key)
 	s.mu.RLock()
 	if st := s.m[key]; st != nil {
-		t.p.Load().refund(st, at, n)
+		t.p.Load().refund(st, nsOf(at), n)
 	}
 	s.mu.RUnlock()
 }
@@ -167,7 +175,19 @@ func (t *Table) RefundBytes(key []byte, at time.Time, n int) {
 	s := t.shardOfBytes(key)
 	s.mu.RLock()
 	if st := s.m[string(key)]; st != nil {
-		t.p.Load().refund(st, at, n)
+		t.p.Load().refund(st, nsOf(at), n)
+	}
+	s.mu.RUnlock()
+}
+
+// RefundTakeBytes is Bucket.RefundTake for key's bucket: it gives back up
+// to n of the tokens of the take that returned res, only those not yet
+// refilled by at. A key reclaimed since (it was full) gets nothing back.
+func (t *Table) RefundTakeBytes(key []byte, res Result, at time.Time, n int) {
+	s := t.shardOfBytes(key)
+	s.mu.RLock()
+	if st := s.m[string(key)]; st != nil {
+		t.p.Load().refundTake(st, res, nsOf(at), n)
 	}
 	s.mu.RUnlock()
 }
@@ -181,13 +201,13 @@ func (t *Table) ChargeN(key string, at time.Time, n int) {
 	s := t.shardOf(key)
 	s.mu.RLock()
 	if st := s.m[key]; st != nil {
-		t.p.Load().charge(st, at, n)
+		t.p.Load().charge(st, nsOf(at), n)
 		s.mu.RUnlock()
 		return
 	}
 	s.mu.RUnlock()
 	s.mu.Lock()
-	t.p.Load().charge(t.insert(s, key, at, true), at, n)
+	t.p.Load().charge(t.insert(s, key, at, true), nsOf(at), n)
 	s.mu.Unlock()
 }
 
@@ -199,13 +219,13 @@ func (t *Table) ChargeBytes(key []byte, at time.Time, n int) {
 	s := t.shardOfBytes(key)
 	s.mu.RLock()
 	if st := s.m[string(key)]; st != nil {
-		t.p.Load().charge(st, at, n)
+		t.p.Load().charge(st, nsOf(at), n)
 		s.mu.RUnlock()
 		return
 	}
 	s.mu.RUnlock()
 	s.mu.Lock()
-	t.p.Load().charge(t.insert(s, string(key), at, false), at, n)
+	t.p.Load().charge(t.insert(s, string(key), at, false), nsOf(at), n)
 	s.mu.Unlock()
 }
 
@@ -270,7 +290,7 @@ func (t *Table) initial(s *shard, p *params) int64 {
 	if !s.highSet || p.inf {
 		return fresh
 	}
-	return p.nsToTicks(s.high) - p.tau
+	return p.nsToTicks(s.high)
 }
 
 // insert creates key's bucket in s (or returns the existing one), sweeping
@@ -282,7 +302,7 @@ func (t *Table) insert(s *shard, key string, at time.Time, clone bool) *atomic.I
 		return st
 	}
 	p := t.p.Load()
-	ns := int64(at.Sub(epoch))
+	ns := nsOf(at)
 	if !s.highSet || ns > s.high {
 		s.high, s.highSet = ns, true
 	}
@@ -305,7 +325,7 @@ func (t *Table) insert(s *shard, key string, at time.Time, clone bool) *atomic.I
 func (t *Table) sweep(s *shard, p *params) {
 	now := p.nsToTicks(s.high)
 	for k, st := range s.m {
-		if st.Load() <= now-p.tau {
+		if st.Load() <= now {
 			delete(s.m, k)
 		}
 	}

@@ -154,6 +154,9 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 		res := it.take(kb, t, s)
 		if res.OK {
 			it.taken = true
+			if r != nil {
+				r.setResult(i, res)
+			}
 			if !it.lim.shadow && it.rb.metric != sluice.MetricConnections && (tight < 0 || res.Remaining < tightRemaining) {
 				tight, tightRemaining = i, res.Remaining
 			}

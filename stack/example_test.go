@@ -40,7 +40,7 @@ func Example() {
 	// readData  allowed, 2 of 3 left
 	// readData  allowed, 1 of 3 left
 	// readData  allowed, 0 of 3 left
-	// readData  throttled by per-tool/targetName=my-target,toolName=readData (matched [my-target readData]), retry after 333.333334ms
+	// readData  throttled by per-tool/targetName=my-target,toolName=readData (matched [my-target readData]), retry after 333.333332ms
 	// writeData allowed, 0 of 1 left
 	// writeData throttled by per-tool/targetName=my-target,toolName=writeData (matched [my-target *]), retry after 1s
 }

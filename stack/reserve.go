@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/bucket"
 )
 
 // Reservation holds what Reserve took from a Stack until the request ends.
@@ -30,8 +31,12 @@ type Reservation struct {
 	more      []resItem
 	keys      []byte
 	keyArr    [128]byte
-	ops       []Op   // when decided by a Backend: what Take took
-	opTokens  []bool // which of ops are tokens buckets
+	// results holds each evaluated item's take while deciding (by item
+	// index), so the evaluation's own buffers stay small for Allow.
+	results     [8]bucket.Result
+	moreResults []bucket.Result
+	ops         []Op   // when decided by a Backend: what Take took
+	opTokens    []bool // which of ops are tokens buckets
 }
 
 type resItem struct {
@@ -39,6 +44,25 @@ type resItem struct {
 	k0, k1 int32
 	cost   int
 	lease  uint64
+	res    bucket.Result // the take, for bounded refunds
+}
+
+func (r *Reservation) setResult(i int, res bucket.Result) {
+	if i < len(r.results) {
+		r.results[i] = res
+		return
+	}
+	for len(r.moreResults) <= i-len(r.results) {
+		r.moreResults = append(r.moreResults, bucket.Result{})
+	}
+	r.moreResults[i-len(r.results)] = res
+}
+
+func (r *Reservation) result(i int) bucket.Result {
+	if i < len(r.results) {
+		return r.results[i]
+	}
+	return r.moreResults[i-len(r.results)]
 }
 
 func (r *Reservation) record(items []item, kb []byte, t time.Time) {
@@ -50,6 +74,9 @@ func (r *Reservation) record(items []item, kb []byte, t time.Time) {
 			continue
 		}
 		ri := resItem{rb: it.rb, k0: it.k0, k1: it.k1, cost: it.cost, lease: it.lease}
+		if it.rb.shared != nil || it.rb.table != nil {
+			ri.res = r.result(i)
+		}
 		if r.n < len(r.items) {
 			r.items[r.n] = ri
 		} else {
@@ -177,7 +204,7 @@ func (r *Reservation) settle(delta int64, cancel bool) error {
 		case rb.connTab != nil:
 			rb.connTab.release(key, ri.lease)
 		case cancel:
-			refund(rb, key, now, ri.cost)
+			refund(rb, key, ri.res, now, ri.cost)
 		case rb.metric == sluice.MetricTokens && delta > 0:
 			if rb.shared != nil {
 				rb.shared.ChargeN(now, int(delta))
@@ -185,19 +212,21 @@ func (r *Reservation) settle(delta int64, cancel bool) error {
 				rb.table.ChargeBytes(key, now, int(delta))
 			}
 		case rb.metric == sluice.MetricTokens && delta < 0:
-			refund(rb, key, now, int(-delta))
+			refund(rb, key, ri.res, now, int(-delta))
 		}
 	}
 	return nil
 }
 
-func refund(rb *rateBucket, key []byte, t time.Time, n int) {
+// refund gives back up to n units of the take res, bounded so that a late
+// refund never re-creates units that have refilled since (bucket.RefundTake).
+func refund(rb *rateBucket, key []byte, res bucket.Result, t time.Time, n int) {
 	if n <= 0 {
 		return
 	}
 	if rb.shared != nil {
-		rb.shared.RefundN(t, n)
+		rb.shared.RefundTake(res, t, n)
 	} else {
-		rb.table.RefundBytes(key, t, n)
+		rb.table.RefundTakeBytes(key, res, t, n)
 	}
 }

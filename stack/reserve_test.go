@@ -275,3 +275,28 @@ func BenchmarkReserve(b *testing.B) {
 		}
 	})
 }
+
+// Settling long after the reservation must not give back units that have
+// refilled since and that other requests have already used.
+func TestLateReconcileNeverOverAdmits(t *testing.T) {
+	clock := limitertest.NewClock(limitertest.Start)
+	s := newReserver(t, tpmConfig(50), clock) // one token per 1.2 s
+	r, _ := reserve(t, s, 40)
+	clock.Advance(30 * time.Second)
+	if _, d := reserve(t, s, 20); !d.Allowed { // another caller
+		t.Fatal(d)
+	}
+	clock.Advance(5 * time.Second)
+	if err := r.Reconcile(10); err != nil {
+		t.Fatal(err)
+	}
+	// Had the first request cost 10 from the start, 34.17 tokens would be
+	// left now; the bounded refund leaves 30 (the 13 s of the take still
+	// outstanding), never more than the ideal.
+	if _, d := reserve(t, s, 31); d.Allowed {
+		t.Error("31 tokens available: the late refund forgave consumption")
+	}
+	if _, d := reserve(t, s, 30); !d.Allowed {
+		t.Errorf("30 tokens should be available: %+v", d)
+	}
+}

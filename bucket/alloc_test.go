@@ -1,0 +1,39 @@
+package bucket_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/bucket"
+)
+
+func TestNoAllocations(t *testing.T) {
+	if raceEnabled || testing.CoverMode() != "" {
+		t.Skip("allocation counts are not meaningful under -race or -cover")
+	}
+	b := bucket.New(1e6, 100)
+	tab := bucket.NewTable(1e6, 100)
+	tab.TakeN("existing", t0, 1)
+	key := []byte("existing")
+	now := t0
+	for name, f := range map[string]func(){
+		"Allow":  func() { b.Allow() },
+		"AllowN": func() { now = now.Add(time.Microsecond); b.AllowN(now, 1) },
+		"TakeN":  func() { b.TakeN(now, 1) },
+		"RefundN": func() {
+			b.RefundN(now, 1)
+		},
+		"ChargeN":         func() { b.ChargeN(now, 1) },
+		"TokensAt":        func() { b.TokensAt(now) },
+		"Table.TakeN":     func() { tab.TakeN("existing", now, 1) },
+		"Table.TakeBytes": func() { tab.TakeBytes(key, now, 1) },
+		"Table.RefundBytes": func() {
+			tab.RefundBytes(key, now, 1)
+		},
+		"Table.ChargeBytes": func() { tab.ChargeBytes(key, now, 1) },
+	} {
+		if n := testing.AllocsPerRun(1000, f); n != 0 {
+			t.Errorf("%s: %v allocs per call, want 0", name, n)
+		}
+	}
+}

@@ -1,0 +1,109 @@
+package bucket
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// FuzzTicks checks the instant↔tick conversions: monotone, and waitUntil
+// gives the first instant at a tick, never early and never late.
+func FuzzTicks(f *testing.F) {
+	f.Add(20.0, 50, int64(0), int64(1), int64(5))
+	f.Add(7e6/60, 100, int64(-12345), int64(99999), int64(-3))
+	f.Add(0.001, 1, int64(math.MinInt64), int64(math.MaxInt64), int64(1<<61))
+	f.Add(1e300, math.MaxInt, int64(math.MaxInt64), int64(-1), int64(-(1 << 61)))
+	f.Fuzz(func(t *testing.T, r float64, b int, ns1, ns2, dt int64) {
+		p := newParams(rate.Limit(r), b)
+		if p.inf {
+			return
+		}
+		if p.tau < 0 || p.tau > maxTau || p.unit < 1 || p.unit > maxUnit || p.fq > 1<<61 {
+			t.Fatalf("params out of range: %+v", p)
+		}
+		if ns1 > ns2 {
+			ns1, ns2 = ns2, ns1
+		}
+		k1, k2 := p.nsToTicks(ns1), p.nsToTicks(ns2)
+		if k1 > k2 || k1 < -maxTick || k2 > maxTick {
+			t.Fatalf("ticks(%d)=%d, ticks(%d)=%d: not monotone or out of range", ns1, k1, ns2, k2)
+		}
+		if p.fq == 0 {
+			return
+		}
+		target := k1 + dt%(1<<40)
+		d := p.waitUntil(ns1, target)
+		if d < 0 {
+			t.Fatalf("negative wait %v", d)
+		}
+		if d == time.Duration(math.MaxInt64) || ns1 > math.MaxInt64-int64(d) {
+			return
+		}
+		if got := p.nsToTicks(ns1 + int64(d)); got < target && got < maxTick {
+			t.Fatalf("waitUntil(%d, %d) = %v: tick then %d, early", ns1, target, d, got)
+		}
+		if d > 0 {
+			if got := p.nsToTicks(ns1 + int64(d) - 1); got >= target {
+				t.Fatalf("waitUntil(%d, %d) = %v: tick 1ns earlier already %d, late", ns1, target, d, got)
+			}
+		}
+	})
+}
+
+// TestExtremesKeepInvariants drives every operation at the edges of the
+// representable range and checks the state stays within its bounds (so no
+// sum or difference can overflow) and results stay sane.
+func TestExtremesKeepInvariants(t *testing.T) {
+	far := []time.Time{
+		{}, time.Date(1800, 1, 1, 0, 0, 0, 0, time.UTC), epoch,
+		time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC),
+	}
+	ns := []int{1, 2, 1 << 20, math.MaxInt}
+	for _, r := range []rate.Limit{0, 0.001, 1, 1e7 / 60, 1e9, rate.Limit(math.MaxFloat64 / 2)} {
+		for _, b := range []int{0, 1, 1000, math.MaxInt} {
+			bk := New(r, b, WithClock(noSleepClock{}))
+			check := func(op string) {
+				c := bk.c.Load()
+				if tat := c.tat.Load(); tat != fresh && (tat > 1<<62 || tat < -maxTick) {
+					t.Fatalf("r=%v b=%d after %s: state %d out of bounds", r, b, op, tat)
+				}
+			}
+			for i, t1 := range far {
+				for _, n := range ns {
+					res := bk.TakeN(t1, n)
+					check("TakeN")
+					if res.Remaining > int64(max(b, 0)) {
+						t.Fatalf("r=%v b=%d: Remaining %d above burst", r, b, res.Remaining)
+					}
+					bk.ChargeN(t1, n)
+					check("ChargeN")
+					bk.ChargeN(far[len(far)-1-i], n)
+					check("ChargeN")
+					bk.RefundN(t1, n/2+1)
+					check("RefundN")
+					ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(time.Hour))
+					_ = bk.WaitN(ctx, 1)
+					cancel()
+					check("WaitN")
+				}
+				bk.SetBurstAt(t1, b/2)
+				check("SetBurstAt")
+				bk.ChargeN(far[len(far)-1-i], math.MaxInt) // deepest debt
+				bk.Reconfigure(far[len(far)-1-i], r/3, b)
+				check("Reconfigure")
+				if tk := bk.TokensAt(t1); math.IsNaN(tk) || tk > float64(max(b, 0)) {
+					t.Fatalf("r=%v b=%d: TokensAt %v", r, b, tk)
+				}
+			}
+		}
+	}
+}
+
+// noSleepClock is the real Now with a Sleep that returns at once.
+type noSleepClock struct{}
+
+func (noSleepClock) Now() time.Time                             { return time.Now() }
+func (noSleepClock) Sleep(context.Context, time.Duration) error { return nil }
