@@ -85,6 +85,9 @@ func (d Decision) Err() error {
 		MatchedEntry:   d.MatchedEntry,
 		ResolvedValues: d.ResolvedValues,
 		Permanent:      d.Permanent,
+		Limit:          d.Limit,
+		Remaining:      d.Remaining,
+		Window:         d.Window,
 	}
 	if d.OverBurst {
 		te.Cause = slerrors.ErrCostExceedsBurst

@@ -56,6 +56,14 @@ type ThrottledError struct {
 	// Cause is an optional underlying reason (ErrCostExceedsBurst), returned
 	// by Unwrap.
 	Cause error
+
+	// Limit is the quota (burst) of the denying bucket, Remaining the whole
+	// units left in it, and Window the time it needs to refill from empty.
+	// They feed the RateLimit and RateLimit-Policy response headers; a zero
+	// Limit means "unknown" and those headers are left out.
+	Limit     int64
+	Remaining int64
+	Window    time.Duration
 }
 
 // Error reports the limit key, metric and retry delay.

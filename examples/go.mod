@@ -2,13 +2,38 @@ module github.com/sluicehq/sluice/examples
 
 go 1.26.0
 
-require github.com/sluicehq/sluice v0.0.0
+require (
+	github.com/modelcontextprotocol/go-sdk v1.8.0
+	github.com/openai/openai-go/v3 v3.98.0
+	github.com/sluicehq/sluice v0.0.0
+	github.com/sluicehq/sluice/grpclimit v0.0.0
+	github.com/sluicehq/sluice/mcplimit v0.0.0
+	golang.org/x/time v0.16.0
+	google.golang.org/grpc v1.85.0
+)
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/coder/websocket v1.8.15 // indirect
+	github.com/google/jsonschema-go v0.4.3 // indirect
+	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4 // indirect
+	github.com/segmentio/asm v1.1.3 // indirect
+	github.com/segmentio/encoding v0.5.4 // indirect
+	github.com/tidwall/gjson v1.20.0 // indirect
+	github.com/tidwall/match v1.1.1 // indirect
+	github.com/tidwall/pretty v1.2.1 // indirect
+	github.com/tidwall/sjson v1.2.5 // indirect
+	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
+	go.opentelemetry.io/otel v1.47.0 // indirect
+	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/oauth2 v0.36.0 // indirect
+	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
-	golang.org/x/time v0.16.0
+	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 replace github.com/sluicehq/sluice => ../
@@ -19,3 +44,7 @@ require (
 )
 
 replace github.com/sluicehq/sluice/bucket/redisbucket => ../bucket/redisbucket
+
+replace github.com/sluicehq/sluice/grpclimit => ../grpclimit
+
+replace github.com/sluicehq/sluice/mcplimit => ../mcplimit

@@ -1,0 +1,199 @@
+// Package grpclimit rate-limits gRPC servers with any sluice.Limiter.
+//
+// A throttled call fails with codes.ResourceExhausted, carrying
+// google.rpc.RetryInfo (the delay after which a retry succeeds) and
+// google.rpc.QuotaFailure (which limit, which metric), plus the gRFC A6
+// trailer grpc-retry-pushback-ms that gRPC's built-in retry policy obeys.
+// UnaryServerInterceptor and StreamServerInterceptor do this for every call;
+// Adapter plugs a sluice.Limiter into go-grpc-middleware's ratelimit
+// interceptors instead.
+//
+// On the client side, RetryDelay reads the delay back from the error.
+package grpclimit
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluicehq/sluice"
+	slerrors "github.com/sluicehq/sluice/errors"
+)
+
+// PushbackTrailer is the gRFC A6 trailer that tells gRPC clients with a
+// retry policy how many milliseconds to wait before retrying.
+const PushbackTrailer = "grpc-retry-pushback-ms"
+
+// KeyFunc resolves the rate-limit keys of a call from its context (which
+// holds the incoming metadata and peer) and its full method name
+// ("/pkg.Service/Method"). An error fails the call with
+// codes.InvalidArgument.
+type KeyFunc func(ctx context.Context, fullMethod string) (sluice.Keys, error)
+
+// MethodKey returns a KeyFunc that puts the full method name under the
+// dimension name.
+func MethodKey(name string) KeyFunc {
+	return func(_ context.Context, fullMethod string) (sluice.Keys, error) {
+		return sluice.NewKeys(name, fullMethod), nil
+	}
+}
+
+// Status returns the gRPC status of a throttled call: ResourceExhausted
+// with the error's message, a google.rpc.QuotaFailure naming the limit
+// (subject: the limit key; quota_id: the rate-limit id; quota_metric: the
+// metric; quota_value: the limit) and, unless the denial is permanent, a
+// google.rpc.RetryInfo with the retry delay. A nil te gives a bare
+// ResourceExhausted status.
+func Status(te *slerrors.ThrottledError) *status.Status {
+	if te == nil {
+		return status.New(codes.ResourceExhausted, slerrors.Message)
+	}
+	st := status.New(codes.ResourceExhausted, te.Error())
+	details := []protoadapt.MessageV1{
+		&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
+			Subject:     validUTF8(te.LimitKey),
+			Description: slerrors.Message,
+			QuotaId:     validUTF8(te.LimitID),
+			QuotaMetric: validUTF8(te.Metric),
+			QuotaValue:  te.Limit,
+		}}},
+	}
+	if !te.Permanent {
+		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(max(te.RetryAfter, 0))})
+	}
+	if withDetails, err := st.WithDetails(details...); err == nil {
+		return withDetails
+	}
+	return st
+}
+
+// validUTF8 makes s marshalable as a protobuf string, which must be UTF-8.
+func validUTF8(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+
+// RetryDelay returns the retry delay carried by a gRPC error's RetryInfo
+// detail, and false when err has none (not a status error, or a permanent
+// denial).
+func RetryDelay(err error) (time.Duration, bool) {
+	st, ok := status.FromError(err)
+	if !ok {
+		return 0, false
+	}
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay() != nil {
+			return ri.GetRetryDelay().AsDuration(), true
+		}
+	}
+	return 0, false
+}
+
+// pushback returns the gRFC A6 trailer for te: the delay in milliseconds,
+// rounded up; a negative value (which clients read as "do not retry") for a
+// permanent denial.
+func pushback(te *slerrors.ThrottledError) metadata.MD {
+	ms := int64(-1)
+	if !te.Permanent {
+		ms = int64(te.RetryAfter / time.Millisecond)
+		if te.RetryAfter%time.Millisecond != 0 || ms <= 0 {
+			ms++
+		}
+		ms = min(ms, 1<<31-1) // clients parse it as a 32-bit integer
+	}
+	return metadata.Pairs(PushbackTrailer, strconv.FormatInt(ms, 10))
+}
+
+type config struct {
+	failClosed bool
+}
+
+// Option configures the interceptors and Adapter.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// FailClosed fails a call with codes.Unavailable when the Limiter returns an
+// error, instead of letting it through (fail-open, the default).
+func FailClosed() Option { return optionFunc(func(c *config) { c.failClosed = true }) }
+
+type limiter struct {
+	cfg  config
+	l    sluice.Limiter
+	keys KeyFunc
+}
+
+func newLimiter(l sluice.Limiter, keys KeyFunc, opts []Option) *limiter {
+	if l == nil || keys == nil {
+		panic("grpclimit: needs a Limiter and a KeyFunc")
+	}
+	lim := &limiter{l: l, keys: keys}
+	for _, o := range opts {
+		o.apply(&lim.cfg)
+	}
+	return lim
+}
+
+// check decides one call. It returns nil to let the call through; the
+// *ThrottledError of a throttled call (after handing its pushback trailer to
+// setTrailer); or the status error of a call that could not be decided.
+func (lim *limiter) check(ctx context.Context, method string, setTrailer func(metadata.MD)) error {
+	keys, err := lim.keys(ctx, method)
+	if err != nil {
+		return status.Error(codes.InvalidArgument, "grpclimit: resolving rate-limit keys: "+err.Error())
+	}
+	d, err := lim.l.Allow(ctx, keys)
+	if err != nil {
+		if lim.cfg.failClosed {
+			return status.Error(codes.Unavailable, "grpclimit: rate limiter failed: "+err.Error())
+		}
+		return nil
+	}
+	if d.Allowed {
+		return nil
+	}
+	te, _ := slerrors.AsThrottled(d.Err())
+	setTrailer(pushback(te))
+	return te
+}
+
+// statusErr turns check's result into the error an interceptor returns.
+func statusErr(err error) error {
+	if te, ok := err.(*slerrors.ThrottledError); ok {
+		return Status(te).Err()
+	}
+	return err
+}
+
+// UnaryServerInterceptor returns an interceptor that asks l about every
+// unary call and fails throttled ones with Status and the pushback trailer.
+func UnaryServerInterceptor(l sluice.Limiter, keys KeyFunc, opts ...Option) grpc.UnaryServerInterceptor {
+	lim := newLimiter(l, keys, opts)
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if err := lim.check(ctx, info.FullMethod, func(md metadata.MD) { _ = grpc.SetTrailer(ctx, md) }); err != nil {
+			return nil, statusErr(err)
+		}
+		return handler(ctx, req)
+	}
+}
+
+// StreamServerInterceptor returns an interceptor that asks l once when each
+// stream opens and fails a throttled stream with Status and the pushback
+// trailer.
+func StreamServerInterceptor(l sluice.Limiter, keys KeyFunc, opts ...Option) grpc.StreamServerInterceptor {
+	lim := newLimiter(l, keys, opts)
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if err := lim.check(ss.Context(), info.FullMethod, ss.SetTrailer); err != nil {
+			return statusErr(err)
+		}
+		return handler(srv, ss)
+	}
+}

@@ -1,0 +1,186 @@
+// Package httplimit is net/http middleware that rate-limits requests with
+// any sluice.Limiter.
+//
+// A caller-supplied KeyFunc turns each request into sluice.Keys (the caller,
+// the route, the model…). A throttled request is answered in the chosen
+// protocol's shape (the gateway's HTTP JSON by default; OpenAI, Anthropic,
+// AWS or JSON-RPC on request) with Retry-After and the IETF RateLimit
+// fields; an allowed request reaches the next handler with RateLimit and
+// RateLimit-Policy set on its response. When the limiter cannot decide (a
+// backend failed) the request is let through (fail-open) unless FailClosed
+// is given.
+//
+// Client addresses are never taken from X-Forwarded-For unless the caller
+// names the proxies it trusts: see TrustedProxies.
+package httplimit
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/sluicehq/sluice"
+	slerrors "github.com/sluicehq/sluice/errors"
+)
+
+// KeyFunc resolves the rate-limit keys of a request. An error means the
+// request is malformed for limiting purposes; it is handed to the error
+// handler wrapped in a *KeyError (400 Bad Request by default). A request that
+// simply lacks a dimension should leave it out of the Keys instead: limits on
+// that dimension are then skipped.
+type KeyFunc func(*http.Request) (sluice.Keys, error)
+
+// KeyError wraps an error returned by the KeyFunc.
+type KeyError struct{ Err error }
+
+func (e *KeyError) Error() string { return "httplimit: resolving rate-limit keys: " + e.Err.Error() }
+
+// Unwrap returns the KeyFunc's error.
+func (e *KeyError) Unwrap() error { return e.Err }
+
+// LimiterError wraps an error returned by the Limiter when the middleware
+// is fail-closed.
+type LimiterError struct{ Err error }
+
+func (e *LimiterError) Error() string { return "httplimit: rate limiter failed: " + e.Err.Error() }
+
+// Unwrap returns the Limiter's error.
+func (e *LimiterError) Unwrap() error { return e.Err }
+
+// ErrorHandler answers a request the middleware could not decide on: err is
+// a *KeyError or a *LimiterError.
+type ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
+
+// DefaultErrorHandler answers 400 Bad Request to a *KeyError and 503 Service
+// Unavailable otherwise, with a short plain-text body that does not reveal
+// the error.
+func DefaultErrorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	var ke *KeyError
+	if errors.As(err, &ke) {
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	http.Error(w, "rate limiter unavailable", http.StatusServiceUnavailable)
+}
+
+type config struct {
+	format     slerrors.Format
+	rpcCode    int
+	failClosed bool
+	onError    ErrorHandler
+	maxBody    int64
+	noHeaders  bool
+}
+
+// Option configures New.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// WithFormat selects the shape of throttled responses (default
+// slerrors.HTTPJSON). With slerrors.JSONRPC the request body is read (up to
+// 1 MiB) on a denial to echo the request's id.
+func WithFormat(f slerrors.Format) Option { return optionFunc(func(c *config) { c.format = f }) }
+
+// WithJSONRPCCode sets the JSON-RPC error code of throttled responses in the
+// JSONRPC format (default slerrors.DefaultJSONRPCCode, -32003).
+func WithJSONRPCCode(code int) Option { return optionFunc(func(c *config) { c.rpcCode = code }) }
+
+// FailClosed makes a Limiter error reject the request through the error
+// handler (503 by default) instead of letting it through.
+func FailClosed() Option { return optionFunc(func(c *config) { c.failClosed = true }) }
+
+// WithErrorHandler replaces DefaultErrorHandler.
+func WithErrorHandler(h ErrorHandler) Option {
+	return optionFunc(func(c *config) {
+		if h != nil {
+			c.onError = h
+		}
+	})
+}
+
+// WithoutRateLimitHeaders leaves the RateLimit and RateLimit-Policy fields
+// off allowed responses (throttled responses keep them).
+func WithoutRateLimitHeaders() Option { return optionFunc(func(c *config) { c.noHeaders = true }) }
+
+// New returns middleware that asks l about every request, with the keys
+// keys resolves. It panics if l or keys is nil (a programming error).
+func New(l sluice.Limiter, keys KeyFunc, opts ...Option) func(http.Handler) http.Handler {
+	if l == nil || keys == nil {
+		panic("httplimit: New needs a Limiter and a KeyFunc")
+	}
+	c := config{onError: DefaultErrorHandler, maxBody: 1 << 20}
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	return func(next http.Handler) http.Handler {
+		return &handler{cfg: c, l: l, keys: keys, next: next}
+	}
+}
+
+type handler struct {
+	cfg  config
+	l    sluice.Limiter
+	keys KeyFunc
+	next http.Handler
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	keys, err := h.keys(r)
+	if err != nil {
+		h.cfg.onError(w, r, &KeyError{err})
+		return
+	}
+	d, err := h.l.Allow(r.Context(), keys)
+	if err != nil {
+		if h.cfg.failClosed {
+			h.cfg.onError(w, r, &LimiterError{err})
+			return
+		}
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	if !d.Allowed {
+		te, _ := slerrors.AsThrottled(d.Err())
+		h.throttle(w, r, te)
+		return
+	}
+	if !h.cfg.noHeaders && d.Limit > 0 {
+		slerrors.SetRateLimitHeaders(w.Header(), slerrors.NewQuota(d.LimitID, d.Limit, d.Remaining, d.Window))
+	}
+	h.next.ServeHTTP(w, r)
+}
+
+func (h *handler) throttle(w http.ResponseWriter, r *http.Request, te *slerrors.ThrottledError) {
+	if h.cfg.format == slerrors.JSONRPC {
+		_ = slerrors.WriteJSONRPC(w, te, requestID(r, h.cfg.maxBody), h.cfg.rpcCode)
+		return
+	}
+	_ = h.cfg.format.Write(w, te)
+}
+
+// requestID reads the JSON-RPC id of r's body; nil when there is none.
+func requestID(r *http.Request, limit int64) []byte {
+	if r.Body == nil {
+		return nil
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit))
+	if err != nil {
+		return nil
+	}
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 || body[0] != '{' {
+		return nil // a batch or not JSON-RPC: the id is unknown
+	}
+	var msg struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(body, &msg) != nil {
+		return nil
+	}
+	return msg.ID
+}

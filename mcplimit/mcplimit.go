@@ -1,0 +1,130 @@
+// Package mcplimit rate-limits the tool calls of an MCP server built on the
+// official Go SDK (github.com/modelcontextprotocol/go-sdk), the way the
+// gateway does: each tools/call is checked against a sluice.Limiter with
+// the keys targetName (the server) and toolName (the tool), and a throttled
+// call fails with the gateway's JSON-RPC error:
+//
+//	{"jsonrpc":"2.0","id":…,"error":{"code":-32003,"message":"Rate limit exceeded","data":{"limitKey":…,"metric":"requests","retryAfter":1}}}
+//
+// The SDK echoes the request's id. Other methods (initialize, tools/list, …)
+// are not limited.
+//
+// # The -32003 clash
+//
+// The default code, -32003, is the gateway's, for clients written against
+// it. The Go SDK's own client (v1.8.0) uses -32003 internally for "client is
+// closing": it turns such an error into mcp.ErrConnectionClosed and drops
+// the data, although the session stays usable. A server whose clients use
+// the Go SDK should pass WithJSONRPCCode with a code outside
+// -32768..-32000 (the MCP specification also asks implementations not to
+// allocate codes in -32000..-32099), for instance 429.
+package mcplimit
+
+import (
+	"context"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sluicehq/sluice"
+	slerrors "github.com/sluicehq/sluice/errors"
+)
+
+// Dimension names of the keys every tool call gets, as the gateway names
+// them.
+const (
+	DimTargetName = "targetName"
+	DimToolName   = "toolName"
+)
+
+// KeyFunc adds dimensions to the keys of a tool call (for instance the
+// caller, from req.Extra.TokenInfo or req.Extra.Header). It receives keys
+// already holding targetName and toolName and returns the keys to use. An
+// error fails the call with JSON-RPC code -32602 (invalid params).
+type KeyFunc func(ctx context.Context, req *mcp.CallToolRequest, keys sluice.Keys) (sluice.Keys, error)
+
+type config struct {
+	code       int64
+	keys       KeyFunc
+	failClosed bool
+}
+
+// Option configures Middleware.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// WithJSONRPCCode sets the error code of a throttled call (default
+// slerrors.DefaultJSONRPCCode, -32003, the gateway's; the MCP specification
+// reserves -32000..-32099, so pick another if -32003 clashes).
+func WithJSONRPCCode(code int) Option {
+	return optionFunc(func(c *config) {
+		if code != 0 {
+			c.code = int64(code)
+		}
+	})
+}
+
+// WithKeys adds dimensions to every tool call's keys (see KeyFunc).
+func WithKeys(f KeyFunc) Option { return optionFunc(func(c *config) { c.keys = f }) }
+
+// FailClosed fails a tool call with JSON-RPC code -32603 (internal error)
+// when the Limiter returns an error, instead of letting it through
+// (fail-open, the default).
+func FailClosed() Option { return optionFunc(func(c *config) { c.failClosed = true }) }
+
+// Middleware returns receiving middleware for mcp.Server.AddReceivingMiddleware
+// that limits tools/call requests with l, under the keys targetName =
+// targetName and toolName = the called tool. It panics if l is nil.
+func Middleware(l sluice.Limiter, targetName string, opts ...Option) mcp.Middleware {
+	if l == nil {
+		panic("mcplimit: Middleware needs a Limiter")
+	}
+	c := config{code: slerrors.DefaultJSONRPCCode}
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			call, ok := req.(*mcp.CallToolRequest)
+			if !ok || method != "tools/call" || call.Params == nil {
+				return next(ctx, method, req)
+			}
+			keys := sluice.NewKeys(DimTargetName, targetName, DimToolName, call.Params.Name)
+			if c.keys != nil {
+				var err error
+				if keys, err = c.keys(ctx, call, keys); err != nil {
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "mcplimit: resolving rate-limit keys: " + err.Error()}
+				}
+			}
+			d, err := l.Allow(ctx, keys)
+			if err != nil {
+				if c.failClosed {
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcplimit: rate limiter failed: " + err.Error()}
+				}
+				return next(ctx, method, req)
+			}
+			if !d.Allowed {
+				te, _ := slerrors.AsThrottled(d.Err())
+				return nil, Error(te, int(c.code))
+			}
+			return next(ctx, method, req)
+		}
+	}
+}
+
+// Error returns the JSON-RPC error of a throttled call: code (0 means
+// slerrors.DefaultJSONRPCCode), message "Rate limit exceeded" and data
+// {"limitKey","metric","retryAfter"}.
+func Error(te *slerrors.ThrottledError, code int) *jsonrpc.Error {
+	if code == 0 {
+		code = slerrors.DefaultJSONRPCCode
+	}
+	return &jsonrpc.Error{
+		Code:    int64(code),
+		Message: slerrors.Message,
+		Data:    slerrors.AppendJSONRPCData(make([]byte, 0, 128), te),
+	}
+}

@@ -1,0 +1,204 @@
+// Package otelattr records each rate-limit decision as OpenTelemetry span
+// attributes, with the names and values the gateway emits:
+//
+//	<namespace>.decision         "allowed" or "throttled"
+//	<namespace>.limit_key        the denying rateLimitId          (throttled only)
+//	<namespace>.metric           the exhausted metric            (throttled only)
+//	<namespace>.matched_entry    the matched entry's values, "," (throttled only)
+//	<namespace>.resolved_values  the request's values, ","       (throttled only)
+//	<namespace>.evaluated        every bucket checked, sorted, as "{id}:{metric}:{values}"
+//
+// Two schemas are provided: Default, under sluice's own namespace
+// "sluice.ratelimit", and Gateway, which emits exactly the gateway's names
+// ("aws.agentcore.gateway.throttle.customer.*") so that existing dashboards
+// and queries keep working.
+//
+// Wrap a Limiter to record every decision on the span in the request's
+// context, or call Record yourself. Nothing is recorded, and nothing
+// allocated, when the span is not recording.
+package otelattr
+
+import (
+	"context"
+	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Namespaces of the two provided schemas.
+const (
+	// Namespace is sluice's own attribute namespace.
+	Namespace = "sluice.ratelimit"
+	// GatewayNamespace is the namespace the gateway uses for customer
+	// rate limits.
+	GatewayNamespace = "aws.agentcore.gateway.throttle.customer"
+)
+
+// Attribute keys under Namespace.
+const (
+	KeyDecision       attribute.Key = Namespace + ".decision"
+	KeyLimitKey       attribute.Key = Namespace + ".limit_key"
+	KeyMetric         attribute.Key = Namespace + ".metric"
+	KeyMatchedEntry   attribute.Key = Namespace + ".matched_entry"
+	KeyResolvedValues attribute.Key = Namespace + ".resolved_values"
+	KeyEvaluated      attribute.Key = Namespace + ".evaluated"
+)
+
+// Attribute keys under GatewayNamespace, spelled exactly as the gateway
+// emits them.
+const (
+	GatewayKeyDecision       attribute.Key = GatewayNamespace + ".decision"
+	GatewayKeyLimitKey       attribute.Key = GatewayNamespace + ".limit_key"
+	GatewayKeyMetric         attribute.Key = GatewayNamespace + ".metric"
+	GatewayKeyMatchedEntry   attribute.Key = GatewayNamespace + ".matched_entry"
+	GatewayKeyResolvedValues attribute.Key = GatewayNamespace + ".resolved_values"
+	GatewayKeyEvaluated      attribute.Key = GatewayNamespace + ".evaluated"
+)
+
+// Values of the decision attribute.
+const (
+	Allowed   = "allowed"
+	Throttled = "throttled"
+)
+
+// Schema names the attributes a decision is recorded under. Build one with
+// NewSchema, or use Default or Gateway. A Schema is immutable and safe for
+// concurrent use.
+type Schema struct {
+	decision, limitKey, metric, matchedEntry, resolvedValues, evaluated attribute.Key
+	// The two decision values, built once.
+	allowed, throttled attribute.KeyValue
+}
+
+// NewSchema returns the schema whose attributes are namespace + ".decision",
+// namespace + ".limit_key", and so on.
+func NewSchema(namespace string) *Schema {
+	s := &Schema{
+		decision:       attribute.Key(namespace + ".decision"),
+		limitKey:       attribute.Key(namespace + ".limit_key"),
+		metric:         attribute.Key(namespace + ".metric"),
+		matchedEntry:   attribute.Key(namespace + ".matched_entry"),
+		resolvedValues: attribute.Key(namespace + ".resolved_values"),
+		evaluated:      attribute.Key(namespace + ".evaluated"),
+	}
+	s.allowed = s.decision.String(Allowed)
+	s.throttled = s.decision.String(Throttled)
+	return s
+}
+
+var (
+	// Default records under Namespace ("sluice.ratelimit.*").
+	Default = NewSchema(Namespace)
+	// Gateway records under GatewayNamespace
+	// ("aws.agentcore.gateway.throttle.customer.*"), for dashboards built on
+	// the gateway's attributes.
+	Gateway = NewSchema(GatewayNamespace)
+)
+
+// DecisionKey returns the key of the decision attribute; the other keys
+// share its namespace.
+func (s *Schema) DecisionKey() attribute.Key { return s.decision }
+
+// maxAttrs is the number of attributes a throttled decision produces.
+const maxAttrs = 6
+
+// AppendAttributes appends the attributes of d to dst: decision and evaluated
+// always; limit_key (the denying rateLimitId), metric, matched_entry and
+// resolved_values only when d is a denial.
+func (s *Schema) AppendAttributes(dst []attribute.KeyValue, d sluice.Decision) []attribute.KeyValue {
+	if d.Allowed {
+		dst = append(dst, s.allowed)
+	} else {
+		limitID := d.LimitID
+		if limitID == "" {
+			// An engine that sets only LimitKey: its id is the part before "/".
+			limitID, _, _ = strings.Cut(d.LimitKey, "/")
+		}
+		dst = append(dst,
+			s.throttled,
+			s.limitKey.String(limitID),
+			s.metric.String(d.Metric),
+			s.matchedEntry.String(strings.Join(d.MatchedEntry, ",")),
+			s.resolvedValues.String(strings.Join(d.ResolvedValues, ",")),
+		)
+	}
+	evaluated := d.Evaluated
+	if evaluated == nil {
+		evaluated = []string{}
+	}
+	return append(dst, s.evaluated.StringSlice(evaluated))
+}
+
+// Attributes returns the attributes of d (see AppendAttributes).
+func (s *Schema) Attributes(d sluice.Decision) []attribute.KeyValue {
+	return s.AppendAttributes(make([]attribute.KeyValue, 0, maxAttrs), d)
+}
+
+// Record sets the attributes of d on span if the span is recording, and
+// does nothing (and allocates nothing) otherwise.
+func (s *Schema) Record(span trace.Span, d sluice.Decision) {
+	if span == nil || !span.IsRecording() {
+		return
+	}
+	var buf [maxAttrs]attribute.KeyValue
+	span.SetAttributes(s.AppendAttributes(buf[:0], d)...)
+}
+
+// Attributes returns the attributes of d under the Default schema.
+func Attributes(d sluice.Decision) []attribute.KeyValue { return Default.Attributes(d) }
+
+// Record sets the attributes of d, under the Default schema, on span if it
+// is recording. To get the evaluated list, call the limiter with a context
+// from sluice.WithEvaluated (Wrap does that for you).
+func Record(span trace.Span, d sluice.Decision) { Default.Record(span, d) }
+
+// Option configures Wrap.
+type Option interface{ apply(*wrapper) }
+
+type schemaOption struct{ s *Schema }
+
+func (o schemaOption) apply(w *wrapper) {
+	if o.s != nil {
+		w.schema = o.s
+	}
+}
+
+// WithSchema records under s instead of Default (for instance Gateway).
+func WithSchema(s *Schema) Option { return schemaOption{s} }
+
+type wrapper struct {
+	inner  sluice.Limiter
+	schema *Schema
+}
+
+// Wrap returns a Limiter that calls l and records each decision on the span
+// in the request's context. When that span is recording, l is called with a
+// context from sluice.WithEvaluated, so that engines fill
+// Decision.Evaluated; when it is not, l is called with the context unchanged
+// and Wrap adds no work and no allocation. A call that returns an error
+// records nothing. The result is safe for concurrent use if l is.
+func Wrap(l sluice.Limiter, opts ...Option) sluice.Limiter {
+	w := &wrapper{inner: l, schema: Default}
+	for _, o := range opts {
+		o.apply(w)
+	}
+	return w
+}
+
+func (w *wrapper) Allow(ctx context.Context, keys sluice.Keys) (sluice.Decision, error) {
+	if ctx == nil {
+		return w.inner.Allow(ctx, keys)
+	}
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return w.inner.Allow(ctx, keys)
+	}
+	d, err := w.inner.Allow(sluice.WithEvaluated(ctx), keys)
+	if err == nil {
+		w.schema.Record(span, d)
+	}
+	return d, err
+}
