@@ -24,7 +24,7 @@
 // # Keys
 //
 // A request is described by Keys: dimension names and the request's values
-// ("targetName" → "my-target", "toolName" → "readData"). Keys stores up to eight
+// ("targetName" → "my-target", "toolName" → "readData"). Keys stores up to six
 // pairs inline, so building one per request allocates nothing.
 //
 // # Semantics

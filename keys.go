@@ -4,7 +4,7 @@ import "iter"
 
 // inlineKeys is how many dimensions a Keys holds without allocating. A
 // request usually resolves to a handful (target, tool, caller, model, action).
-const inlineKeys = 8
+const inlineKeys = 6
 
 // KV is one resolved dimension: its name (a dimension key such as
 // "targetName" or "$.context.jwt.sub") and the request's value for it.
@@ -17,7 +17,7 @@ type KV struct {
 // name → value pairs, looked up by name. Setting a name that is already present
 // replaces its value.
 //
-// Keys is a value type. Up to eight pairs are stored inline, so building a Keys
+// Keys is a value type. Up to six pairs are stored inline, so building a Keys
 // and passing it to Limiter.Allow does not allocate; more pairs spill into a
 // slice. The zero Keys is empty and ready to use.
 //
@@ -31,7 +31,7 @@ type Keys struct {
 
 // NewKeys builds Keys from alternating names and values:
 // NewKeys("targetName", "t1", "toolName", "readData"). A trailing name without a
-// value is given the empty value. It does not allocate for up to eight pairs.
+// value is given the empty value. It does not allocate for up to six pairs.
 func NewKeys(nameValues ...string) Keys {
 	var k Keys
 	for i := 0; i < len(nameValues); i += 2 {

@@ -211,7 +211,6 @@ func (m *Matcher) Match(values []string) (int, bool) {
 	if len(values) != n {
 		return 0, false
 	}
-	var buf [128]byte
 	for p := n; p >= 1; p-- {
 		lv := m.levels[p]
 		if lv == nil {
@@ -224,7 +223,7 @@ func (m *Matcher) Match(values []string) (int, bool) {
 		if p == 1 {
 			i, ok = lv[values[0]]
 		} else {
-			i, ok = lv[string(encode(buf[:0], values[:p]))]
+			i, ok = lookupEncoded(lv, values[:p])
 		}
 		if ok {
 			return int(i), true
@@ -234,6 +233,14 @@ func (m *Matcher) Match(values []string) (int, bool) {
 		return int(m.all), true
 	}
 	return 0, false
+}
+
+// lookupEncoded looks up the encoding of values, built in a stack buffer;
+// kept apart so that limits with one dimension never zero the buffer.
+func lookupEncoded(lv map[string]int32, values []string) (int32, bool) {
+	var buf [128]byte
+	i, ok := lv[string(encode(buf[:0], values))]
+	return i, ok
 }
 
 // ExactPrefix returns how many leading values of an entry are exact (not "*").

@@ -83,7 +83,10 @@ func (it *item) before(o *item) bool {
 //
 // With r non-nil (Reserve), connections limits are evaluated too, and on an
 // allowed decision the buckets taken are recorded in r for settlement.
-func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, r *Reservation) (sluice.Decision, error) {
+//
+// The decision is written into *d (zero on entry), saving copies of a large
+// struct on the hot path.
+func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, r *Reservation, d *sluice.Decision) error {
 	var (
 		valsArr  [16]string
 		itemsArr [8]item
@@ -126,12 +129,12 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 		}
 		for _, rb := range en.rates {
 			cost := 1
-			switch rb.metric {
-			case sluice.MetricConnections:
+			switch rb.kind {
+			case kindConnections:
 				if r == nil || s.backend != nil {
 					continue // enforced by Reserve, in memory only
 				}
-			case sluice.MetricTokens:
+			case kindTokens:
 				cost = tokens
 			}
 			it := item{lim: l, ent: en, rb: rb, vals: int32(start), k0: k0, k1: k1, cost: cost}
@@ -146,10 +149,9 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 	}
 
 	if s.backend != nil && len(items) > 0 {
-		return s.decideBackend(ctx, items, vals, t, r)
+		return s.decideBackend(ctx, items, vals, t, r, d)
 	}
 
-	var d sluice.Decision
 	tight := -1
 	var tightRemaining int64
 	denied := -1
@@ -161,7 +163,7 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 			if r != nil {
 				r.setResult(i, res)
 			}
-			if !it.lim.shadow && it.rb.metric != sluice.MetricConnections && (tight < 0 || res.Remaining < tightRemaining) {
+			if !it.lim.shadow && it.rb.kind != kindConnections && (tight < 0 || res.Remaining < tightRemaining) {
 				tight, tightRemaining = i, res.Remaining
 			}
 			continue
@@ -220,7 +222,7 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 				}
 			}
 		}
-		fillDenial(&d, it, vals)
+		fillDenial(d, it, vals)
 	}
 	if sluice.EvaluatedRequested(ctx) {
 		n := len(items)
@@ -229,7 +231,7 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 		}
 		d.Evaluated = evaluatedList(items[:n], vals)
 	}
-	return d, nil
+	return nil
 }
 
 func fillDenial(d *sluice.Decision, it *item, vals []string) {
@@ -253,7 +255,7 @@ func evaluatedList(items []item, vals []string) []string {
 }
 
 // decideBackend hands the ordered buckets to the backend in one call.
-func (s *Stack) decideBackend(ctx context.Context, items []item, vals []string, t time.Time, r *Reservation) (sluice.Decision, error) {
+func (s *Stack) decideBackend(ctx context.Context, items []item, vals []string, t time.Time, r *Reservation, d *sluice.Decision) error {
 	ops := make([]Op, len(items))
 	for i := range items {
 		it := &items[i]
@@ -269,11 +271,11 @@ func (s *Stack) decideBackend(ctx context.Context, items []item, vals []string, 
 			s.onError(err)
 		}
 		if s.failClosed {
-			return sluice.Decision{}, err
+			return err
 		}
-		return sluice.Decision{Allowed: true}, nil // fail open
+		d.Allowed = true // fail open
+		return nil
 	}
-	var d sluice.Decision
 	for _, i := range out.ShadowDenied {
 		if i >= 0 && i < len(items) {
 			d.Shadowed = append(d.Shadowed, limitKey(&items[i], vals))
@@ -283,7 +285,7 @@ func (s *Stack) decideBackend(ctx context.Context, items []item, vals []string, 
 	if out.Denied >= 0 && out.Denied < len(items) {
 		it := &items[out.Denied]
 		d.RetryAfter, d.Permanent, d.OverBurst = out.RetryAfter, out.Permanent, out.OverBurst
-		fillDenial(&d, it, vals)
+		fillDenial(d, it, vals)
 		n = out.Denied + 1
 	} else {
 		d.Allowed = true
@@ -314,7 +316,7 @@ func (s *Stack) decideBackend(ctx context.Context, items []item, vals []string, 
 	if sluice.EvaluatedRequested(ctx) {
 		d.Evaluated = evaluatedList(items[:n], vals)
 	}
-	return d, nil
+	return nil
 }
 
 // wildcardKey appends the request's values at the entry's "*" positions to a

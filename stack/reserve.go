@@ -123,7 +123,8 @@ func (s *Stack) ReserveAt(ctx context.Context, keys sluice.Keys, t time.Time, es
 		return nil, sluice.Decision{}, errNegativeCost
 	}
 	r := &Reservation{s: s, estimate: estimate}
-	d, err := s.evaluate(ctx, s.cfg.Load(), &keys, t, estimate, r)
+	var d sluice.Decision
+	err := s.evaluate(ctx, s.cfg.Load(), &keys, t, estimate, r, &d)
 	if err != nil || !d.Allowed {
 		return nil, d, err
 	}

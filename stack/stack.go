@@ -163,24 +163,31 @@ func (s *Stack) Config() Config { return s.cfg.Load().src }
 // nothing of "tokens" limits (a tokens bucket already in debt still denies).
 // It implements sluice.Limiter.
 func (s *Stack) Allow(ctx context.Context, keys sluice.Keys) (sluice.Decision, error) {
-	return s.AllowAt(ctx, keys, s.now(), 0)
+	return s.decide(ctx, &keys, s.now(), 0)
 }
 
 // AllowN decides one request that costs one unit of every "requests" limit
 // and tokens units of every "tokens" limit.
 func (s *Stack) AllowN(ctx context.Context, keys sluice.Keys, tokens int) (sluice.Decision, error) {
-	return s.AllowAt(ctx, keys, s.now(), tokens)
+	return s.decide(ctx, &keys, s.now(), tokens)
 }
 
 // AllowAt is AllowN at an explicit instant.
 func (s *Stack) AllowAt(ctx context.Context, keys sluice.Keys, t time.Time, tokens int) (sluice.Decision, error) {
+	return s.decide(ctx, &keys, t, tokens)
+}
+
+// decide takes the Keys by pointer so that each entry point copies them once.
+func (s *Stack) decide(ctx context.Context, keys *sluice.Keys, t time.Time, tokens int) (sluice.Decision, error) {
+	var d sluice.Decision
 	if err := ctx.Err(); err != nil {
-		return sluice.Decision{}, err
+		return d, err
 	}
 	if tokens < 0 {
-		return sluice.Decision{}, errNegativeCost
+		return d, errNegativeCost
 	}
-	return s.evaluate(ctx, s.cfg.Load(), &keys, t, tokens, nil)
+	err := s.evaluate(ctx, s.cfg.Load(), keys, t, tokens, nil, &d)
+	return d, err
 }
 
 // compiled is one immutable configuration.
@@ -208,6 +215,7 @@ type entry struct {
 // rateBucket is one {rate, period} of one metric of one entry.
 type rateBucket struct {
 	metric string
+	kind   metricKind
 	cfg    Rate
 	// One of shared (exact entry) or table (wildcard entry); for the
 	// connections metric, conn or connTab instead.
@@ -223,6 +231,25 @@ type rateBucket struct {
 	period int64
 	// keyPrefix is BucketKey without the request values, for backends.
 	keyPrefix string
+}
+
+// metricKind is the metric as a small integer, for the per-request switch.
+type metricKind uint8
+
+const (
+	kindRequests metricKind = iota
+	kindTokens
+	kindConnections
+)
+
+func kindOf(metric string) metricKind {
+	switch metric {
+	case sluice.MetricTokens:
+		return kindTokens
+	case sluice.MetricConnections:
+		return kindConnections
+	}
+	return kindRequests
 }
 
 func (r *rateBucket) limitRate() rate.Limit {
@@ -297,7 +324,7 @@ func compileLimit(rl *RateLimit, prev *limit, now time.Time) *limit {
 		}
 		addRates := func(metric string, rates []Rate) {
 			for idx, r := range rates {
-				rb := &rateBucket{metric: metric, cfg: r, rate: r.Rate, period: int64(r.Period.Duration()),
+				rb := &rateBucket{metric: metric, kind: kindOf(metric), cfg: r, rate: r.Rate, period: int64(r.Period.Duration()),
 					keyPrefix: BucketKey(l.id, metric, idx, en.values, nil)}
 				rb.burst = int64(rb.burstOf())
 				if r.Rate > 0 {

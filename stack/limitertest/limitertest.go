@@ -12,7 +12,7 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,28 +21,26 @@ import (
 	"github.com/sluicehq/sluice/stack"
 )
 
-// Clock is a manual clock. The suite advances it; limiters read it.
+// Clock is a manual clock. The suite advances it; limiters read it. It is
+// safe for concurrent use and cheap to read (one atomic load).
 type Clock struct {
-	mu  sync.Mutex
-	now time.Time
+	ns atomic.Int64 // nanoseconds since clockBase
 }
+
+var clockBase = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // NewClock returns a clock set to t.
-func NewClock(t time.Time) *Clock { return &Clock{now: t} }
+func NewClock(t time.Time) *Clock {
+	c := &Clock{}
+	c.ns.Store(int64(t.Sub(clockBase)))
+	return c
+}
 
 // Now returns the clock's instant.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
+func (c *Clock) Now() time.Time { return clockBase.Add(time.Duration(c.ns.Load())) }
 
 // Advance moves the clock forward by d.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+func (c *Clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // Factory builds the limiter under test for cfg, reading time from clock.
 type Factory func(t *testing.T, cfg stack.Config, clock *Clock) sluice.Limiter
