@@ -19,7 +19,9 @@ type Clock interface {
 // systemClock is the real time.
 type systemClock struct{}
 
-func (systemClock) Now() time.Time { return time.Now() }
+// Now is the wall clock advanced by the monotonic clock only, like Allow's
+// sysNow: a wall-clock step never moves a bucket's time backwards.
+func (systemClock) Now() time.Time { return sysBase.Add(time.Since(sysBase)) }
 
 func (systemClock) Sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)

@@ -239,7 +239,19 @@ func (p *params) take(s *atomic.Int64, ns int64, n int) (res Result, retry bool)
 			return Result{}, true
 		}
 		if n <= 0 {
-			return Result{OK: true, Remaining: floorDiv(p.held(tat, now), p.unit)}, false
+			// Nothing to take, but a bucket in debt still refuses until the
+			// debt is refilled (as x/time/rate does for AllowN(t, 0)).
+			h := p.held(tat, now)
+			if h >= 0 {
+				return Result{OK: true, Remaining: floorDiv(h, p.unit)}, false
+			}
+			res := Result{Remaining: floorDiv(h, p.unit)}
+			if p.zero {
+				res.Permanent = true
+			} else {
+				res.RetryAfter = p.waitUntil(ns, tat-p.tau)
+			}
+			return res, false
 		}
 		if int64(n) > p.n || n > p.burst {
 			return Result{OverBurst: true, Permanent: true, Remaining: floorDiv(p.held(tat, now), p.unit)}, false
@@ -266,8 +278,15 @@ func (p *params) take(s *atomic.Int64, ns int64, n int) (res Result, retry bool)
 
 // allow is take without the report: ok says whether n tokens were taken.
 func (p *params) allow(s *atomic.Int64, ns int64, n int) (ok, retry bool) {
-	if p.inf || n <= 0 {
+	if p.inf {
 		return true, false
+	}
+	if n <= 0 {
+		tat := s.Load()
+		if tat == sealed {
+			return false, true
+		}
+		return p.held(tat, p.nsToTicks(ns)) >= 0, false
 	}
 	if int64(n) > p.n || n > p.burst {
 		return false, false

@@ -22,6 +22,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/bucket"
+	"github.com/sluicehq/sluice/internal/monoclock"
 )
 
 // ActionKey is the default name of the Keys dimension holding the action.
@@ -96,7 +97,8 @@ func WithActionKey(name string) Option { return optFunc(func(o *options) { o.act
 // from (default ResourcesKey).
 func WithResourcesKey(name string) Option { return optFunc(func(o *options) { o.resKey = name }) }
 
-// WithNow sets the clock Allow and AllowAction read (default time.Now).
+// WithNow sets the clock Allow and AllowAction read (default: the wall
+// clock advanced by the monotonic clock, so a wall-clock step never moves it).
 func WithNow(now func() time.Time) Option { return optFunc(func(o *options) { o.now = now }) }
 
 // WithResourceBucket gives action a resource bucket of the given burst and
@@ -144,7 +146,7 @@ type action struct {
 // bucket for an unknown action.
 func New(categories []Category, opts ...Option) (*Set, error) {
 	s := &Set{actions: map[string]*action{}}
-	s.opts = options{actionKey: ActionKey, resKey: ResourcesKey, now: time.Now}
+	s.opts = options{actionKey: ActionKey, resKey: ResourcesKey, now: monoclock.Now}
 	for _, o := range opts {
 		o.apply(&s.opts)
 	}

@@ -137,6 +137,9 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 			case kindTokens:
 				cost = tokens
 			}
+			if rb.rate == 0 && cost == 0 {
+				cost = 1 // rate 0 blocks every matching request, whatever it costs
+			}
 			it := item{lim: l, ent: en, rb: rb, vals: int32(start), k0: k0, k1: k1, cost: cost}
 			// Insertion keeps the list ordered; it is short.
 			i := len(items)

@@ -2,6 +2,7 @@ package stack
 
 import (
 	"context"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -176,10 +177,13 @@ func (r *Reservation) settle(delta int64, cancel bool) error {
 	now := r.s.now()
 	if r.ops != nil {
 		var adj []Op
+		elapsed := now.Sub(r.at)
 		for i, op := range r.ops {
 			switch {
 			case cancel:
-				op.Cost = -op.Cost
+				op.Cost = -outstanding(op, elapsed, op.Cost)
+			case r.opTokens[i] && delta < 0:
+				op.Cost = -outstanding(op, elapsed, -delta)
 			case r.opTokens[i]:
 				op.Cost = delta
 			default:
@@ -217,6 +221,22 @@ func (r *Reservation) settle(delta int64, cancel bool) error {
 		}
 	}
 	return nil
+}
+
+// outstanding bounds a refund of n units of op, taken elapsed ago, through a
+// backend: at most the part of the take that refill alone has not yet
+// covered (op.Cost − rate·elapsed, rounded against the refund). It is the
+// backend form of bucket.RefundTake: a late refund never re-creates units
+// that later requests may already have used.
+func outstanding(op Op, elapsed time.Duration, n int64) int64 {
+	if elapsed < 0 {
+		elapsed = 0
+	}
+	refilled := int64(0)
+	if op.Period > 0 && op.Rate > 0 {
+		refilled = int64(math.Ceil(float64(elapsed) * float64(op.Rate) / float64(op.Period)))
+	}
+	return max(0, min(n, op.Cost-refilled))
 }
 
 // refund gives back up to n units of the take res, bounded so that a late

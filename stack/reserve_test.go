@@ -300,3 +300,25 @@ func TestLateReconcileNeverOverAdmits(t *testing.T) {
 		t.Errorf("30 tokens should be available: %+v", d)
 	}
 }
+
+// The same through a Backend: the refund is bounded by the time elapsed.
+func TestLateCancelThroughBackendNeverOverAdmits(t *testing.T) {
+	clock := limitertest.NewClock(limitertest.Start)
+	s := newReserver(t, tpmConfig(50), clock, stack.WithBackend(stack.NewMemoryBackend()))
+	r, _ := reserve(t, s, 50)
+	clock.Advance(time.Minute) // the 50 have refilled by time alone
+	if _, d := reserve(t, s, 50); !d.Allowed {
+		t.Fatal(d)
+	}
+	r.Cancel() // must give nothing back: it would forgive the second 50
+	if _, d := reserve(t, s, 1); d.Allowed {
+		t.Error("a late Cancel re-created tokens: 51 admitted in one instant after a full refill of 50")
+	}
+	// Right after a take, Cancel through a backend is exact.
+	clock.Advance(time.Minute)
+	r, _ = reserve(t, s, 30)
+	r.Cancel()
+	if _, d := reserve(t, s, 50); !d.Allowed {
+		t.Errorf("an immediate Cancel through a backend did not give back 30: %+v", d)
+	}
+}

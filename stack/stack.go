@@ -36,6 +36,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/bucket"
+	"github.com/sluicehq/sluice/internal/monoclock"
 	"github.com/sluicehq/sluice/match"
 )
 
@@ -59,7 +60,8 @@ type nowOption func() time.Time
 
 func (o nowOption) apply(s *Stack) { s.now = o }
 
-// WithNow sets the clock Allow reads. The default is time.Now. Tests pass a
+// WithNow sets the clock Allow reads. The default is the wall clock advanced
+// by the monotonic clock only (a wall-clock step never moves it). Tests pass a
 // fake clock; AllowAt takes an explicit instant instead.
 func WithNow(now func() time.Time) Option { return nowOption(now) }
 
@@ -106,7 +108,7 @@ func WithLeaseTTL(d time.Duration) Option { return leaseTTLOption(d) }
 // New builds a Stack from cfg. It returns a *match.ConfigError listing every
 // problem when cfg is invalid.
 func New(cfg Config, opts ...Option) (*Stack, error) {
-	s := &Stack{now: time.Now, leaseTTL: DefaultLeaseTTL}
+	s := &Stack{now: monoclock.Now, leaseTTL: DefaultLeaseTTL}
 	for _, o := range opts {
 		o.apply(s)
 	}

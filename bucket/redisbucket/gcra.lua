@@ -150,7 +150,12 @@ end
 -- try takes cost tokens from h ticks: 0, new held | 1 (no refill) |
 -- 2, overburst flag (cost above the burst) | 3, retry in microseconds.
 local function try(h, q, cost)
-  if cost <= 0 then return 0, h end
+  if cost <= 0 then
+    -- nothing to take, but a bucket in debt refuses until it is refilled
+    if h >= 0 then return 0, h end
+    if q.R == 0 then return 1 end
+    return 3, math.ceil((0 - h) / q.R) * q.U
+  end
   if cost > q.n then return 2, q.n > 0 end
   local need = cost * q.T
   if h >= need then return 0, h - need end

@@ -330,4 +330,42 @@ var cases = []tcase{
 			}
 		},
 	},
+	{
+		name: "tokens in debt or at rate 0 deny even a request that costs nothing",
+		cfg: stack.Config{RateLimits: []stack.RateLimit{{
+			RateLimitID: "tpm", DimensionKeys: []string{"qualifiedModelId"},
+			Entries: []stack.Entry{
+				{Dimensions: dims("qualifiedModelId", "frozen"), Tokens: rpm(0)},
+				{Dimensions: dims("qualifiedModelId", "*"), Tokens: rpm(60)},
+			},
+		}}},
+		run: func(t *testing.T, l sluice.Limiter, clock *Clock) {
+			r, ok := l.(sluice.Reserver)
+			if !ok {
+				t.Fatal("a limiter built from a stack.Config must implement sluice.Reserver")
+			}
+			if d := allow(t, l, sluice.NewKeys("qualifiedModelId", "frozen")); d.Allowed || !d.Permanent {
+				t.Errorf("rate 0 tokens limit, Allow: %+v; want a permanent denial", d)
+			}
+			k := sluice.NewKeys("qualifiedModelId", "m")
+			res, d, err := r.Reserve(context.Background(), k, 10)
+			if err != nil || !d.Allowed {
+				t.Fatalf("reserve 10 of 60: %+v %v", d, err)
+			}
+			if err := res.Reconcile(70); err != nil { // 10 tokens of debt
+				t.Fatal(err)
+			}
+			d = allow(t, l, k)
+			if d.Allowed || d.Metric != "tokens" {
+				t.Fatalf("Allow with the tokens bucket in debt: %+v; want a denial", d)
+			}
+			if d.RetryAfter < 10*time.Second || d.RetryAfter > 10*time.Second+time.Millisecond {
+				t.Errorf("RetryAfter %v, want 10s (10 tokens of debt at 1/s)", d.RetryAfter)
+			}
+			clock.Advance(d.RetryAfter)
+			if d := allow(t, l, k); !d.Allowed {
+				t.Errorf("after the debt is refilled: %+v", d)
+			}
+		},
+	},
 }
