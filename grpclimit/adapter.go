@@ -33,5 +33,6 @@ type adapter struct{ lim *limiter }
 // (the interceptor reports it as ResourceExhausted too).
 func (a adapter) Limit(ctx context.Context) error {
 	method, _ := grpc.Method(ctx)
-	return a.lim.check(ctx, method, func(md metadata.MD) { _ = grpc.SetTrailer(ctx, md) })
+	_, err := a.lim.check(ctx, method, func(md metadata.MD) { _ = grpc.SetTrailer(ctx, md) }, false)
+	return err
 }

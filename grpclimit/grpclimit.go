@@ -144,25 +144,37 @@ func newLimiter(l sluice.Limiter, keys KeyFunc, opts []Option) *limiter {
 
 // check decides one call. It returns nil to let the call through; the
 // *ThrottledError of a throttled call (after handing its pushback trailer to
-// setTrailer); or the status error of a call that could not be decided.
-func (lim *limiter) check(ctx context.Context, method string, setTrailer func(metadata.MD)) error {
+// setTrailer); or the status error of a call that could not be decided. When
+// the limiter is a sluice.Reserver (a stack is), the call is admitted with
+// Reserve so that connections limits hold a slot for the call's length; the
+// returned Reservation must be reconciled when the call ends.
+func (lim *limiter) check(ctx context.Context, method string, setTrailer func(metadata.MD), reserve bool) (sluice.Reservation, error) {
 	keys, err := lim.keys(ctx, method)
 	if err != nil {
-		return status.Error(codes.InvalidArgument, "grpclimit: resolving rate-limit keys: "+err.Error())
+		return sluice.NoReservation, status.Error(codes.InvalidArgument, "grpclimit: resolving rate-limit keys: "+err.Error())
 	}
-	d, err := lim.l.Allow(ctx, keys)
+	res := sluice.NoReservation
+	var d sluice.Decision
+	if r, ok := lim.l.(sluice.Reserver); ok && reserve {
+		res, d, err = r.Reserve(ctx, keys, 0)
+	} else {
+		d, err = lim.l.Allow(ctx, keys)
+	}
 	if err != nil {
 		if lim.cfg.failClosed {
-			return status.Error(codes.Unavailable, "grpclimit: rate limiter failed: "+err.Error())
+			return sluice.NoReservation, status.Error(codes.Unavailable, "grpclimit: rate limiter failed: "+err.Error())
 		}
-		return nil
+		return sluice.NoReservation, nil
 	}
 	if d.Allowed {
-		return nil
+		if res == nil {
+			res = sluice.NoReservation
+		}
+		return res, nil
 	}
 	te, _ := slerrors.AsThrottled(d.Err())
 	setTrailer(pushback(te))
-	return te
+	return sluice.NoReservation, te
 }
 
 // statusErr turns check's result into the error an interceptor returns.
@@ -178,9 +190,11 @@ func statusErr(err error) error {
 func UnaryServerInterceptor(l sluice.Limiter, keys KeyFunc, opts ...Option) grpc.UnaryServerInterceptor {
 	lim := newLimiter(l, keys, opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if err := lim.check(ctx, info.FullMethod, func(md metadata.MD) { _ = grpc.SetTrailer(ctx, md) }); err != nil {
+		res, err := lim.check(ctx, info.FullMethod, func(md metadata.MD) { _ = grpc.SetTrailer(ctx, md) }, true)
+		if err != nil {
 			return nil, statusErr(err)
 		}
+		defer res.Reconcile(0) // frees connection slots, also on panic
 		return handler(ctx, req)
 	}
 }
@@ -191,9 +205,11 @@ func UnaryServerInterceptor(l sluice.Limiter, keys KeyFunc, opts ...Option) grpc
 func StreamServerInterceptor(l sluice.Limiter, keys KeyFunc, opts ...Option) grpc.StreamServerInterceptor {
 	lim := newLimiter(l, keys, opts)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		if err := lim.check(ss.Context(), info.FullMethod, ss.SetTrailer); err != nil {
+		res, err := lim.check(ss.Context(), info.FullMethod, ss.SetTrailer, true)
+		if err != nil {
 			return statusErr(err)
 		}
+		defer res.Reconcile(0) // the slot is held until the stream ends
 		return handler(srv, ss)
 	}
 }

@@ -77,7 +77,9 @@ func FailClosed() Option { return optionFunc(func(c *config) { c.failClosed = tr
 
 // Middleware returns receiving middleware for mcp.Server.AddReceivingMiddleware
 // that limits tools/call requests with l, under the keys targetName =
-// targetName and toolName = the called tool. It panics if l is nil.
+// targetName and toolName = the called tool. When l is a sluice.Reserver (a
+// stack is), each call is admitted with Reserve, so connections limits bound
+// the tool calls in flight. It panics if l is nil.
 func Middleware(l sluice.Limiter, targetName string, opts ...Option) mcp.Middleware {
 	if l == nil {
 		panic("mcplimit: Middleware needs a Limiter")
@@ -99,7 +101,16 @@ func Middleware(l sluice.Limiter, targetName string, opts ...Option) mcp.Middlew
 					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "mcplimit: resolving rate-limit keys: " + err.Error()}
 				}
 			}
-			d, err := l.Allow(ctx, keys)
+			// A Reserver (a stack) holds connections slots for the length
+			// of the tool call; they are released when it returns.
+			res := sluice.NoReservation
+			var d sluice.Decision
+			var err error
+			if r, ok := l.(sluice.Reserver); ok {
+				res, d, err = r.Reserve(ctx, keys, 0)
+			} else {
+				d, err = l.Allow(ctx, keys)
+			}
 			if err != nil {
 				if c.failClosed {
 					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcplimit: rate limiter failed: " + err.Error()}
@@ -109,6 +120,9 @@ func Middleware(l sluice.Limiter, targetName string, opts ...Option) mcp.Middlew
 			if !d.Allowed {
 				te, _ := slerrors.AsThrottled(d.Err())
 				return nil, Error(te, int(c.code))
+			}
+			if res != nil {
+				defer res.Reconcile(0) // also on panic
 			}
 			return next(ctx, method, req)
 		}

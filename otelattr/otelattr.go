@@ -180,12 +180,39 @@ type wrapper struct {
 // Decision.Evaluated; when it is not, l is called with the context unchanged
 // and Wrap adds no work and no allocation. A call that returns an error
 // records nothing. The result is safe for concurrent use if l is.
+//
+// If l is a sluice.Reserver (a stack is), so is the result: Reserve is
+// forwarded and its decision recorded the same way, so middleware that
+// enforces connections limits through Reserve keeps doing so.
 func Wrap(l sluice.Limiter, opts ...Option) sluice.Limiter {
 	w := &wrapper{inner: l, schema: Default}
 	for _, o := range opts {
 		o.apply(w)
 	}
+	if r, ok := l.(sluice.Reserver); ok {
+		return &reserverWrapper{wrapper: w, inner: r}
+	}
 	return w
+}
+
+type reserverWrapper struct {
+	*wrapper
+	inner sluice.Reserver
+}
+
+func (w *reserverWrapper) Reserve(ctx context.Context, keys sluice.Keys, estimate int) (sluice.Reservation, sluice.Decision, error) {
+	if ctx == nil {
+		return w.inner.Reserve(ctx, keys, estimate)
+	}
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return w.inner.Reserve(ctx, keys, estimate)
+	}
+	r, d, err := w.inner.Reserve(sluice.WithEvaluated(ctx), keys, estimate)
+	if err == nil {
+		w.schema.Record(span, d)
+	}
+	return r, d, err
 }
 
 func (w *wrapper) Allow(ctx context.Context, keys sluice.Keys) (sluice.Decision, error) {
