@@ -64,8 +64,9 @@ type Decision struct {
 	Shadowed []string
 
 	// Evaluated lists every bucket checked for this request as
-	// "{rateLimitId}:{metric}:{v1,v2}", sorted. Engines fill it only when
-	// asked to (it allocates).
+	// "{rateLimitId}:{metric}:{v1,v2}", in the order they were evaluated
+	// (stricter first), once each. Engines fill it only when asked to
+	// (sluice.WithEvaluated), since it allocates.
 	Evaluated []string
 }
 

@@ -46,6 +46,7 @@ type Problem struct {
 	Message string
 }
 
+// String renders the problem as "path: message".
 func (p Problem) String() string {
 	if p.Path == "" {
 		return p.Message

@@ -6,7 +6,7 @@
 //	<namespace>.metric           the exhausted metric            (throttled only)
 //	<namespace>.matched_entry    the matched entry's values, "," (throttled only)
 //	<namespace>.resolved_values  the request's values, ","       (throttled only)
-//	<namespace>.evaluated        every bucket checked, sorted, as "{id}:{metric}:{values}"
+//	<namespace>.evaluated        every bucket checked, in evaluation order, as "{id}:{metric}:{values}"
 //
 // Two schemas are provided: Default, under sluice's own namespace
 // "sluice.ratelimit", and Gateway, which emits exactly the gateway's names

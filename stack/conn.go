@@ -57,12 +57,18 @@ func (p *connPool) inUse() int {
 	return len(p.leases)
 }
 
-// connTable holds one connPool per value of a wildcard entry; a pool with no
-// lease left is dropped (it carries no state).
+// connTable holds one connPool per value of a wildcard entry. A pool with no
+// lease left is dropped (it carries no state): at release, after a refused
+// acquire, and in an amortized sweep that also reclaims expired leases, so
+// values whose requests never settled do not accumulate.
 type connTable struct {
-	mu    sync.Mutex
-	pools map[string]*connPool
+	mu        sync.Mutex
+	pools     map[string]*connPool
+	lastSweep int // len(pools) after the last sweep
 }
+
+// connSweepMin is the table size below which no sweep runs.
+const connSweepMin = 64
 
 func (t *connTable) acquire(key []byte, at time.Time, id uint64, limit int64, ttl time.Duration) (bool, int64) {
 	// One lock for the table: a pool is created, used and dropped under it,
@@ -74,10 +80,42 @@ func (t *connTable) acquire(key []byte, at time.Time, id uint64, limit int64, tt
 		if t.pools == nil {
 			t.pools = make(map[string]*connPool)
 		}
+		if len(t.pools) >= connSweepMin && len(t.pools) >= 2*t.lastSweep {
+			t.sweep(at)
+		}
 		p = &connPool{}
 		t.pools[string(key)] = p
 	}
-	return p.acquire(at, id, limit, ttl)
+	ok, left := p.acquire(at, id, limit, ttl)
+	if !ok && len(p.leases) == 0 {
+		delete(t.pools, string(key)) // refused (limit 0): nothing to keep
+	}
+	return ok, left
+}
+
+// sweep drops expired leases and then empty pools. t.mu is held.
+func (t *connTable) sweep(at time.Time) {
+	now := at.UnixNano()
+	for k, p := range t.pools {
+		p.mu.Lock()
+		for id, exp := range p.leases {
+			if exp <= now {
+				delete(p.leases, id)
+			}
+		}
+		empty := len(p.leases) == 0
+		p.mu.Unlock()
+		if empty {
+			delete(t.pools, k)
+		}
+	}
+	t.lastSweep = len(t.pools)
+}
+
+func (t *connTable) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.pools)
 }
 
 func (t *connTable) release(key []byte, id uint64) {

@@ -246,15 +246,19 @@ func fillDenial(d *sluice.Decision, it *item, vals []string) {
 	d.Limit, d.Remaining, d.Window = it.rb.burst, 0, it.rb.window
 }
 
-// evaluatedList renders "{rateLimitId}:{metric}:{v1,v2}" for each item, sorted.
+// evaluatedList renders "{rateLimitId}:{metric}:{v1,v2}" for each item, in
+// evaluation order (the order the seed's example shows: the stricter limit
+// first), once each: two rates of one metric of one limit are one entry.
 func evaluatedList(items []item, vals []string) []string {
 	out := make([]string, 0, len(items))
 	for i := range items {
 		it := &items[i]
-		out = append(out, it.lim.id+":"+it.rb.metric+":"+strings.Join(vals[it.vals:int(it.vals)+len(it.lim.keys)], ","))
+		e := it.lim.id + ":" + it.rb.metric + ":" + strings.Join(vals[it.vals:int(it.vals)+len(it.lim.keys)], ",")
+		if !slices.Contains(out, e) {
+			out = append(out, e)
+		}
 	}
-	slices.Sort(out)
-	return slices.Compact(out)
+	return out
 }
 
 // decideBackend hands the ordered buckets to the backend in one call.

@@ -359,3 +359,21 @@ func TestReloadRemovedLimitStopsAtOnce(t *testing.T) {
 		t.Errorf("%d allowed after removing the blocking limit, want 5", allowed)
 	}
 }
+
+// Evaluated follows evaluation order (the seed's example lists the stricter
+// per-target-rps before per-caller-rpm), not the alphabet.
+func TestEvaluatedInEvaluationOrder(t *testing.T) {
+	clock := limitertest.NewClock(limitertest.Start)
+	s := newStack(t, stack.Config{RateLimits: []stack.RateLimit{
+		{RateLimitID: "per-caller-rpm", DimensionKeys: []string{"caller"},
+			Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 600, Period: "minute"}}}}},
+		{RateLimitID: "per-target-rps", DimensionKeys: []string{"targetName"},
+			Entries: []stack.Entry{{Dimensions: map[string]string{"targetName": "*"},
+				Requests: []stack.Rate{{Rate: 1, Period: "second"}, {Rate: 30, Period: "minute"}}}}},
+	}}, clock)
+	d, _ := s.Allow(sluice.WithEvaluated(context.Background()), sluice.NewKeys("targetName", "my-target", "caller", "alice"))
+	want := []string{"per-target-rps:requests:my-target", "per-caller-rpm:requests:alice"}
+	if !slices.Equal(d.Evaluated, want) {
+		t.Errorf("Evaluated = %q, want %q", d.Evaluated, want)
+	}
+}
