@@ -126,18 +126,24 @@ func SetRateLimitHeaders(h http.Header, q Quota) {
 //
 // A permanent denial (no wait helps) gets x-should-retry: false instead of
 // the two retry delays, which tells the OpenAI and Anthropic SDKs not to
-// retry.
+// retry, and only RateLimit-Policy: a RateLimit field would announce a reset
+// time after which the request still fails.
 func SetHeaders(h http.Header, e *ThrottledError) {
 	e = orZero(e)
 	if e.Permanent {
 		h.Del("Retry-After")
 		h.Del("retry-after-ms")
 		h.Set("x-should-retry", "false")
-	} else {
-		var buf [24]byte
-		h.Set("Retry-After", string(strconv.AppendInt(buf[:0], e.RetryAfterSeconds(), 10)))
-		h.Set("retry-after-ms", string(strconv.AppendInt(buf[:0], ceilMillis(e.RetryAfter), 10)))
+		if q := e.Quota(); q.Limit > 0 {
+			var buf [96]byte
+			h.Set("RateLimit-Policy", string(q.AppendPolicy(buf[:0])))
+		}
+		h.Del("RateLimit")
+		return
 	}
+	var buf [24]byte
+	h.Set("Retry-After", string(strconv.AppendInt(buf[:0], e.RetryAfterSeconds(), 10)))
+	h.Set("retry-after-ms", string(strconv.AppendInt(buf[:0], ceilMillis(e.RetryAfter), 10)))
 	SetRateLimitHeaders(h, e.Quota())
 }
 

@@ -254,6 +254,15 @@ func TestPermanentHeaders(t *testing.T) {
 	if h.Get("RateLimit") != "" {
 		t.Errorf("RateLimit set with unknown limit: %q", h.Get("RateLimit"))
 	}
+	// With the limit known: the policy is described, but no reset time is
+	// promised for a request that can never pass.
+	e.Limit, e.Window = 50, time.Minute
+	h = http.Header{}
+	h.Set("RateLimit", `"tpm";r=0;t=1`)
+	slerrors.SetHeaders(h, e)
+	if h.Get("RateLimit") != "" || h.Get("RateLimit-Policy") != `"tpm";q=50;w=60` {
+		t.Errorf("permanent denial with a known limit: RateLimit %q, RateLimit-Policy %q", h.Get("RateLimit"), h.Get("RateLimit-Policy"))
+	}
 }
 
 func TestQuota(t *testing.T) {
