@@ -103,7 +103,8 @@ func (b *Bucket) Allow() bool {
 }
 
 // AllowN reports whether n tokens may be taken at t, and takes them if so.
-// n ≤ 0 is allowed and takes nothing.
+// n ≤ 0 takes nothing and is allowed unless the bucket is in debt at t (as
+// with x/time/rate).
 func (b *Bucket) AllowN(t time.Time, n int) bool {
 	return b.allowNs(nsOf(t), n)
 }
