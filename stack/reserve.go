@@ -27,72 +27,53 @@ type Reservation struct {
 	actual    atomic.Int64
 	hasActual atomic.Bool
 	done      atomic.Bool
-	n         int
-	items     [8]resItem
-	more      []resItem
-	keys      []byte
-	keyArr    [128]byte
-	// results holds each evaluated item's take while deciding (by item
-	// index), so the evaluation's own buffers stay small for Allow.
-	results     [8]bucket.Result
-	moreResults []bucket.Result
-	ops         []Op   // when decided by a Backend: what Take took
-	opTokens    []bool // which of ops are tokens buckets
+	// items are indexed like the evaluation's items: evaluate stores each
+	// take's result as it happens (setResult), record the rest on success.
+	n        int
+	items    [4]resItem
+	more     []resItem
+	keys     []byte
+	keyArr   [64]byte
+	ops      []Op   // when decided by a Backend: what Take took
+	opTokens []bool // which of ops are tokens buckets
 }
 
 type resItem struct {
-	rb     *rateBucket
+	rb     *rateBucket // nil: nothing taken (a shadow limit that would deny)
 	k0, k1 int32
 	cost   int
 	lease  uint64
 	res    bucket.Result // the take, for bounded refunds
 }
 
-func (r *Reservation) setResult(i int, res bucket.Result) {
-	if i < len(r.results) {
-		r.results[i] = res
-		return
+func (r *Reservation) slot(i int) *resItem {
+	if i < len(r.items) {
+		return &r.items[i]
 	}
-	for len(r.moreResults) <= i-len(r.results) {
-		r.moreResults = append(r.moreResults, bucket.Result{})
+	for len(r.more) <= i-len(r.items) {
+		r.more = append(r.more, resItem{})
 	}
-	r.moreResults[i-len(r.results)] = res
+	return &r.more[i-len(r.items)]
 }
 
-func (r *Reservation) result(i int) bucket.Result {
-	if i < len(r.results) {
-		return r.results[i]
-	}
-	return r.moreResults[i-len(r.results)]
-}
+func (r *Reservation) setResult(i int, res bucket.Result) { r.slot(i).res = res }
 
 func (r *Reservation) record(items []item, kb []byte, t time.Time) {
 	r.at = t
 	r.keys = append(r.keyArr[:0], kb...)
+	r.n = len(items)
 	for i := range items {
 		it := &items[i]
+		ri := r.slot(i)
 		if !it.taken {
+			*ri = resItem{}
 			continue
 		}
-		ri := resItem{rb: it.rb, k0: it.k0, k1: it.k1, cost: it.cost, lease: it.lease}
-		if it.rb.shared != nil || it.rb.table != nil {
-			ri.res = r.result(i)
-		}
-		if r.n < len(r.items) {
-			r.items[r.n] = ri
-		} else {
-			r.more = append(r.more, ri)
-		}
-		r.n++
+		ri.rb, ri.k0, ri.k1, ri.cost, ri.lease = it.rb, it.k0, it.k1, it.cost, it.lease
 	}
 }
 
-func (r *Reservation) item(i int) *resItem {
-	if i < len(r.items) {
-		return &r.items[i]
-	}
-	return &r.more[i-len(r.items)]
-}
+func (r *Reservation) item(i int) *resItem { return r.slot(i) }
 
 // Reserve takes one request, estimate units of every tokens limit and one
 // slot of every connections limit that applies, all or nothing. A denial
@@ -202,6 +183,9 @@ func (r *Reservation) settle(delta int64, cancel bool) error {
 	for i := 0; i < r.n; i++ {
 		ri := r.item(i)
 		rb := ri.rb
+		if rb == nil {
+			continue // nothing was taken here
+		}
 		key := kb[ri.k0:ri.k1]
 		switch {
 		case rb.conn != nil:
