@@ -333,3 +333,40 @@ func TestOpenAISDK(t *testing.T) {
 		t.Errorf("never-admissible call: %v", err)
 	}
 }
+
+// TestConnectionsPerCaller: a stream in flight holds the caller's only slot
+// until it ends, here by the client leaving; the slot then serves the next.
+func TestConnectionsPerCaller(t *testing.T) {
+	h := newHarness(t, `{"rateLimits": [{"rateLimitId": "per-caller-streams", "dimensionKeys": ["caller"], "entries": [
+	  {"dimensions": {"caller": "*"}, "connections": [{"rate": 1, "period": "second"}]}]}]}`)
+	h.up.set(func(u *fakeUpstream) { u.hold = true })
+	ctx, cancel := context.WithCancel(context.Background())
+	res := h.post(t, ctx, body(10, map[string]any{"stream": true}))
+	if _, err := bufio.NewReader(res.Body).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	second, b := h.chat(t, body(10, nil))
+	if second.StatusCode != 429 || !strings.Contains(b, `"metric":"connections"`) {
+		t.Fatalf("second request while a stream holds the slot: %d %s", second.StatusCode, b)
+	}
+	cancel()
+	res.Body.Close()
+	<-h.up.cancelled
+	<-h.served
+	h.up.set(func(u *fakeUpstream) { u.hold = false })
+	if res, b := h.chat(t, body(10, nil)); res.StatusCode != 200 {
+		t.Fatalf("slot not released: %d %s", res.StatusCode, b)
+	}
+}
+
+func TestDefaultConfigAndFlags(t *testing.T) {
+	limits, err := stack.Load([]byte(defaultConfig))
+	if err != nil {
+		t.Fatalf("default config: %v", err)
+	}
+	for _, bad := range []string{"", "ftp://x/v1", "http://", "::"} {
+		if _, err := newProxy(limits, bad, nil); err == nil || !strings.Contains(err.Error(), "upstream") {
+			t.Errorf("upstream %q: %v", bad, err)
+		}
+	}
+}
