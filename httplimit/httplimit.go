@@ -10,6 +10,20 @@
 // backend failed) the request is let through (fail-open) unless FailClosed
 // is given.
 //
+// # Connections
+//
+// When the limiter also implements sluice.Reserver (a stack.Stack does), the
+// middleware calls Reserve(ctx, keys, 0) instead of Allow, so connections
+// limits (concurrent in-flight requests) are enforced: the slot is taken
+// before the next handler runs and released with Reconcile(0) when it
+// returns — also when it panics (the panic goes on after the release) and
+// when the client disconnects (the handler returns once the request context
+// ends; a handler that ignores the context holds its slot until it returns
+// or until the limiter's lease expires). A request denied by any limit holds
+// no slot. Requests limits are charged once either way, and tokens limits
+// are not charged by the middleware (the estimate is 0). WithoutReserve
+// restores Allow.
+//
 // Client addresses are never taken from X-Forwarded-For unless the caller
 // names the proxies it trusts: see TrustedProxies.
 package httplimit
@@ -72,6 +86,7 @@ type config struct {
 	onError    ErrorHandler
 	maxBody    int64
 	noHeaders  bool
+	noReserve  bool
 }
 
 // Option configures New.
@@ -107,6 +122,11 @@ func WithErrorHandler(h ErrorHandler) Option {
 // off allowed responses (throttled responses keep them).
 func WithoutRateLimitHeaders() Option { return optionFunc(func(c *config) { c.noHeaders = true }) }
 
+// WithoutReserve makes the middleware call Allow even when the limiter
+// implements sluice.Reserver: connections limits are then not enforced (no
+// slot is taken), and a request costs one call to the limiter.
+func WithoutReserve() Option { return optionFunc(func(c *config) { c.noReserve = true }) }
+
 // New returns middleware that asks l about every request, with the keys
 // keys resolves. It panics if l or keys is nil (a programming error).
 func New(l sluice.Limiter, keys KeyFunc, opts ...Option) func(http.Handler) http.Handler {
@@ -117,14 +137,19 @@ func New(l sluice.Limiter, keys KeyFunc, opts ...Option) func(http.Handler) http
 	for _, o := range opts {
 		o.apply(&c)
 	}
+	var rs sluice.Reserver
+	if !c.noReserve {
+		rs, _ = l.(sluice.Reserver)
+	}
 	return func(next http.Handler) http.Handler {
-		return &handler{cfg: c, l: l, keys: keys, next: next}
+		return &handler{cfg: c, l: l, rs: rs, keys: keys, next: next}
 	}
 }
 
 type handler struct {
 	cfg  config
 	l    sluice.Limiter
+	rs   sluice.Reserver // l, when it reserves and WithoutReserve is not given
 	keys KeyFunc
 	next http.Handler
 }
@@ -133,6 +158,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	keys, err := h.keys(r)
 	if err != nil {
 		h.cfg.onError(w, r, &KeyError{err})
+		return
+	}
+	if h.rs != nil {
+		h.serveReserved(w, r, keys)
 		return
 	}
 	d, err := h.l.Allow(r.Context(), keys)
@@ -149,6 +178,35 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.throttle(w, r, te)
 		return
 	}
+	h.admit(w, r, &d)
+}
+
+// serveReserved decides with Reserve and holds the reservation (its
+// connection slots) until the next handler returns or panics.
+func (h *handler) serveReserved(w http.ResponseWriter, r *http.Request, keys sluice.Keys) {
+	res, d, err := h.rs.Reserve(r.Context(), keys, 0)
+	if err != nil {
+		if h.cfg.failClosed {
+			h.cfg.onError(w, r, &LimiterError{err})
+			return
+		}
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	if !d.Allowed {
+		te, _ := slerrors.AsThrottled(d.Err())
+		h.throttle(w, r, te)
+		return
+	}
+	// A deferred release runs on a normal return and while a panic unwinds;
+	// the panic then goes on to net/http (or the caller's recover).
+	defer release(res)
+	h.admit(w, r, &d)
+}
+
+func release(res sluice.Reservation) { _ = res.Reconcile(0) }
+
+func (h *handler) admit(w http.ResponseWriter, r *http.Request, d *sluice.Decision) {
 	if !h.cfg.noHeaders && d.Limit > 0 {
 		slerrors.SetRateLimitHeaders(w.Header(), slerrors.NewQuota(d.LimitID, d.Limit, d.Remaining, d.Window))
 	}

@@ -1,116 +1,113 @@
-// Command openai-proxy is an OpenAI-compatible chat completions endpoint
-// that enforces the gateway's token-per-minute limits per model and request
-// limits per API key, and answers a throttled request with the gateway's
-// OpenAI-compatible 429 (which OpenAI's SDKs understand and back off from,
-// guided by the retry-after-ms header).
+// Command openai-proxy is an OpenAI-compatible chat completions proxy that
+// enforces token-per-minute limits per model and request, token and
+// concurrency limits per caller in front of any OpenAI-compatible upstream,
+// and answers a throttled request with the gateway's OpenAI-compatible 429
+// (which OpenAI's SDKs understand and back off from, guided by the
+// retry-after-ms header).
 //
-// The "model" here is a stand-in that echoes; in a real proxy the handler
-// would forward to the upstream and reconcile the reservation with the
-// usage it reports.
+//	go run ./examples/openai-proxy -addr 127.0.0.1:8082 -upstream https://api.openai.com/v1
+//	curl -i http://127.0.0.1:8082/v1/chat/completions -H "Authorization: Bearer $OPENAI_API_KEY" \
+//	  -d '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hello there"}]}'
 //
-//	go run ./examples/openai-proxy -addr 127.0.0.1:8082
-//	curl -i http://127.0.0.1:8082/v1/chat/completions -H 'Authorization: Bearer k1' \
-//	  -d '{"model":"anthropic.claude-3-sonnet","messages":[{"role":"user","content":"hello there"}]}'
+// Only POST /v1/chat/completions is served. For each request the proxy:
+//
+//  1. parses the body; a body that is not a chat completions request is
+//     answered 400 with an OpenAI-shaped error naming the field (param);
+//  2. resolves the keys: qualifiedModelId is the body's model, caller is
+//     "key-" and 16 hex digits of the SHA-256 of the Authorization bearer
+//     token ("anonymous" without one), so that API keys never show in limit
+//     keys, 429 bodies or spans; the Authorization header itself is
+//     forwarded to the upstream unchanged;
+//  3. estimates the tokens: ceil(characters/4) over the text of every
+//     message (content strings and text parts, names, tool call names and
+//     arguments) and the tools definitions, plus 4 per message, plus 765 per
+//     non-text content part (image, audio, file), plus max_tokens (or
+//     max_completion_tokens, the larger) times n when given, since a tokens
+//     limit counts input and output;
+//  4. reserves that estimate (one request, the tokens and a connection slot)
+//     with stack.Stack.Reserve; a request that does not fit is answered 429
+//     before the upstream is called;
+//  5. forwards the body to <upstream>/chat/completions with the request's
+//     context, adding stream_options.include_usage=true to a streaming
+//     request (the client's other fields are kept);
+//  6. relays the answer, a streaming one chunk by chunk (each flushed), and
+//     reconciles the reservation with the usage the upstream reports
+//     (total_tokens, or prompt_tokens+completion_tokens): an overrun is
+//     charged to the next requests, an underrun refunded. The usage-only
+//     final chunk is relayed only to a client that asked for it itself
+//     (other chunks then carry "usage":null, as OpenAI sends them).
+//
+// What is charged when no usage arrives:
+//
+//   - the client disconnects mid-stream: the upstream request is cancelled
+//     (same context) and the charge is the prompt estimate plus the tokens of
+//     the generated text received so far, counted from the chunk deltas with
+//     the same ceil(characters/4);
+//   - the upstream breaks off a stream, or sends no usage: the same;
+//   - the upstream cannot be reached or answers 5xx: 502 to the client and a
+//     charge of 0 tokens (nothing reached a model), but the request still
+//     counts against requests limits, so a caller retrying into a failing
+//     upstream is still limited;
+//   - the upstream answers 4xx (bad parameter, bad key, its own 429): the
+//     answer is relayed as is and 0 tokens are charged.
+//
+// The limits come from -config (a JSON file in the stack package's format,
+// with the dimensions qualifiedModelId and caller) or the built-in default.
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
 	"net/http"
 	"os"
-	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice"
-	slerrors "github.com/sluicehq/sluice/errors"
 	"github.com/sluicehq/sluice/stack"
 )
 
-// config: 50 tokens per minute per model, 30 requests per minute per key.
-const config = `{"rateLimits": [
-  {"rateLimitId": "rl-abc123", "dimensionKeys": ["qualifiedModelId"], "entries": [
-    {"dimensions": {"qualifiedModelId": "*"}, "tokens": [{"rate": 50, "period": "minute"}]}
+// defaultConfig: 200k tokens per minute per model; per caller 60 requests
+// and 100k tokens per minute and 4 requests in flight.
+const defaultConfig = `{"rateLimits": [
+  {"rateLimitId": "per-model-tpm", "dimensionKeys": ["qualifiedModelId"], "entries": [
+    {"dimensions": {"qualifiedModelId": "*"}, "tokens": [{"rate": 200000, "period": "minute"}]}
   ]},
-  {"rateLimitId": "per-key-rpm", "dimensionKeys": ["apiKey"], "entries": [
-    {"dimensions": {"apiKey": "*"}, "requests": [{"rate": 30, "period": "minute"}]}
+  {"rateLimitId": "per-caller", "dimensionKeys": ["caller"], "entries": [
+    {"dimensions": {"caller": "*"},
+     "requests": [{"rate": 60, "period": "minute"}],
+     "tokens": [{"rate": 100000, "period": "minute"}],
+     "connections": [{"rate": 4, "period": "second"}]}
   ]}
 ]}`
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8082", "listen address")
+	upstream := flag.String("upstream", "https://api.openai.com/v1", "base URL of the OpenAI-compatible upstream API")
+	configPath := flag.String("config", "", "rate limits JSON file (default: the built-in limits)")
 	flag.Parse()
-	h, err := newHandler(time.Now)
-	if err != nil {
+	if err := run(*addr, *upstream, *configPath); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	log.Printf("OpenAI-compatible endpoint on http://%s/v1/chat/completions", *addr)
-	srv := &http.Server{Addr: *addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	log.Fatal(srv.ListenAndServe())
 }
 
-type chatRequest struct {
-	Model    string `json:"model"`
-	Messages []struct {
-		Role    string `json:"role"`
-		Content string `json:"content"`
-	} `json:"messages"`
-}
-
-// estimateTokens is a crude input estimate: one token per word.
-func estimateTokens(req *chatRequest) int {
-	n := 0
-	for _, m := range req.Messages {
-		n += len(strings.Fields(m.Content))
+func run(addr, upstream, configPath string) error {
+	config := []byte(defaultConfig)
+	if configPath != "" {
+		var err error
+		if config, err = os.ReadFile(configPath); err != nil {
+			return err
+		}
 	}
-	return n
-}
-
-func newHandler(now func() time.Time) (http.Handler, error) {
-	limits, err := stack.Load([]byte(config), stack.WithNow(now))
+	limits, err := stack.Load(config)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
-		var req chatRequest
-		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil || req.Model == "" || len(req.Messages) == 0 {
-			http.Error(w, `{"error":{"message":"invalid request body","type":"invalid_request_error"}}`, http.StatusBadRequest)
-			return
-		}
-		keys := sluice.NewKeys("qualifiedModelId", req.Model)
-		if key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-			keys.Set("apiKey", key)
-		}
-		// Reserve the estimated input tokens before calling the model; a
-		// request that does not fit is answered 429 without calling it.
-		estimate := estimateTokens(&req)
-		res, d, err := limits.Reserve(r.Context(), keys, estimate)
-		if err != nil {
-			http.Error(w, `{"error":{"message":"rate limiter unavailable","type":"server_error"}}`, http.StatusServiceUnavailable)
-			return
-		}
-		if !d.Allowed {
-			te, _ := slerrors.AsThrottled(d.Err())
-			_ = slerrors.OpenAI.Write(w, te)
-			return
-		}
-		defer res.Cancel() // gives everything back if we fail before Reconcile
-
-		reply := "echo: " + req.Messages[len(req.Messages)-1].Content
-		output := len(strings.Fields(reply))
-		// Charge what was really used: input + output tokens.
-		_ = res.Reconcile(estimate + output)
-
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"id": "chatcmpl-sluice", "object": "chat.completion", "created": now().Unix(), "model": req.Model,
-			"choices": []map[string]any{{"index": 0, "finish_reason": "stop",
-				"message": map[string]string{"role": "assistant", "content": reply}}},
-			"usage": map[string]int{"prompt_tokens": estimate, "completion_tokens": output, "total_tokens": estimate + output},
-		})
-	})
-	return mux, nil
+	h, err := newProxy(limits, upstream, nil)
+	if err != nil {
+		return err
+	}
+	log.Printf("OpenAI-compatible proxy for %s on http://%s/v1/chat/completions", upstream, addr)
+	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	return srv.ListenAndServe()
 }
