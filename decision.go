@@ -35,7 +35,9 @@ type Decision struct {
 	// request's cost is larger than the limit's burst capacity.
 	OverBurst bool
 
-	// LimitID is the id of the limit that denied ("" when Allowed).
+	// LimitID is the id of the limit that denied. When Allowed, it is the id
+	// of the limit whose bucket Limit and Remaining describe (the most
+	// constraining one; the RateLimit-Policy name), "" when none applied.
 	LimitID string
 	// LimitKey is the denying limit and the values that selected its bucket:
 	// "<rateLimitId>/<key>=<value>", several dimensions joined by ",".

@@ -275,7 +275,7 @@ func (s *Set) AllowAt(t time.Time, action string, resources int) (sluice.Decisio
 	if !res.OK {
 		return a.denial(res, sluice.MetricRequests, a.bucket.Burst()), nil
 	}
-	d := sluice.Decision{Allowed: true, Limit: int64(a.group.cat.Burst), Remaining: max(res.Remaining, 0), Window: window(a.group.cat.Burst, a.group.cat.Refill)}
+	d := sluice.Decision{Allowed: true, LimitID: a.group.cat.Name, Limit: int64(a.group.cat.Burst), Remaining: max(res.Remaining, 0), Window: window(a.group.cat.Burst, a.group.cat.Refill)}
 	if a.resource != nil {
 		rr := a.resource.TakeN(t, resources)
 		if !rr.OK {

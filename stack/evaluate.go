@@ -187,6 +187,7 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 		if tight >= 0 {
 			rb := items[tight].rb
 			d.Limit, d.Remaining, d.Window = rb.burst, max(tightRemaining, 0), rb.window
+			d.LimitID = items[tight].lim.id
 		}
 		if r != nil {
 			r.record(items, kb, t)
@@ -308,6 +309,7 @@ func (s *Stack) decideBackend(ctx context.Context, items []item, vals []string, 
 		if tight >= 0 {
 			rb := items[tight].rb
 			d.Limit, d.Remaining, d.Window = rb.burst, max(out.Remaining[tight], 0), rb.window
+			d.LimitID = items[tight].lim.id
 		}
 		if r != nil {
 			r.at = t

@@ -1,0 +1,53 @@
+package limitertest
+
+import (
+	"context"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/bucket"
+)
+
+// PerValue returns a Limiter that gives each value of the dimension dim its
+// own token bucket (a real bucket.Table) of burst units, refilled one unit
+// per interval, reading time from clock. A request without dim is allowed.
+//
+// It is for testing code that consumes a sluice.Limiter (middleware,
+// renderers) without building a configuration: its decisions have the shape
+// a stack's have, with LimitID "per-<dim>", LimitKey "per-<dim>/<dim>=<v>",
+// metric "requests", MatchedEntry ["*"] and ResolvedValues [v].
+func PerValue(clock *Clock, dim string, burst int, interval time.Duration) sluice.Limiter {
+	return &perValue{clock: clock, dim: dim, id: "per-" + dim, burst: int64(burst),
+		window: time.Duration(burst) * interval, table: bucket.NewTable(rate.Every(interval), burst)}
+}
+
+type perValue struct {
+	clock  *Clock
+	dim    string
+	id     string
+	burst  int64
+	window time.Duration
+	table  *bucket.Table
+}
+
+func (p *perValue) Allow(ctx context.Context, keys sluice.Keys) (sluice.Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return sluice.Decision{}, err
+	}
+	v, ok := keys.Get(p.dim)
+	if !ok {
+		return sluice.Decision{Allowed: true}, nil
+	}
+	res := p.table.TakeN(v, p.clock.Now(), 1)
+	d := sluice.Decision{Allowed: res.OK, LimitID: p.id, Metric: sluice.MetricRequests, Limit: p.burst, Remaining: max(res.Remaining, 0), Window: p.window}
+	if res.OK {
+		return d, nil
+	}
+	d.RetryAfter, d.Permanent, d.OverBurst = res.RetryAfter, res.Permanent, res.OverBurst && p.burst > 0
+	d.LimitKey = p.id + "/" + p.dim + "=" + v
+	d.MatchedEntry = []string{"*"}
+	d.ResolvedValues = []string{v}
+	return d, nil
+}

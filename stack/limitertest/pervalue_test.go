@@ -1,0 +1,36 @@
+package limitertest_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/stack/limitertest"
+)
+
+func TestPerValue(t *testing.T) {
+	clock := limitertest.NewClock(limitertest.Start)
+	l := limitertest.PerValue(clock, "caller", 2, 500*time.Millisecond)
+	ctx := context.Background()
+	alice := sluice.NewKeys("caller", "alice")
+	for i, want := range []bool{true, true, false} {
+		if d, _ := l.Allow(ctx, alice); d.Allowed != want {
+			t.Fatalf("call %d: %+v", i, d)
+		}
+	}
+	d, _ := l.Allow(ctx, alice)
+	if d.LimitKey != "per-caller/caller=alice" || d.RetryAfter != 500*time.Millisecond || d.Limit != 2 || d.Window != time.Second {
+		t.Errorf("denial %+v", d)
+	}
+	if d, _ := l.Allow(ctx, sluice.NewKeys("caller", "bob")); !d.Allowed {
+		t.Error("bob shares alice's bucket")
+	}
+	if d, _ := l.Allow(ctx, sluice.NewKeys("other", "x")); !d.Allowed {
+		t.Error("a request without the dimension was limited")
+	}
+	clock.Advance(500 * time.Millisecond)
+	if d, _ := l.Allow(ctx, alice); !d.Allowed {
+		t.Errorf("after RetryAfter: %+v", d)
+	}
+}
