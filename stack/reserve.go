@@ -73,8 +73,6 @@ func (r *Reservation) record(items []item, kb []byte, t time.Time) {
 	}
 }
 
-func (r *Reservation) item(i int) *resItem { return r.slot(i) }
-
 // Reserve takes one request, estimate units of every tokens limit and one
 // slot of every connections limit that applies, all or nothing. A denial
 // returns sluice.NoReservation. If the estimate exceeds what a tokens limit
@@ -181,7 +179,7 @@ func (r *Reservation) settle(delta int64, cancel bool) error {
 	}
 	kb := r.keys
 	for i := 0; i < r.n; i++ {
-		ri := r.item(i)
+		ri := r.slot(i)
 		rb := ri.rb
 		if rb == nil {
 			continue // nothing was taken here
