@@ -160,11 +160,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.cfg.onError(w, r, &KeyError{err})
 		return
 	}
+	// A Reserver holds the request's connection slots until the next
+	// handler returns; a plain Limiter has nothing to hold.
+	res := sluice.NoReservation
+	var d sluice.Decision
 	if h.rs != nil {
-		h.serveReserved(w, r, keys)
-		return
+		res, d, err = h.rs.Reserve(r.Context(), keys, 0)
+	} else {
+		d, err = h.l.Allow(r.Context(), keys)
 	}
-	d, err := h.l.Allow(r.Context(), keys)
 	if err != nil {
 		if h.cfg.failClosed {
 			h.cfg.onError(w, r, &LimiterError{err})
@@ -178,29 +182,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.throttle(w, r, te)
 		return
 	}
-	h.admit(w, r, &d)
-}
-
-// serveReserved decides with Reserve and holds the reservation (its
-// connection slots) until the next handler returns or panics.
-func (h *handler) serveReserved(w http.ResponseWriter, r *http.Request, keys sluice.Keys) {
-	res, d, err := h.rs.Reserve(r.Context(), keys, 0)
-	if err != nil {
-		if h.cfg.failClosed {
-			h.cfg.onError(w, r, &LimiterError{err})
-			return
-		}
-		h.next.ServeHTTP(w, r)
-		return
+	if res != nil {
+		// A deferred release runs on a normal return and while a panic
+		// unwinds; the panic then goes on to net/http (or the caller's
+		// recover).
+		defer release(res)
 	}
-	if !d.Allowed {
-		te, _ := slerrors.AsThrottled(d.Err())
-		h.throttle(w, r, te)
-		return
-	}
-	// A deferred release runs on a normal return and while a panic unwinds;
-	// the panic then goes on to net/http (or the caller's recover).
-	defer release(res)
 	h.admit(w, r, &d)
 }
 
