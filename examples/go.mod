@@ -13,6 +13,8 @@ require (
 )
 
 require (
+	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect
 	github.com/bahlo/generic-list-go v0.2.0 // indirect
 	github.com/buger/jsonparser v1.1.2 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -51,6 +53,9 @@ replace github.com/sluicehq/sluice => ../
 
 require (
 	github.com/anthropics/anthropic-sdk-go/v2 v2.15.0
+	github.com/aws/aws-sdk-go-v2 v1.48.0
+	github.com/aws/aws-sdk-go-v2/service/ecs v1.105.1
+	github.com/aws/smithy-go v1.28.9
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/sluicehq/sluice/bucket/redisbucket v0.0.0
 )
