@@ -3,6 +3,7 @@ package stack_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -105,7 +106,11 @@ func (bl *baseline) get(m map[string]*rate.Limiter, k string) *rate.Limiter {
 	l, ok := m[k]
 	if !ok {
 		l = rate.NewLimiter(rate.Limit(10_000_000.0/60), 10_000_000)
-		m[k] = l
+		// Keys are cloned on insert, as sluice's tables do: in a server the
+		// lookup key is a fresh string from each request, so the stored
+		// key is never the same memory (without the clone the benchmark's
+		// reused strings would let the map skip comparing key bytes).
+		m[strings.Clone(k)] = l
 	}
 	return l
 }
@@ -120,7 +125,7 @@ func (bl *baseline) allow(target, tool, caller string) bool {
 		k := [2]string{target, tool}
 		if l1 = bl.perValue[k]; l1 == nil {
 			l1 = rate.NewLimiter(rate.Limit(10_000_000.0/60), 10_000_000)
-			bl.perValue[k] = l1
+			bl.perValue[[2]string{strings.Clone(target), strings.Clone(tool)}] = l1
 		}
 	}
 	l2 := bl.get(bl.target, target)
