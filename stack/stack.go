@@ -15,6 +15,13 @@
 //  4. A denied request consumes nothing: units taken from the buckets evaluated
 //     before the denying one are refunded exactly.
 //
+// Atomicity in memory: buckets are taken one by one and given back on a
+// denial, so for a moment a concurrent request may see a bucket a denied
+// request had taken and be denied itself; no request is ever admitted beyond
+// a limit. On a denial the buckets after the denying one are probed (taken
+// and given back at once) so that RetryAfter covers them too. A Backend
+// (Redis) does all of this in one atomic step.
+//
 // An exact entry is one bucket shared by every request it matches; an entry
 // with "*" positions gives each distinct combination of values at those
 // positions its own bucket. Buckets are GCRA token buckets (package bucket):
