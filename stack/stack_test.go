@@ -166,8 +166,8 @@ func TestEvaluatedOnlyWhenAsked(t *testing.T) {
 	if !slices.Equal(d.Evaluated, want) {
 		t.Errorf("Evaluated = %q, want %q", d.Evaluated, want)
 	}
-	if !d.Allowed || d.Limit != 10 || d.Remaining != 8 || d.Window != time.Second {
-		t.Errorf("quota of the tightest bucket: limit %d remaining %d window %v", d.Limit, d.Remaining, d.Window)
+	if !d.Allowed || d.LimitID != "per-target-rps" || d.Limit != 10 || d.Remaining != 8 || d.Window != time.Second {
+		t.Errorf("quota of the tightest bucket: id %q limit %d remaining %d window %v", d.LimitID, d.Limit, d.Remaining, d.Window)
 	}
 }
 
