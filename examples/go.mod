@@ -57,10 +57,10 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/ecs v1.105.1
 	github.com/aws/smithy-go v1.28.9
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/sluicehq/sluice/bucket/redisbucket v0.0.0
+	github.com/sluicehq/sluice/stack/redisbackend v0.0.0
 )
 
-replace github.com/sluicehq/sluice/bucket/redisbucket => ../bucket/redisbucket
+replace github.com/sluicehq/sluice/stack/redisbackend => ../stack/redisbackend
 
 replace github.com/sluicehq/sluice/grpclimit => ../grpclimit
 

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/bucket/redisbucket/redistest"
+	"github.com/sluicehq/sluice/stack/redisbackend/redistest"
 )
 
 // Seed 003, measured: the seed's six per-second windows land near its ≈7

@@ -1,4 +1,4 @@
-package redisbucket_test
+package redisbackend_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/bucket/redisbucket"
+	"github.com/sluicehq/sluice/stack/redisbackend"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
 )
@@ -20,8 +20,8 @@ func TestConformance(t *testing.T) {
 	srv := startRedis(t)
 	client, _ := newClient(t, srv.Addr)
 	limitertest.Run(t, func(t *testing.T, cfg stack.Config, clock *limitertest.Clock) sluice.Limiter {
-		b, err := redisbucket.New(client, redisbucket.WithClock(clock.Now),
-			redisbucket.WithKeyPrefix(uniquePrefix("conformance")), redisbucket.WithTimeout(5*time.Second))
+		b, err := redisbackend.New(client, redisbackend.WithClock(clock.Now),
+			redisbackend.WithKeyPrefix(uniquePrefix("conformance")), redisbackend.WithTimeout(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,8 +51,8 @@ func TestOneRoundTripPerDecisionAndNoScriptFallback(t *testing.T) {
 	srv := startRedis(t)
 	client, rt := newClient(t, srv.Addr)
 	clock := limitertest.NewClock(limitertest.Start)
-	b, err := redisbucket.New(client, redisbucket.WithClock(clock.Now), redisbucket.WithKeyPrefix(uniquePrefix("rt")),
-		redisbucket.WithTimeout(5*time.Second))
+	b, err := redisbackend.New(client, redisbackend.WithClock(clock.Now), redisbackend.WithKeyPrefix(uniquePrefix("rt")),
+		redisbackend.WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,8 +112,8 @@ func TestKeysExpireWhenFull(t *testing.T) {
 	srv := startRedis(t)
 	client, _ := newClient(t, srv.Addr)
 	clock := limitertest.NewClock(limitertest.Start)
-	b, err := redisbucket.New(client, redisbucket.WithClock(clock.Now), redisbucket.WithKeyPrefix(uniquePrefix("ttl")),
-		redisbucket.WithTimeout(5*time.Second))
+	b, err := redisbackend.New(client, redisbackend.WithClock(clock.Now), redisbackend.WithKeyPrefix(uniquePrefix("ttl")),
+		redisbackend.WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestKeysExpireWhenFull(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "junk") {
 		t.Errorf("foreign key: err = %v", err)
 	}
-	if errors.Is(err, redisbucket.ErrUnavailable) {
+	if errors.Is(err, redisbackend.ErrUnavailable) {
 		t.Errorf("a script error was reported as Redis being unavailable: %v", err)
 	}
 }
@@ -160,28 +160,28 @@ func TestKeysExpireWhenFull(t *testing.T) {
 func TestOptionsAreValidated(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer c.Close()
-	for name, o := range map[string]redisbucket.Option{
-		"prefix with brace": redisbucket.WithKeyPrefix("a{b"),
-		"empty tag":         redisbucket.WithHashTag(""),
-		"zero timeout":      redisbucket.WithTimeout(0),
-		"negative probe":    redisbucket.WithProbeInterval(-time.Second),
-		"share 0":           redisbucket.WithLocalFallback(0),
-		"share above 1":     redisbucket.WithLocalFallback(1.5),
+	for name, o := range map[string]redisbackend.Option{
+		"prefix with brace": redisbackend.WithKeyPrefix("a{b"),
+		"empty tag":         redisbackend.WithHashTag(""),
+		"zero timeout":      redisbackend.WithTimeout(0),
+		"negative probe":    redisbackend.WithProbeInterval(-time.Second),
+		"share 0":           redisbackend.WithLocalFallback(0),
+		"share above 1":     redisbackend.WithLocalFallback(1.5),
 	} {
-		if _, err := redisbucket.New(c, o); err == nil || !strings.Contains(err.Error(), "redisbucket:") {
+		if _, err := redisbackend.New(c, o); err == nil || !strings.Contains(err.Error(), "redisbackend:") {
 			t.Errorf("%s: err = %v", name, err)
 		}
 	}
-	if _, err := redisbucket.New(nil); err == nil {
+	if _, err := redisbackend.New(nil); err == nil {
 		t.Error("nil client accepted")
 	}
-	b, err := redisbucket.New(c, redisbucket.WithKeyPrefix("app"), redisbucket.WithHashTag("fleet"))
+	b, err := redisbackend.New(c, redisbackend.WithKeyPrefix("app"), redisbackend.WithHashTag("fleet"))
 	if err != nil || b.KeyPrefix() != "app:{fleet}:" {
 		t.Errorf("KeyPrefix = %q, %v", b.KeyPrefix(), err)
 	}
 	// An unrepresentable bucket is a clear error before any network call.
 	_, err = b.Take(context.Background(), time.Now(), []stack.Op{{Key: "k", Rate: 1, Period: 1500 * time.Nanosecond, Burst: 1, Cost: 1}})
-	if err == nil || !strings.Contains(err.Error(), "microseconds") || errors.Is(err, redisbucket.ErrUnavailable) {
+	if err == nil || !strings.Contains(err.Error(), "microseconds") || errors.Is(err, redisbackend.ErrUnavailable) {
 		t.Errorf("sub-microsecond period: %v", err)
 	}
 }

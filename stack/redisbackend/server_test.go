@@ -1,4 +1,4 @@
-package redisbucket_test
+package redisbackend_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/bucket/redisbucket/redistest"
+	"github.com/sluicehq/sluice/stack/redisbackend/redistest"
 )
 
 func startRedis(t testing.TB, extra ...string) *redistest.Server { return redistest.Start(t, extra...) }

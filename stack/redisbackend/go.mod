@@ -1,4 +1,4 @@
-module github.com/sluicehq/sluice/bucket/redisbucket
+module github.com/sluicehq/sluice/stack/redisbackend
 
 go 1.26.0
 

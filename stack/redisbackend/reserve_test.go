@@ -1,4 +1,4 @@
-package redisbucket_test
+package redisbackend_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/bucket/redisbucket"
+	"github.com/sluicehq/sluice/stack/redisbackend"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
 )
@@ -17,8 +17,8 @@ func TestReserveReconcileThroughRedis(t *testing.T) {
 	srv := startRedis(t)
 	client, rt := newClient(t, srv.Addr)
 	clock := limitertest.NewClock(limitertest.Start)
-	b, err := redisbucket.New(client, redisbucket.WithClock(clock.Now),
-		redisbucket.WithKeyPrefix(uniquePrefix("reserve")), redisbucket.WithTimeout(5*time.Second))
+	b, err := redisbackend.New(client, redisbackend.WithClock(clock.Now),
+		redisbackend.WithKeyPrefix(uniquePrefix("reserve")), redisbackend.WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

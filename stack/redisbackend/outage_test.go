@@ -1,4 +1,4 @@
-package redisbucket_test
+package redisbackend_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/bucket/redisbucket"
+	"github.com/sluicehq/sluice/stack/redisbackend"
 	"github.com/sluicehq/sluice/stack"
 )
 
@@ -33,9 +33,9 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"},
 			Requests: []stack.Rate{{Rate: 50, Period: stack.PeriodSecond, Burst: 10}}}}}}}
 	keys := sluice.NewKeys("caller", "c")
-	newBackend := func(name string, opts ...redisbucket.Option) *redisbucket.Backend {
-		b, err := redisbucket.New(client, append([]redisbucket.Option{redisbucket.WithKeyPrefix(uniquePrefix(name)),
-			redisbucket.WithTimeout(timeout), redisbucket.WithProbeInterval(50 * time.Millisecond)}, opts...)...)
+	newBackend := func(name string, opts ...redisbackend.Option) *redisbackend.Backend {
+		b, err := redisbackend.New(client, append([]redisbackend.Option{redisbackend.WithKeyPrefix(uniquePrefix(name)),
+			redisbackend.WithTimeout(timeout), redisbackend.WithProbeInterval(50 * time.Millisecond)}, opts...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,7 +49,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 		lastOpenErr.Store(err)
 	}))
 	closed, _ := stack.New(cfg, stack.WithBackend(newBackend("closed")), stack.WithFailClosed())
-	fbB := newBackend("fallback", redisbucket.WithLocalFallback(0.5))
+	fbB := newBackend("fallback", redisbackend.WithLocalFallback(0.5))
 	fallback, _ := stack.New(cfg, stack.WithBackend(fbB), stack.WithFailClosed())
 	ctx := context.Background()
 
@@ -90,7 +90,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 		if d, err := open.Allow(ctx, keys); err != nil || !d.Allowed {
 			t.Errorf("fail-open while down: %+v, %v", d, err)
 		}
-		if _, err := closed.Allow(ctx, keys); !errors.Is(err, redisbucket.ErrUnavailable) {
+		if _, err := closed.Allow(ctx, keys); !errors.Is(err, redisbackend.ErrUnavailable) {
 			t.Errorf("fail-closed while down: err = %v, want ErrUnavailable", err)
 		}
 		d, err := fallback.Allow(ctx, keys)
@@ -108,7 +108,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 	if maxFb := 5 + int(25*time.Since(downStart).Seconds()) + 1; fbAllowed < 5 || fbAllowed > maxFb {
 		t.Errorf("local fallback admitted %d of 20, want 5 to %d (half the limit)", fbAllowed, maxFb)
 	}
-	if e, _ := lastOpenErr.Load().(error); openErrs.Load() == 0 || !errors.Is(e, redisbucket.ErrUnavailable) {
+	if e, _ := lastOpenErr.Load().(error); openErrs.Load() == 0 || !errors.Is(e, redisbackend.ErrUnavailable) {
 		t.Errorf("fail-open error handler saw %d errors, last %v", openErrs.Load(), e)
 	}
 
@@ -154,8 +154,8 @@ func TestRedisHangsEachCallIsBounded(t *testing.T) {
 	}
 	client, _ := newClient(t, srv.Addr)
 	const timeout = 50 * time.Millisecond
-	b, err := redisbucket.New(client, redisbucket.WithKeyPrefix(uniquePrefix("hang")),
-		redisbucket.WithTimeout(timeout), redisbucket.WithProbeInterval(0))
+	b, err := redisbackend.New(client, redisbackend.WithKeyPrefix(uniquePrefix("hang")),
+		redisbackend.WithTimeout(timeout), redisbackend.WithProbeInterval(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestRedisHangsEachCallIsBounded(t *testing.T) {
 		t0 := time.Now()
 		_, err := s.Allow(ctx, keys)
 		el := time.Since(t0)
-		if !errors.Is(err, redisbucket.ErrUnavailable) {
+		if !errors.Is(err, redisbackend.ErrUnavailable) {
 			t.Errorf("hung server: err = %v, want ErrUnavailable", err)
 		}
 		if el < timeout/2 || el > 6*timeout {

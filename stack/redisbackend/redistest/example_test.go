@@ -6,7 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/bucket/redisbucket/redistest"
+	"github.com/sluicehq/sluice/stack/redisbackend/redistest"
 )
 
 // A test gets its own server; it is killed when the test ends. (Start needs

@@ -1,4 +1,4 @@
-package redisbucket_test
+package redisbackend_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 
-	"github.com/sluicehq/sluice/bucket/redisbucket"
+	"github.com/sluicehq/sluice/stack/redisbackend"
 	"github.com/sluicehq/sluice/stack"
 )
 
@@ -34,7 +34,7 @@ func BenchmarkStack3(b *testing.B) {
 		b.ReportMetric(float64(trips)/float64(b.N), "roundtrips/op")
 	}
 
-	be, err := redisbucket.New(client, redisbucket.WithKeyPrefix(uniquePrefix("bench")), redisbucket.WithTimeout(time.Second))
+	be, err := redisbackend.New(client, redisbackend.WithKeyPrefix(uniquePrefix("bench")), redisbackend.WithTimeout(time.Second))
 	if err != nil {
 		b.Fatal(err)
 	}

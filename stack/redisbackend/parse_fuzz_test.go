@@ -1,4 +1,4 @@
-package redisbucket
+package redisbackend
 
 import (
 	"encoding/binary"

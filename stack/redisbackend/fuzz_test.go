@@ -1,4 +1,4 @@
-package redisbucket_test
+package redisbackend_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/bucket/redisbucket"
+	"github.com/sluicehq/sluice/stack/redisbackend"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
 )
@@ -42,8 +42,8 @@ func FuzzMatchesMemoryBackend(f *testing.F) {
 	client, _ := newClient(f, srv.Addr)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		clock := limitertest.NewClock(limitertest.Start)
-		rb, err := redisbucket.New(client, redisbucket.WithClock(clock.Now),
-			redisbucket.WithKeyPrefix(uniquePrefix("fuzz")), redisbucket.WithTimeout(5*time.Second))
+		rb, err := redisbackend.New(client, redisbackend.WithClock(clock.Now),
+			redisbackend.WithKeyPrefix(uniquePrefix("fuzz")), redisbackend.WithTimeout(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,11 +1,11 @@
-package redisbucket_test
+package redisbackend_test
 
 import (
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/bucket/redisbucket"
+	"github.com/sluicehq/sluice/stack/redisbackend"
 	"github.com/sluicehq/sluice/stack"
 )
 
@@ -16,7 +16,7 @@ func Example() {
 		ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
 	defer client.Close()
 
-	b, err := redisbucket.New(client, redisbucket.WithKeyPrefix("api"), redisbucket.WithLocalFallback(1.0/6))
+	b, err := redisbackend.New(client, redisbackend.WithKeyPrefix("api"), redisbackend.WithLocalFallback(1.0/6))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -30,9 +30,9 @@ func Example() {
 	}
 	fmt.Println("keys:", b.KeyPrefix()+stack.BucketKey("per-caller", "requests", 0, []string{"*"}, []string{"alice"}))
 
-	_, err = redisbucket.New(client, redisbucket.WithLocalFallback(2))
+	_, err = redisbackend.New(client, redisbackend.WithLocalFallback(2))
 	fmt.Println(err)
 	// Output:
 	// keys: api:{api}:per-caller|requests|0|1:*|5:alice
-	// redisbucket: fallback share 2 is not in (0, 1]
+	// redisbackend: fallback share 2 is not in (0, 1]
 }

@@ -1,4 +1,4 @@
-package redisbucket_test
+package redisbackend_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/bucket/redisbucket"
+	"github.com/sluicehq/sluice/stack/redisbackend"
 	"github.com/sluicehq/sluice/stack"
 )
 
@@ -25,7 +25,7 @@ func TestSixPodsNeverExceedTheBound(t *testing.T) {
 	pods := make([]*stack.Stack, 6)
 	for i := range pods {
 		client, _ := newClient(t, srv.Addr)
-		b, err := redisbucket.New(client, redisbucket.WithKeyPrefix(prefix), redisbucket.WithTimeout(2*time.Second))
+		b, err := redisbackend.New(client, redisbackend.WithKeyPrefix(prefix), redisbackend.WithTimeout(2*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

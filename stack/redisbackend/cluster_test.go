@@ -1,4 +1,4 @@
-package redisbucket_test
+package redisbackend_test
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/bucket/redisbucket"
-	"github.com/sluicehq/sluice/bucket/redisbucket/redistest"
+	"github.com/sluicehq/sluice/stack/redisbackend"
+	"github.com/sluicehq/sluice/stack/redisbackend/redistest"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
 )
@@ -69,8 +69,8 @@ func TestCluster(t *testing.T) {
 	ctx := context.Background()
 	for _, tag := range []string{"alpha", "beta", "gamma"} {
 		clock := limitertest.NewClock(limitertest.Start)
-		b, err := redisbucket.New(client, redisbucket.WithClock(clock.Now), redisbucket.WithHashTag(tag),
-			redisbucket.WithTimeout(5*time.Second))
+		b, err := redisbackend.New(client, redisbackend.WithClock(clock.Now), redisbackend.WithHashTag(tag),
+			redisbackend.WithTimeout(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

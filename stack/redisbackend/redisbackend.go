@@ -1,4 +1,4 @@
-package redisbucket
+package redisbackend
 
 import (
 	"context"
@@ -25,7 +25,7 @@ var gcraScript = redis.NewScript(gcraSource)
 // when Redis could not be reached, or was recently unreachable and is not
 // being asked again yet (see WithProbeInterval). The error wraps the
 // client's error too.
-var ErrUnavailable = errors.New("redisbucket: redis unavailable")
+var ErrUnavailable = errors.New("redisbackend: redis unavailable")
 
 const (
 	// maxTau bounds a bucket's capacity in ticks so that every number the
@@ -86,7 +86,7 @@ type Option func(*Backend) error
 func WithKeyPrefix(p string) Option {
 	return func(b *Backend) error {
 		if strings.ContainsAny(p, "{}") {
-			return fmt.Errorf("redisbucket: key prefix %q contains '{' or '}'", p)
+			return fmt.Errorf("redisbackend: key prefix %q contains '{' or '}'", p)
 		}
 		b.prefix = p
 		return nil
@@ -99,7 +99,7 @@ func WithKeyPrefix(p string) Option {
 func WithHashTag(tag string) Option {
 	return func(b *Backend) error {
 		if tag == "" || strings.ContainsAny(tag, "{}") {
-			return fmt.Errorf("redisbucket: hash tag %q is empty or contains '{' or '}'", tag)
+			return fmt.Errorf("redisbackend: hash tag %q is empty or contains '{' or '}'", tag)
 		}
 		b.tag = tag
 		return nil
@@ -124,7 +124,7 @@ func WithClock(now func() time.Time) Option {
 func WithTimeout(d time.Duration) Option {
 	return func(b *Backend) error {
 		if d <= 0 {
-			return fmt.Errorf("redisbucket: timeout %v is not positive", d)
+			return fmt.Errorf("redisbackend: timeout %v is not positive", d)
 		}
 		b.timeout = d
 		return nil
@@ -139,7 +139,7 @@ func WithTimeout(d time.Duration) Option {
 func WithProbeInterval(d time.Duration) Option {
 	return func(b *Backend) error {
 		if d < 0 {
-			return fmt.Errorf("redisbucket: probe interval %v is negative", d)
+			return fmt.Errorf("redisbackend: probe interval %v is negative", d)
 		}
 		b.probe = d
 		return nil
@@ -154,7 +154,7 @@ func WithProbeInterval(d time.Duration) Option {
 func WithLocalFallback(share float64) Option {
 	return func(b *Backend) error {
 		if !(share > 0 && share <= 1) {
-			return fmt.Errorf("redisbucket: fallback share %v is not in (0, 1]", share)
+			return fmt.Errorf("redisbackend: fallback share %v is not in (0, 1]", share)
 		}
 		b.share = share
 		return nil
@@ -165,7 +165,7 @@ func WithLocalFallback(share float64) Option {
 // *redis.Ring). It reports an error for an invalid option.
 func New(client redis.UniversalClient, opts ...Option) (*Backend, error) {
 	if client == nil {
-		return nil, errors.New("redisbucket: nil client")
+		return nil, errors.New("redisbackend: nil client")
 	}
 	b := &Backend{client: client, prefix: defaultPrefix, timeout: defaultTimeout, probe: defaultProbe, start: time.Now()}
 	for _, o := range opts {
@@ -214,13 +214,13 @@ func gcd(a, b int64) int64 {
 func paramsOf(op stack.Op) (params, error) {
 	n := max(op.Burst, 0)
 	if n > maxTau {
-		return params{}, fmt.Errorf("redisbucket: bucket %q: burst %d above %d", op.Key, op.Burst, maxTau)
+		return params{}, fmt.Errorf("redisbackend: bucket %q: burst %d above %d", op.Key, op.Burst, maxTau)
 	}
 	if op.Rate <= 0 || op.Period <= 0 {
 		return params{t: 1, r: 0, u: 1, n: n}, nil
 	}
 	if op.Period%time.Microsecond != 0 {
-		return params{}, fmt.Errorf("redisbucket: bucket %q: period %v is not a whole number of microseconds", op.Key, op.Period)
+		return params{}, fmt.Errorf("redisbackend: bucket %q: period %v is not a whole number of microseconds", op.Key, op.Period)
 	}
 	p := int64(op.Period / time.Microsecond)
 	u := int64(1)
@@ -231,7 +231,7 @@ func paramsOf(op stack.Op) (params, error) {
 			return params{t: t, r: r, u: u, n: n}, nil
 		}
 		if p%10 != 0 {
-			return params{}, fmt.Errorf("redisbucket: bucket %q: burst %d at %d per %v is too large to evaluate exactly", op.Key, op.Burst, op.Rate, op.Period)
+			return params{}, fmt.Errorf("redisbackend: bucket %q: burst %d at %d per %v is too large to evaluate exactly", op.Key, op.Burst, op.Rate, op.Period)
 		}
 		p /= 10
 		u *= 10
@@ -293,7 +293,7 @@ func (b *Backend) run(ctx context.Context, keys []string, args []any) (*redis.Cm
 	if errors.As(err, &rerr) && !isConnErr(rerr) || ctx.Err() != nil {
 		// The server answered with an error, or the caller gave up: Redis
 		// itself is not known to be down.
-		return nil, fmt.Errorf("redisbucket: %w", err)
+		return nil, fmt.Errorf("redisbackend: %w", err)
 	}
 	if b.probe > 0 {
 		b.downUntil.Store(b.mono() + int64(b.probe))
@@ -354,7 +354,7 @@ func (b *Backend) Take(ctx context.Context, at time.Time, ops []stack.Op) (stack
 	}
 	vals, err := cmd.Int64Slice()
 	if err != nil {
-		return stack.Outcome{}, fmt.Errorf("redisbucket: unexpected script reply: %w", err)
+		return stack.Outcome{}, fmt.Errorf("redisbackend: unexpected script reply: %w", err)
 	}
 	return parseOutcome(vals, len(ops))
 }
@@ -369,7 +369,7 @@ func (b *Backend) localTime(at time.Time) time.Time {
 // parseOutcome decodes the script's reply.
 func parseOutcome(v []int64, nops int) (stack.Outcome, error) {
 	bad := func() (stack.Outcome, error) {
-		return stack.Outcome{}, fmt.Errorf("redisbucket: malformed script reply %v for %d ops", v, nops)
+		return stack.Outcome{}, fmt.Errorf("redisbackend: malformed script reply %v for %d ops", v, nops)
 	}
 	if len(v) < 5 {
 		return bad()
@@ -430,5 +430,5 @@ func (b *Backend) Adjust(ctx context.Context, at time.Time, ops []stack.Op) erro
 
 // String describes the backend for logs.
 func (b *Backend) String() string {
-	return "redisbucket(" + b.keyPrefix + ", timeout " + b.timeout.String() + ", fallback " + strconv.FormatFloat(b.share, 'g', -1, 64) + ")"
+	return "redisbackend(" + b.keyPrefix + ", timeout " + b.timeout.String() + ", fallback " + strconv.FormatFloat(b.share, 'g', -1, 64) + ")"
 }

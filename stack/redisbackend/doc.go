@@ -1,4 +1,4 @@
-// Package redisbucket is a stack.Backend that computes sluice's GCRA
+// Package redisbackend is a stack.Backend that computes sluice's GCRA
 // decisions inside Redis, so that a fleet of N processes sharing one Redis
 // behaves as one limiter: the same configuration, the same decisions as the
 // in-memory stack (AND stacking in order, a denied request consumes
@@ -7,7 +7,7 @@
 //
 //	client := redis.NewClient(&redis.Options{Addr: "redis:6379",
 //		ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
-//	b, err := redisbucket.New(client, redisbucket.WithLocalFallback(1.0/6))
+//	b, err := redisbackend.New(client, redisbackend.WithLocalFallback(1.0/6))
 //	...
 //	limiter, err := stack.New(cfg, stack.WithBackend(b))
 //
@@ -55,4 +55,4 @@
 // concurrent-connection limits do not exist in the engine yet; Adjust, which
 // their settlement will use, is implemented (forced charge into debt, exact
 // refund never above full).
-package redisbucket
+package redisbackend
