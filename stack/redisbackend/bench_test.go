@@ -7,8 +7,8 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 
-	"github.com/sluicehq/sluice/stack/redisbackend"
 	"github.com/sluicehq/sluice/stack"
+	"github.com/sluicehq/sluice/stack/redisbackend"
 )
 
 // benchLimits are three stacked limits high enough that every decision is

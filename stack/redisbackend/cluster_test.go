@@ -9,10 +9,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/stack/redisbackend"
-	"github.com/sluicehq/sluice/stack/redisbackend/redistest"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
+	"github.com/sluicehq/sluice/stack/redisbackend"
+	"github.com/sluicehq/sluice/stack/redisbackend/redistest"
 )
 
 // startCluster starts three cluster-enabled redis-servers and joins them

@@ -5,8 +5,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/stack/redisbackend"
 	"github.com/sluicehq/sluice/stack"
+	"github.com/sluicehq/sluice/stack/redisbackend"
 )
 
 // A fleet's pods each build the same Stack on a Backend of one Redis; their

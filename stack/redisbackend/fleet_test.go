@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/stack/redisbackend"
 	"github.com/sluicehq/sluice/stack"
+	"github.com/sluicehq/sluice/stack/redisbackend"
 )
 
 // Six clients ("pods"), each with its own connection pool and Stack, hammer

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/stack/redisbackend"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
+	"github.com/sluicehq/sluice/stack/redisbackend"
 )
 
 // fuzzRates are rates whose token interval is a whole number of

@@ -12,8 +12,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/stack/redisbackend"
 	"github.com/sluicehq/sluice/stack"
+	"github.com/sluicehq/sluice/stack/redisbackend"
 )
 
 // Redis is killed mid-traffic and restarted on the same port: decisions

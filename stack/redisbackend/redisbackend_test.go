@@ -10,9 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/stack/redisbackend"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
+	"github.com/sluicehq/sluice/stack/redisbackend"
 )
 
 // The engine's conformance suite, unchanged, through Redis.

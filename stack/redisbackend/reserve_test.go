@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/stack/redisbackend"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
+	"github.com/sluicehq/sluice/stack/redisbackend"
 )
 
 // Reserve and Reconcile through Redis: the estimate is taken in the one
