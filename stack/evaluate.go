@@ -345,18 +345,36 @@ func wildcardKey(prefix string, values []string) string {
 }
 
 // limitKey renders "<rateLimitId>/<key>=<value>[,<key>=<value>…]" with the
-// request's resolved values.
+// request's resolved values. Names and values are escaped (see appendEscaped)
+// so the rendering is unambiguous: ("p,route=q", "r") and ("p", "q,route=r")
+// give different keys, while plain values render unchanged.
 func limitKey(it *item, vals []string) string {
-	var b strings.Builder
-	b.WriteString(it.lim.id)
-	b.WriteByte('/')
+	b := make([]byte, 0, 64)
+	b = append(b, it.lim.id...)
+	b = append(b, '/')
 	for k, name := range it.lim.keys {
 		if k > 0 {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
-		b.WriteString(name)
-		b.WriteByte('=')
-		b.WriteString(vals[int(it.vals)+k])
+		b = appendEscaped(b, name)
+		b = append(b, '=')
+		b = appendEscaped(b, vals[int(it.vals)+k])
 	}
-	return b.String()
+	return string(b)
+}
+
+// appendEscaped appends s to b with the LimitKey separators ',' '=' '/' and
+// the escape character '%' percent-encoded (%2C %3D %2F %25); every other
+// byte is kept as is.
+func appendEscaped(b []byte, s string) []byte {
+	const hex = "0123456789ABCDEF"
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case ',', '=', '/', '%':
+			b = append(b, '%', hex[c>>4], hex[c&15])
+		default:
+			b = append(b, c)
+		}
+	}
+	return b
 }

@@ -30,6 +30,11 @@
 //
 // The configuration can be replaced while traffic flows (Reload): limits and
 // entries that keep their identity keep their consumed state.
+//
+// A denial's LimitKey is "<rateLimitId>/<key>=<value>[,<key>=<value>…]" with
+// ',' '=' '/' and '%' inside names and values percent-encoded (%2C %3D %2F
+// %25), so two different requests never render the same key; values without
+// those characters render as they are.
 package stack
 
 import (

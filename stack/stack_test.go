@@ -377,3 +377,30 @@ func TestEvaluatedInEvaluationOrder(t *testing.T) {
 		t.Errorf("Evaluated = %q, want %q", d.Evaluated, want)
 	}
 }
+
+// LimitKey escapes its separators inside values, so that two different
+// requests never render the same key; plain values render unchanged.
+func TestLimitKeyIsUnambiguous(t *testing.T) {
+	clock := limitertest.NewClock(limitertest.Start)
+	s := newStack(t, stack.Config{RateLimits: []stack.RateLimit{{
+		RateLimitID: "rl", DimensionKeys: []string{"path", "route"},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"path": "*", "route": "*"}, Requests: []stack.Rate{{Rate: 0, Period: "second"}}}},
+	}}}, clock)
+	for _, c := range []struct{ path, route, want string }{
+		{"p,route=q", "r", "rl/path=p%2Croute%3Dq,route=r"},
+		{"p", "q,route=r", "rl/path=p,route=q%2Croute%3Dr"},
+		{"a/b%2C", "50%", "rl/path=a%2Fb%252C,route=50%25"},
+		{"my-target", "read.Data_1", "rl/path=my-target,route=read.Data_1"},
+	} {
+		d, err := s.Allow(context.Background(), sluice.NewKeys("path", c.path, "route", c.route))
+		if err != nil || d.Allowed {
+			t.Fatalf("(%q, %q): %+v %v", c.path, c.route, d, err)
+		}
+		if d.LimitKey != c.want {
+			t.Errorf("(%q, %q): LimitKey %q, want %q", c.path, c.route, d.LimitKey, c.want)
+		}
+		if !slices.Equal(d.ResolvedValues, []string{c.path, c.route}) {
+			t.Errorf("ResolvedValues %q keep the raw values", d.ResolvedValues)
+		}
+	}
+}
