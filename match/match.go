@@ -7,13 +7,17 @@
 // down to (*, …, *). The first entry found wins; when none is found the limit
 // does not apply to the request.
 //
-// Lookups allocate nothing: every level of specificity has its own map, keyed
-// by the exact values of that level in a collision-free length-prefixed
-// encoding built in a stack buffer.
+// Lookups allocate nothing and build no key: every level of specificity has
+// its own map, keyed by a seeded 64-bit hash of the level's values (combined
+// from one Hash per value, so a caller matching several limits on the same
+// values hashes each value once), and a hit is confirmed by comparing the
+// values themselves, so a hash collision can never select a wrong entry.
 package match
 
 import (
 	"fmt"
+	"hash/maphash"
+	"math/bits"
 	"strconv"
 	"strings"
 )
@@ -30,12 +34,43 @@ const (
 // Matcher finds the most specific entry for resolved values. It is immutable
 // once built and safe for concurrent use.
 type Matcher struct {
-	keys []string
-	// levels[p] maps the encoding of the first p values to the index of the
-	// entry with exactly p leading exact values (and n-p trailing "*").
-	// levels[0] is unused: the all-wildcard entry is in all.
-	levels []map[string]int32
-	all    int32 // index of the all-wildcard entry, or -1
+	keys    []string
+	entries [][]string // the entries, to confirm a hash hit
+	// levels[p] maps the hash of the first p values (prefixHash) to the
+	// index of the entry with exactly p leading exact values (and n-p
+	// trailing "*"). levels[0] is unused: the all-wildcard entry is in all.
+	levels []map[uint64]int32
+	// exact[p] replaces levels[p] in the (astronomically unlikely) case
+	// that two entries of level p share a hash: it is keyed by the
+	// collision-free length-prefixed encoding of their values instead.
+	exact []map[string]int32
+	top   int   // the highest level with entries (0: only the all-wildcard one)
+	all   int32 // index of the all-wildcard entry, or -1
+}
+
+// seed keys every hash of this package: it is random per process, so
+// callers cannot choose values that collide.
+var seed = maphash.MakeSeed()
+
+// Hash returns the hash of one value that MatchHashed expects.
+func Hash(v string) uint64 { return maphash.String(seed, v) }
+
+// mix folds a value's hash h into the running hash of a prefix. The
+// rotation and the odd multiplier make it order-dependent: (a, b) and
+// (b, a) differ.
+func mix(acc, h uint64) uint64 {
+	acc = (bits.RotateLeft64(acc, 29) ^ h) * 0x9E3779B97F4A7C15
+	return acc ^ acc>>32
+}
+
+// prefixHash is the hash of the first len(hashes) values of a tuple. Each
+// level has its own map, so prefixes of different lengths never meet.
+func prefixHash(hashes []uint64) uint64 {
+	var acc uint64
+	for _, h := range hashes {
+		acc = mix(acc, h)
+	}
+	return acc
 }
 
 // Problem is one thing wrong with a configuration, at a location.
@@ -175,59 +210,95 @@ func New(keys []string, entries [][]string) (*Matcher, error) {
 	if err := errs.Err(); err != nil {
 		return nil, err
 	}
+	n := len(keys)
 	m := &Matcher{
-		keys:   append([]string(nil), keys...),
-		levels: make([]map[string]int32, len(keys)+1),
-		all:    -1,
+		keys:    append([]string(nil), keys...),
+		entries: entries,
+		levels:  make([]map[uint64]int32, n+1),
+		exact:   make([]map[string]int32, n+1),
+		all:     -1,
 	}
+	var hs [MaxKeys]uint64
 	for i, e := range entries {
 		p := ExactPrefix(e)
 		if p == 0 {
 			m.all = int32(i)
 			continue
 		}
+		m.top = max(m.top, p)
+		if m.exact[p] != nil {
+			m.exact[p][string(encode(nil, e[:p]))] = int32(i)
+			continue
+		}
 		if m.levels[p] == nil {
-			m.levels[p] = make(map[string]int32)
+			m.levels[p] = make(map[uint64]int32)
 		}
-		var k string
-		if p == 1 {
-			k = e[0]
-		} else {
-			k = string(encode(nil, e[:p]))
+		for k, v := range e[:p] {
+			hs[k] = Hash(v)
 		}
-		m.levels[p][k] = int32(i)
+		h := prefixHash(hs[:p])
+		if _, dup := m.levels[p][h]; dup {
+			m.rehashLevel(p)
+			m.exact[p][string(encode(nil, e[:p]))] = int32(i)
+			continue
+		}
+		m.levels[p][h] = int32(i)
 	}
 	return m, nil
 }
 
+// rehashLevel moves level p from hashed to exact keys after a collision.
+func (m *Matcher) rehashLevel(p int) {
+	m.exact[p] = make(map[string]int32, len(m.levels[p]))
+	for _, i := range m.levels[p] {
+		m.exact[p][string(encode(nil, m.entries[i][:p]))] = i
+	}
+	m.levels[p] = nil
+}
+
 // Keys returns the dimension keys in order. The slice must not be modified.
 func (m *Matcher) Keys() []string { return m.keys }
+
+// Depth returns how many leading values MatchHashed may read the hashes of:
+// the longest exact prefix of any entry. It is 0 when the only entry is the
+// all-wildcard one, which matches without hashing anything.
+func (m *Matcher) Depth() int { return m.top }
 
 // Match returns the index of the most specific entry for values (one per
 // dimension key, in key order) and whether one was found. It allocates
 // nothing. Values must have exactly len(Keys()) elements; otherwise no entry
 // matches.
 func (m *Matcher) Match(values []string) (int, bool) {
-	n := len(m.keys)
-	if len(values) != n {
+	if len(values) != len(m.keys) {
 		return 0, false
 	}
-	for p := n; p >= 1; p-- {
-		lv := m.levels[p]
-		if lv == nil {
-			continue
-		}
-		var (
-			i  int32
-			ok bool
-		)
-		if p == 1 {
-			i, ok = lv[values[0]]
-		} else {
-			i, ok = lookupEncoded(lv, values[:p])
-		}
-		if ok {
-			return int(i), true
+	var hs [MaxKeys]uint64
+	for k := range m.top {
+		hs[k] = Hash(values[k])
+	}
+	return m.MatchHashed(values, hs[:m.top])
+}
+
+// MatchHashed is Match with the values' hashes given: hashes[k] must be
+// Hash(values[k]) for k < Depth() (further hashes are ignored). Callers
+// matching several limits on shared values hash each value once.
+func (m *Matcher) MatchHashed(values []string, hashes []uint64) (int, bool) {
+	if len(values) != len(m.keys) || len(hashes) < m.top {
+		return 0, false
+	}
+	var pre [MaxKeys + 1]uint64 // pre[p]: prefixHash(hashes[:p])
+	for p := 1; p <= m.top; p++ {
+		pre[p] = mix(pre[p-1], hashes[p-1])
+	}
+	for p := m.top; p >= 1; p-- {
+		if lv := m.levels[p]; lv != nil {
+			if i, ok := lv[pre[p]]; ok && equal(m.entries[i][:p], values[:p]) {
+				return int(i), true
+			}
+		} else if ex := m.exact[p]; ex != nil {
+			if i, ok := lookupEncoded(ex, values[:p]); ok {
+				return int(i), true
+			}
 		}
 	}
 	if m.all >= 0 {
@@ -236,8 +307,17 @@ func (m *Matcher) Match(values []string) (int, bool) {
 	return 0, false
 }
 
-// lookupEncoded looks up the encoding of values, built in a stack buffer;
-// kept apart so that limits with one dimension never zero the buffer.
+func equal(a, b []string) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// lookupEncoded looks up the encoding of values, built in a stack buffer
+// (the fallback after a hash collision).
 func lookupEncoded(lv map[string]int32, values []string) (int32, bool) {
 	var buf [128]byte
 	i, ok := lv[string(encode(buf[:0], values))]

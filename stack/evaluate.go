@@ -2,7 +2,10 @@ package stack
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"hash/maphash"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,10 +23,10 @@ type item struct {
 	lim    *limit
 	ent    *entry
 	rb     *rateBucket
-	vals   int32 // offset of the limit's resolved values in the values buffer
-	k0, k1 int32 // the per-value bucket key in the key buffer (tables only)
-	cost   int
+	k0, k1 int32 // the per-value bucket key (a digest) in the key buffer (tables only)
+	rank   int32 // rb.rank, kept here for the sort
 	taken  bool
+	cost   int
 	lease  uint64 // connections: the lease taken
 }
 
@@ -66,20 +69,19 @@ func (it *item) refund(kb []byte, t time.Time) {
 	}
 }
 
-// before orders evaluation: customer before service limits, more dimension
-// keys first, then the stricter rate first (rate/period compared exactly).
-func (it *item) before(o *item) bool {
-	if it.lim.service != o.lim.service {
-		return !it.lim.service
-	}
-	if len(it.lim.keys) != len(o.lim.keys) {
-		return len(it.lim.keys) > len(o.lim.keys)
-	}
-	return it.rb.rate*o.rb.period < o.rb.rate*it.rb.period
-}
+// inlineDims is how many distinct dimension names a request resolves and
+// hashes once each in stack buffers; names beyond are resolved per limit.
+const inlineDims = 16
 
-// evaluate decides one request against c. Buffers live on the stack so the
-// allowed path allocates nothing for ordinary configurations.
+// evaluate decides one request against c's plan. Buffers live on the stack
+// so the allowed path allocates nothing for ordinary configurations.
+//
+// Each distinct dimension name is looked up in keys once and its value
+// hashed at most once (for matching); a wildcard entry's bucket key is a
+// fixed-size keyed digest of the request's values at its "*" positions, so
+// neither the work nor the memory of a bucket grows with the length of the
+// values. Items arrive nearly in rank order (c.order) and are kept sorted
+// by an insertion on their precomputed rank.
 //
 // With r non-nil (Reserve), connections limits are evaluated too, and on an
 // allowed decision the buckets taken are recorded in r for settlement.
@@ -88,43 +90,65 @@ func (it *item) before(o *item) bool {
 // struct on the hot path.
 func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, r *Reservation, d *sluice.Decision) error {
 	var (
-		valsArr  [16]string
+		dimVal   [inlineDims]string
+		dimHash  [inlineDims]uint64
+		vals     [match.MaxKeys]string
+		hashes   [match.MaxKeys]uint64
 		itemsArr [8]item
 		keyArr   [128]byte
 	)
-	vals, items, kb := valsArr[:0], itemsArr[:0], keyArr[:0]
+	var resolved, present, hashed uint32 // bit i: dimension i looked up, found, hashed
+	items, kb := itemsArr[:0], keyArr[:0]
 
-	for _, l := range c.limits {
-		start := len(vals)
-		resolved := true
-		for _, name := range l.keys {
-			v, ok := keys.Get(name)
-			if !ok {
-				resolved = false // a missing dimension skips the limit
+	for _, l := range c.order {
+		n := len(l.keys)
+		missing := false
+		for k, di := range l.dim {
+			if di >= inlineDims {
+				v, ok := keys.Get(l.keys[k])
+				if !ok {
+					missing = true
+					break
+				}
+				vals[k] = v
+				if k < l.depth {
+					hashes[k] = match.Hash(v)
+				}
+				continue
+			}
+			bit := uint32(1) << di
+			if resolved&bit == 0 {
+				resolved |= bit
+				if v, ok := keys.Get(l.keys[k]); ok {
+					dimVal[di] = v
+					present |= bit
+				}
+			}
+			if present&bit == 0 {
+				missing = true // a missing dimension skips the limit
 				break
 			}
-			vals = append(vals, v)
+			vals[k] = dimVal[di]
+			if k < l.depth {
+				if hashed&bit == 0 {
+					hashed |= bit
+					dimHash[di] = match.Hash(dimVal[di])
+				}
+				hashes[k] = dimHash[di]
+			}
 		}
-		if !resolved {
-			vals = vals[:start]
+		if missing {
 			continue
 		}
-		idx, ok := l.matcher.Match(vals[start:])
+		idx, ok := l.matcher.MatchHashed(vals[:n], hashes[:l.depth])
 		if !ok {
-			vals = vals[:start] // no entry: the limit does not apply
-			continue
+			continue // no entry: the limit does not apply
 		}
 		en := l.entries[idx]
 		var k0, k1 int32
-		if en.exact < len(l.keys) {
+		if en.exact < n {
 			k0 = int32(len(kb))
-			if wild := vals[start+en.exact:]; len(wild) == 1 {
-				kb = append(kb, wild[0]...) // one value per table key: no encoding needed
-			} else {
-				for _, v := range wild {
-					kb = match.AppendValue(kb, v)
-				}
-			}
+			kb = appendBucketKey(kb, vals[en.exact:n])
 			k1 = int32(len(kb))
 		}
 		for _, rb := range en.rates {
@@ -140,11 +164,10 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 			if rb.rate == 0 && cost == 0 {
 				cost = 1 // rate 0 blocks every matching request, whatever it costs
 			}
-			it := item{lim: l, ent: en, rb: rb, vals: int32(start), k0: k0, k1: k1, cost: cost}
-			// Insertion keeps the list ordered; it is short.
 			i := len(items)
-			items = append(items, it)
-			for i > 0 && items[i].before(&items[i-1]) {
+			items = append(items, item{lim: l, ent: en, rb: rb, k0: k0, k1: k1, rank: rb.rank, cost: cost})
+			// Insertion by rank; items arrive nearly sorted.
+			for i > 0 && items[i].rank < items[i-1].rank {
 				items[i], items[i-1] = items[i-1], items[i]
 				i--
 			}
@@ -152,7 +175,7 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 	}
 
 	if s.backend != nil && len(items) > 0 {
-		return s.decideBackend(ctx, items, vals, t, r, d)
+		return s.decideBackend(ctx, items, keys, t, r, d)
 	}
 
 	tight := -1
@@ -172,7 +195,7 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 			continue
 		}
 		if it.lim.shadow {
-			d.Shadowed = append(d.Shadowed, limitKey(it, vals))
+			d.Shadowed = append(d.Shadowed, limitKey(it, keys))
 			continue
 		}
 		denied = i
@@ -226,35 +249,45 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 				}
 			}
 		}
-		fillDenial(d, it, vals)
+		fillDenial(d, it, keys)
 	}
 	if sluice.EvaluatedRequested(ctx) {
 		n := len(items)
 		if denied >= 0 {
 			n = denied + 1
 		}
-		d.Evaluated = evaluatedList(items[:n], vals)
+		d.Evaluated = evaluatedList(items[:n], keys)
 	}
 	return nil
 }
 
-func fillDenial(d *sluice.Decision, it *item, vals []string) {
+func fillDenial(d *sluice.Decision, it *item, keys *sluice.Keys) {
 	d.LimitID = it.lim.id
-	d.LimitKey = limitKey(it, vals)
+	d.LimitKey = limitKey(it, keys)
 	d.Metric = it.rb.metric
 	d.MatchedEntry = it.ent.values
-	d.ResolvedValues = slices.Clone(vals[it.vals : int(it.vals)+len(it.lim.keys)])
+	d.ResolvedValues = resolvedValues(it.lim, keys)
 	d.Limit, d.Remaining, d.Window = it.rb.burst, 0, it.rb.window
+}
+
+// resolvedValues looks up the request's value of each of l's keys again:
+// only denials and reports need them, so the hot path keeps no copy.
+func resolvedValues(l *limit, keys *sluice.Keys) []string {
+	out := make([]string, len(l.keys))
+	for k, name := range l.keys {
+		out[k], _ = keys.Get(name)
+	}
+	return out
 }
 
 // evaluatedList renders "{rateLimitId}:{metric}:{v1,v2}" for each item, in
 // evaluation order (the order the seed's example shows: the stricter limit
 // first), once each: two rates of one metric of one limit are one entry.
-func evaluatedList(items []item, vals []string) []string {
+func evaluatedList(items []item, keys *sluice.Keys) []string {
 	out := make([]string, 0, len(items))
 	for i := range items {
 		it := &items[i]
-		e := it.lim.id + ":" + it.rb.metric + ":" + strings.Join(vals[it.vals:int(it.vals)+len(it.lim.keys)], ",")
+		e := it.lim.id + ":" + it.rb.metric + ":" + strings.Join(resolvedValues(it.lim, keys), ",")
 		if !slices.Contains(out, e) {
 			out = append(out, e)
 		}
@@ -263,13 +296,13 @@ func evaluatedList(items []item, vals []string) []string {
 }
 
 // decideBackend hands the ordered buckets to the backend in one call.
-func (s *Stack) decideBackend(ctx context.Context, items []item, vals []string, t time.Time, r *Reservation, d *sluice.Decision) error {
+func (s *Stack) decideBackend(ctx context.Context, items []item, keys *sluice.Keys, t time.Time, r *Reservation, d *sluice.Decision) error {
 	ops := make([]Op, len(items))
 	for i := range items {
 		it := &items[i]
 		key := it.rb.keyPrefix
 		if it.ent.exact < len(it.lim.keys) {
-			key = wildcardKey(key, vals[int(it.vals)+it.ent.exact:int(it.vals)+len(it.lim.keys)])
+			key = wildcardKey(key, resolvedValues(it.lim, keys)[it.ent.exact:])
 		}
 		ops[i] = Op{Key: key, Rate: it.rb.rate, Period: time.Duration(it.rb.period), Burst: it.rb.burst, Cost: int64(it.cost), Shadow: it.lim.shadow}
 	}
@@ -286,14 +319,14 @@ func (s *Stack) decideBackend(ctx context.Context, items []item, vals []string, 
 	}
 	for _, i := range out.ShadowDenied {
 		if i >= 0 && i < len(items) {
-			d.Shadowed = append(d.Shadowed, limitKey(&items[i], vals))
+			d.Shadowed = append(d.Shadowed, limitKey(&items[i], keys))
 		}
 	}
 	n := len(items)
 	if out.Denied >= 0 && out.Denied < len(items) {
 		it := &items[out.Denied]
 		d.RetryAfter, d.Permanent, d.OverBurst = out.RetryAfter, out.Permanent, out.OverBurst
-		fillDenial(d, it, vals)
+		fillDenial(d, it, keys)
 		n = out.Denied + 1
 	} else {
 		d.Allowed = true
@@ -323,7 +356,7 @@ func (s *Stack) decideBackend(ctx context.Context, items []item, vals []string, 
 		}
 	}
 	if sluice.EvaluatedRequested(ctx) {
-		d.Evaluated = evaluatedList(items[:n], vals)
+		d.Evaluated = evaluatedList(items[:n], keys)
 	}
 	return nil
 }
@@ -348,7 +381,7 @@ func wildcardKey(prefix string, values []string) string {
 // request's resolved values. Names and values are escaped (see appendEscaped)
 // so the rendering is unambiguous: ("p,route=q", "r") and ("p", "q,route=r")
 // give different keys, while plain values render unchanged.
-func limitKey(it *item, vals []string) string {
+func limitKey(it *item, keys *sluice.Keys) string {
 	b := make([]byte, 0, 64)
 	b = append(b, it.lim.id...)
 	b = append(b, '/')
@@ -356,9 +389,10 @@ func limitKey(it *item, vals []string) string {
 		if k > 0 {
 			b = append(b, ',')
 		}
+		v, _ := keys.Get(name)
 		b = appendEscaped(b, name)
 		b = append(b, '=')
-		b = appendEscaped(b, vals[int(it.vals)+k])
+		b = appendEscaped(b, v)
 	}
 	return string(b)
 }
@@ -377,4 +411,44 @@ func appendEscaped(b []byte, s string) []byte {
 		}
 	}
 	return b
+}
+
+// digestLen is the length of a digest key; rawMax the longest value used
+// as its own key.
+const (
+	digestLen = 16
+	rawMax    = 32
+)
+
+// Two independent process-random seeds: a digest key is a keyed 128-bit
+// digest, so callers can neither choose colliding values nor learn the
+// seeds from decisions.
+var digestSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
+
+// appendBucketKey appends the key of the bucket that values (the request's
+// values at an entry's "*" positions, in order) select, at most rawMax
+// bytes whatever the values' length. A single value of up to rawMax bytes is
+// its own key (no hashing; most per-caller limits); otherwise the key is a
+// 16-byte keyed digest. Each value is hashed whole and the per-value hashes
+// are folded in order, so ("a,b", "c") and ("a", "b,c") differ. Two
+// different value lists share a bucket only if a 128-bit digest equals
+// another digest or a raw value: with random seeds about 2^-128 per pair,
+// and even then the two only share one bucket (stricter, never more).
+func appendBucketKey(kb []byte, values []string) []byte {
+	if len(values) == 1 && len(values[0]) <= rawMax {
+		return append(kb, values[0]...)
+	}
+	var a, b uint64
+	for _, v := range values {
+		a = fold(a, maphash.String(digestSeeds[0], v))
+		b = fold(b, maphash.String(digestSeeds[1], v))
+	}
+	kb = binary.LittleEndian.AppendUint64(kb, a)
+	return binary.LittleEndian.AppendUint64(kb, b)
+}
+
+// fold mixes the hash h of the next value into acc, order-dependently.
+func fold(acc, h uint64) uint64 {
+	acc = (bits.RotateLeft64(acc, 31) ^ h) * 0xBF58476D1CE4E5B9
+	return acc ^ acc>>29
 }

@@ -124,7 +124,7 @@ func New(cfg Config, opts ...Option) (*Stack, error) {
 	for _, o := range opts {
 		o.apply(s)
 	}
-	c, err := compile(cfg, nil, s.now())
+	c, err := compile(cfg, nil, s.now(), s.backend != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +152,7 @@ func Load(data []byte, opts ...Option) (*Stack, error) {
 func (s *Stack) Reload(cfg Config) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c, err := compile(cfg, s.cfg.Load(), s.now())
+	c, err := compile(cfg, s.cfg.Load(), s.now(), s.backend != nil)
 	if err != nil {
 		return err
 	}
@@ -204,16 +204,25 @@ func (s *Stack) decide(ctx context.Context, keys *sluice.Keys, t time.Time, toke
 	return d, err
 }
 
-// compiled is one immutable configuration.
+// compiled is one immutable configuration, precompiled into a plan: the
+// distinct dimension names (each resolved and hashed at most once per
+// request), the limits in the order they are visited, and every bucket's
+// rank in the evaluation order.
 type compiled struct {
 	src    Config
 	limits []*limit // customer limits, then service limits, in config order
-	maxDim int
+	// order is limits sorted by the ordering criteria known per limit
+	// (customer first, more dimension keys first): visiting them in this
+	// order, the items of a request arrive almost sorted by rank.
+	order []*limit
+	dims  []string // distinct dimension names, indexed by limit.dim
 }
 
 type limit struct {
 	id      string
 	keys    []string
+	dim     []int32 // index in compiled.dims of each key
+	depth   int     // matcher.Depth(): how many leading values matching hashes
 	matcher *match.Matcher
 	entries []*entry
 	shadow  bool
@@ -234,7 +243,7 @@ type rateBucket struct {
 	// One of shared (exact entry) or table (wildcard entry); for the
 	// connections metric, conn or connTab instead.
 	shared  *bucket.Bucket
-	table   *bucket.Table
+	table   *lazyTable
 	conn    *connPool
 	connTab *connTable
 	burst   int64
@@ -243,8 +252,78 @@ type rateBucket struct {
 	// values are compared by cross-multiplication.
 	rate   int64
 	period int64
-	// keyPrefix is BucketKey without the request values, for backends.
+	// rank is the bucket's position in the evaluation order of the whole
+	// configuration (see item.before), computed once per compile.
+	rank int32
+	// keyPrefix is BucketKey without the request values, for backends
+	// (computed only when the Stack has one).
 	keyPrefix string
+}
+
+// lazyTable is the Table of one rate of a wildcard entry, created on first
+// use: a configuration of 50 limits × 1,000 "*" entries holds no Table for
+// entries no request has reached. A reload that keeps the entry shares the
+// lazyTable, so a request still deciding on the previous configuration and
+// one on the new see the same buckets, whichever creates the Table.
+type lazyTable struct {
+	p     atomic.Pointer[bucket.Table]
+	mu    sync.Mutex // serializes creation and reconfiguration
+	lim   rate.Limit
+	burst int
+}
+
+func newLazyTable(lim rate.Limit, burst int) *lazyTable {
+	return &lazyTable{lim: lim, burst: burst}
+}
+
+// get returns the Table, creating it with the current parameters.
+func (z *lazyTable) get() *bucket.Table {
+	if t := z.p.Load(); t != nil {
+		return t
+	}
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if t := z.p.Load(); t != nil {
+		return t
+	}
+	t := bucket.NewTable(z.lim, z.burst)
+	z.p.Store(t)
+	return t
+}
+
+// reconfigure changes the parameters, of the Table too if it exists.
+func (z *lazyTable) reconfigure(now time.Time, lim rate.Limit, burst int) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	z.lim, z.burst = lim, burst
+	if t := z.p.Load(); t != nil {
+		t.Reconfigure(now, lim, burst)
+	}
+}
+
+// TakeBytes takes from key's bucket (see bucket.Table.TakeBytes).
+func (z *lazyTable) TakeBytes(key []byte, at time.Time, n int) bucket.Result {
+	return z.get().TakeBytes(key, at, n)
+}
+
+// ChargeBytes charges key's bucket (see bucket.Table.ChargeBytes).
+func (z *lazyTable) ChargeBytes(key []byte, at time.Time, n int) {
+	z.get().ChargeBytes(key, at, n)
+}
+
+// RefundBytes refunds key's bucket; without a Table nothing was taken.
+func (z *lazyTable) RefundBytes(key []byte, at time.Time, n int) {
+	if t := z.p.Load(); t != nil {
+		t.RefundBytes(key, at, n)
+	}
+}
+
+// RefundTakeBytes is bucket.Table.RefundTakeBytes; without a Table nothing
+// was taken.
+func (z *lazyTable) RefundTakeBytes(key []byte, res bucket.Result, at time.Time, n int) {
+	if t := z.p.Load(); t != nil {
+		t.RefundTakeBytes(key, res, at, n)
+	}
 }
 
 // metricKind is the metric as a small integer, for the per-request switch.
@@ -280,7 +359,7 @@ func (r *rateBucket) burstOf() int {
 	return int(r.cfg.Rate)
 }
 
-func compile(cfg Config, prev *compiled, now time.Time) (*compiled, error) {
+func compile(cfg Config, prev *compiled, now time.Time, withKeys bool) (*compiled, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -291,22 +370,78 @@ func compile(cfg Config, prev *compiled, now time.Time) (*compiled, error) {
 		}
 	}
 	c := &compiled{src: cfg}
+	dimIndex := map[string]int32{}
 	add := func(rls []RateLimit, service bool) {
 		for i := range rls {
-			l := compileLimit(&rls[i], old[rls[i].RateLimitID], now)
+			l := compileLimit(&rls[i], old[rls[i].RateLimitID], now, withKeys)
 			l.service = service
-			c.limits = append(c.limits, l)
-			if len(l.keys) > c.maxDim {
-				c.maxDim = len(l.keys)
+			l.dim = make([]int32, len(l.keys))
+			for k, name := range l.keys {
+				di, ok := dimIndex[name]
+				if !ok {
+					di = int32(len(c.dims))
+					dimIndex[name] = di
+					c.dims = append(c.dims, name)
+				}
+				l.dim[k] = di
 			}
+			c.limits = append(c.limits, l)
 		}
 	}
 	add(cfg.RateLimits, false)
 	add(cfg.ServiceLimits, true)
+
+	// Rank every bucket in evaluation order. The sort is stable over the
+	// configuration order (limit, entry, rate), which breaks ties exactly as
+	// evaluation in configuration order would.
+	var all []*rateBucket
+	owner := map[*rateBucket]*limit{}
+	for _, l := range c.limits {
+		for _, en := range l.entries {
+			for _, rb := range en.rates {
+				all = append(all, rb)
+				owner[rb] = l
+			}
+		}
+	}
+	slices.SortStableFunc(all, func(a, b *rateBucket) int {
+		switch {
+		case before(owner[a], a, owner[b], b):
+			return -1
+		case before(owner[b], b, owner[a], a):
+			return 1
+		}
+		return 0
+	})
+	for i, rb := range all {
+		rb.rank = int32(i)
+	}
+	c.order = slices.Clone(c.limits)
+	slices.SortStableFunc(c.order, func(a, b *limit) int {
+		if a.service != b.service {
+			if !a.service {
+				return -1
+			}
+			return 1
+		}
+		return len(b.keys) - len(a.keys)
+	})
 	return c, nil
 }
 
-func compileLimit(rl *RateLimit, prev *limit, now time.Time) *limit {
+// before orders evaluation: customer before service limits, more dimension
+// keys first, then the stricter rate first (rate/period compared exactly).
+func before(la *limit, a *rateBucket, lb *limit, b *rateBucket) bool {
+	if la.service != lb.service {
+		return !la.service
+	}
+	if len(la.keys) != len(lb.keys) {
+		return len(la.keys) > len(lb.keys)
+	}
+	return a.rate*b.period < b.rate*a.period
+}
+
+func compileLimit(rl *RateLimit, prev *limit, now time.Time, withKeys bool) *limit {
 	l := &limit{
 		id:     rl.RateLimitID,
 		keys:   slices.Clone(rl.DimensionKeys),
@@ -316,8 +451,9 @@ func compileLimit(rl *RateLimit, prev *limit, now time.Time) *limit {
 		prev = nil // dimension keys changed: a different limit
 	}
 	tuples := make([][]string, len(rl.Entries))
+	flat := make([]string, len(rl.Entries)*len(l.keys)) // one allocation for every tuple
 	for i, e := range rl.Entries {
-		t := make([]string, len(l.keys))
+		t := flat[i*len(l.keys) : (i+1)*len(l.keys) : (i+1)*len(l.keys)]
 		for k, name := range l.keys {
 			t[k] = e.Dimensions[name]
 		}
@@ -328,6 +464,8 @@ func compileLimit(rl *RateLimit, prev *limit, now time.Time) *limit {
 		panic("stack: validated configuration failed to compile: " + err.Error())
 	}
 	l.matcher = m
+	l.depth = m.Depth()
+	l.entries = make([]*entry, 0, len(rl.Entries))
 	for i, e := range rl.Entries {
 		en := &entry{values: tuples[i], exact: match.ExactPrefix(tuples[i])}
 		var prevEntry *entry
@@ -338,8 +476,10 @@ func compileLimit(rl *RateLimit, prev *limit, now time.Time) *limit {
 		}
 		addRates := func(metric string, rates []Rate) {
 			for idx, r := range rates {
-				rb := &rateBucket{metric: metric, kind: kindOf(metric), cfg: r, rate: r.Rate, period: int64(r.Period.Duration()),
-					keyPrefix: BucketKey(l.id, metric, idx, en.values, nil)}
+				rb := &rateBucket{metric: metric, kind: kindOf(metric), cfg: r, rate: r.Rate, period: int64(r.Period.Duration())}
+				if withKeys {
+					rb.keyPrefix = BucketKey(l.id, metric, idx, en.values, nil)
+				}
 				rb.burst = int64(rb.burstOf())
 				if r.Rate > 0 {
 					rb.window = time.Duration(float64(rb.burst) / float64(r.Rate) * float64(r.Period.Duration()))
@@ -381,13 +521,13 @@ func compileLimit(rl *RateLimit, prev *limit, now time.Time) *limit {
 						if rb.shared != nil {
 							rb.shared.Reconfigure(now, lim, b)
 						} else {
-							rb.table.Reconfigure(now, lim, b)
+							rb.table.reconfigure(now, lim, b)
 						}
 					}
 				case en.exact == len(l.keys):
 					rb.shared = bucket.New(lim, b)
 				default:
-					rb.table = bucket.NewTable(lim, b)
+					rb.table = newLazyTable(lim, b)
 				}
 				en.rates = append(en.rates, rb)
 			}

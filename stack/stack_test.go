@@ -404,3 +404,38 @@ func TestLimitKeyIsUnambiguous(t *testing.T) {
 		}
 	}
 }
+
+// Per-value buckets are keyed by the values whatever their length and
+// content: values that concatenate alike, and long values (keyed by a
+// digest), still get a bucket each, and the same values share one.
+func TestPerValueBucketsAreDistinct(t *testing.T) {
+	clock := limitertest.NewClock(limitertest.Start)
+	s := newStack(t, stack.Config{RateLimits: []stack.RateLimit{
+		{RateLimitID: "pair", DimensionKeys: []string{"x", "y"},
+			Entries: []stack.Entry{{Dimensions: map[string]string{"x": "*", "y": "*"}, Requests: []stack.Rate{{Rate: 1, Period: "minute"}}}}},
+		{RateLimitID: "one", DimensionKeys: []string{"z"},
+			Entries: []stack.Entry{{Dimensions: map[string]string{"z": "*"}, Requests: []stack.Rate{{Rate: 1, Period: "minute"}}}}},
+	}}, clock)
+	long := strings.Repeat("k", 10_000)
+	reqs := []sluice.Keys{
+		sluice.NewKeys("x", "a,b", "y", "c"),
+		sluice.NewKeys("x", "a", "y", "b,c"),
+		sluice.NewKeys("x", "ab", "y", "c"),
+		sluice.NewKeys("x", "", "y", "abc"),
+		sluice.NewKeys("z", long),
+		sluice.NewKeys("z", long+"!"),
+		sluice.NewKeys("z", strings.Repeat("k", 32)),
+		sluice.NewKeys("z", strings.Repeat("k", 33)),
+	}
+	for i, k := range reqs {
+		if d, _ := s.Allow(context.Background(), k); !d.Allowed {
+			t.Errorf("request %d (%v) denied: it shares a bucket with an earlier one", i, k)
+		}
+	}
+	// The same values (a fresh copy of the long one too) find their bucket empty.
+	for i, k := range []sluice.Keys{sluice.NewKeys("x", "a,b", "y", "c"), sluice.NewKeys("z", strings.Clone(long))} {
+		if d, _ := s.Allow(context.Background(), k); d.Allowed {
+			t.Errorf("repeat %d allowed: the same values must share their bucket", i)
+		}
+	}
+}
