@@ -159,29 +159,31 @@ func Validate(errs *ConfigError, prefix string, keys []string, entries [][]strin
 		errs.Add(at("entries"), "%d entries, at most %d are allowed", len(entries), MaxEntries)
 	}
 	seen := make(map[string]int, len(entries))
+	var buf [256]byte
 	for i, e := range entries {
-		p := at("entries[" + strconv.Itoa(i) + "]")
+		// Paths are built only for problems.
+		p := func() string { return at("entries[" + strconv.Itoa(i) + "]") }
 		if len(e) != len(keys) {
-			errs.Add(p+".dimensions", "has %d values for %d dimension keys", len(e), len(keys))
+			errs.Add(p()+".dimensions", "has %d values for %d dimension keys", len(e), len(keys))
 			continue
+		}
+		vp := func(j int) string {
+			if keys[j] != "" {
+				return p() + ".dimensions." + keys[j]
+			}
+			return p() + ".dimensions[" + strconv.Itoa(j) + "]"
 		}
 		ok := true
 		wild, reported := false, false
 		for j, v := range e {
-			vp := p + ".dimensions"
-			if keys[j] != "" {
-				vp += "." + keys[j]
-			} else {
-				vp += "[" + strconv.Itoa(j) + "]"
-			}
 			switch {
 			case v == "":
-				errs.Add(vp, "empty value (use %q to match every value)", Wildcard)
+				errs.Add(vp(j), "empty value (use %q to match every value)", Wildcard)
 				ok = false
 			case v == Wildcard:
 				wild = true
 			case wild && !reported:
-				errs.Add(vp, "exact value %q after a %q: a wildcard is allowed only in trailing positions, so this entry can never match", v, Wildcard)
+				errs.Add(vp(j), "exact value %q after a %q: a wildcard is allowed only in trailing positions, so this entry can never match", v, Wildcard)
 				ok, reported = false, true
 			case wild:
 				ok = false
@@ -190,12 +192,12 @@ func Validate(errs *ConfigError, prefix string, keys []string, entries [][]strin
 		if !ok {
 			continue
 		}
-		enc := string(encode(nil, e))
-		if j, dup := seen[enc]; dup {
-			errs.Add(p, "duplicate entry %s (same as entries[%d])", strings.Join(e, ","), j)
+		enc := encode(buf[:0], e)
+		if j, dup := seen[string(enc)]; dup {
+			errs.Add(p(), "duplicate entry %s (same as entries[%d])", strings.Join(e, ","), j)
 			continue
 		}
-		seen[enc] = i
+		seen[string(enc)] = i
 	}
 }
 

@@ -120,25 +120,28 @@ func WithLeaseTTL(d time.Duration) Option { return leaseTTLOption(d) }
 // New builds a Stack from cfg. It returns a *match.ConfigError listing every
 // problem when cfg is invalid.
 func New(cfg Config, opts ...Option) (*Stack, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return newValid(cfg, opts), nil
+}
+
+func newValid(cfg Config, opts []Option) *Stack {
 	s := &Stack{now: monoclock.Now, leaseTTL: DefaultLeaseTTL}
 	for _, o := range opts {
 		o.apply(s)
 	}
-	c, err := compile(cfg, nil, s.now(), s.backend != nil)
-	if err != nil {
-		return nil, err
-	}
-	s.cfg.Store(c)
-	return s, nil
+	s.cfg.Store(compileValid(cfg, nil, s.now(), s.backend != nil))
+	return s
 }
 
 // Load parses the gateway JSON in data (see Parse) and builds a Stack.
 func Load(data []byte, opts ...Option) (*Stack, error) {
-	cfg, err := Parse(data)
+	cfg, err := Parse(data) // validates
 	if err != nil {
 		return nil, err
 	}
-	return New(cfg, opts...)
+	return newValid(cfg, opts), nil
 }
 
 // Reload replaces the configuration atomically. Limits that keep their id and
@@ -150,28 +153,65 @@ func Load(data []byte, opts ...Option) (*Stack, error) {
 // If cfg is invalid, Reload returns a *match.ConfigError listing every
 // problem and the previous configuration stays in force.
 func (s *Stack) Reload(cfg Config) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, err := compile(cfg, s.cfg.Load(), s.now(), s.backend != nil)
-	if err != nil {
+	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	s.cfg.Store(c)
+	s.reloadValid(cfg)
 	return nil
+}
+
+func (s *Stack) reloadValid(cfg Config) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cfg.Store(compileValid(cfg, s.cfg.Load(), s.now(), s.backend != nil))
 }
 
 // ReloadJSON parses data (see Parse) and reloads; on any error the previous
 // configuration stays in force.
 func (s *Stack) ReloadJSON(data []byte) error {
-	cfg, err := Parse(data)
+	cfg, err := Parse(data) // validates
 	if err != nil {
 		return err
 	}
-	return s.Reload(cfg)
+	s.reloadValid(cfg)
+	return nil
 }
 
-// Config returns the configuration in force.
-func (s *Stack) Config() Config { return s.cfg.Load().src }
+// Config returns the configuration in force. It is rebuilt from the
+// compiled form on each call (the Stack does not keep the Config it was
+// given, which for a large configuration is most of its memory).
+func (s *Stack) Config() Config { return s.cfg.Load().config() }
+
+// config rebuilds the Config that c was compiled from.
+func (c *compiled) config() Config {
+	var cfg Config
+	for _, l := range c.limits {
+		rl := RateLimit{RateLimitID: l.id, Description: l.description, DimensionKeys: slices.Clone(l.keys), Shadow: l.shadow}
+		for _, en := range l.entries {
+			e := Entry{Dimensions: make(map[string]string, len(l.keys))}
+			for k, name := range l.keys {
+				e.Dimensions[name] = en.values[k]
+			}
+			for _, rb := range en.rates {
+				switch rb.kind {
+				case kindRequests:
+					e.Requests = append(e.Requests, rb.cfg)
+				case kindTokens:
+					e.Tokens = append(e.Tokens, rb.cfg)
+				default:
+					e.Connections = append(e.Connections, rb.cfg)
+				}
+			}
+			rl.Entries = append(rl.Entries, e)
+		}
+		if l.service {
+			cfg.ServiceLimits = append(cfg.ServiceLimits, rl)
+		} else {
+			cfg.RateLimits = append(cfg.RateLimits, rl)
+		}
+	}
+	return cfg
+}
 
 // Allow decides one request costing one unit of every "requests" limit and
 // nothing of "tokens" limits (a tokens bucket already in debt still denies).
@@ -209,7 +249,6 @@ func (s *Stack) decide(ctx context.Context, keys *sluice.Keys, t time.Time, toke
 // request), the limits in the order they are visited, and every bucket's
 // rank in the evaluation order.
 type compiled struct {
-	src    Config
 	limits []*limit // customer limits, then service limits, in config order
 	// order is limits sorted by the ordering criteria known per limit
 	// (customer first, more dimension keys first): visiting them in this
@@ -219,7 +258,8 @@ type compiled struct {
 }
 
 type limit struct {
-	id      string
+	id          string
+	description string
 	keys    []string
 	dim     []int32 // index in compiled.dims of each key
 	depth   int     // matcher.Depth(): how many leading values matching hashes
@@ -359,17 +399,15 @@ func (r *rateBucket) burstOf() int {
 	return int(r.cfg.Rate)
 }
 
-func compile(cfg Config, prev *compiled, now time.Time, withKeys bool) (*compiled, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
+// compileValid compiles a configuration already validated.
+func compileValid(cfg Config, prev *compiled, now time.Time, withKeys bool) *compiled {
 	old := map[string]*limit{}
 	if prev != nil {
 		for _, l := range prev.limits {
 			old[l.id] = l
 		}
 	}
-	c := &compiled{src: cfg}
+	c := &compiled{}
 	dimIndex := map[string]int32{}
 	add := func(rls []RateLimit, service bool) {
 		for i := range rls {
@@ -416,6 +454,7 @@ func compile(cfg Config, prev *compiled, now time.Time, withKeys bool) (*compile
 	for i, rb := range all {
 		rb.rank = int32(i)
 	}
+	all, owner = nil, nil
 	c.order = slices.Clone(c.limits)
 	slices.SortStableFunc(c.order, func(a, b *limit) int {
 		if a.service != b.service {
@@ -426,7 +465,7 @@ func compile(cfg Config, prev *compiled, now time.Time, withKeys bool) (*compile
 		}
 		return len(b.keys) - len(a.keys)
 	})
-	return c, nil
+	return c
 }
 
 // before orders evaluation: customer before service limits, more dimension
@@ -443,9 +482,10 @@ func before(la *limit, a *rateBucket, lb *limit, b *rateBucket) bool {
 
 func compileLimit(rl *RateLimit, prev *limit, now time.Time, withKeys bool) *limit {
 	l := &limit{
-		id:     rl.RateLimitID,
-		keys:   slices.Clone(rl.DimensionKeys),
-		shadow: rl.Shadow,
+		id:          rl.RateLimitID,
+		description: rl.Description,
+		keys:        slices.Clone(rl.DimensionKeys),
+		shadow:      rl.Shadow,
 	}
 	if prev != nil && !slices.Equal(prev.keys, l.keys) {
 		prev = nil // dimension keys changed: a different limit
