@@ -20,7 +20,7 @@
 //
 // Every time-dependent method has an explicit-instant form (AllowN, TakeN,
 // TokensAt, SetLimitAt, …); only Allow, Tokens, SetLimit, SetBurst and Wait
-// read the [Clock]. A new bucket is full at whatever instant it is first
+// read the clock ([WithClock]). A new bucket is full at whatever instant it is first
 // used. Time never moves backwards inside a bucket: a caller with an older
 // instant than the others gets no tokens that were already spent
 // (golang/go#56287 cannot happen).

@@ -9,7 +9,8 @@ import (
 	"github.com/sluicehq/sluice/bucket"
 )
 
-// fakeClock is a Clock whose Sleep advances its time instead of sleeping.
+// fakeClock is a test clock whose Sleep advances its time instead of
+// sleeping: pass bucket.WithClock(c.Now) and bucket.WithSleep(c.Sleep).
 type fakeClock struct {
 	mu sync.Mutex
 	t  time.Time
@@ -42,7 +43,7 @@ func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
 // The seed's bucket: capacity 50, refilled at 20 per second.
 func Example() {
 	clk := newFakeClock()
-	b := bucket.New(20, 50, bucket.WithClock(clk))
+	b := bucket.New(20, 50, bucket.WithClock(clk.Now))
 
 	allowed := 0
 	for i := 0; i < 50; i++ {

@@ -64,7 +64,7 @@ func TestExtremesKeepInvariants(t *testing.T) {
 	ns := []int{1, 2, 1 << 20, math.MaxInt}
 	for _, r := range []rate.Limit{0, 0.001, 1, 1e7 / 60, 1e9, rate.Limit(math.MaxFloat64 / 2)} {
 		for _, b := range []int{0, 1, 1000, math.MaxInt} {
-			bk := New(r, b, WithClock(noSleepClock{}))
+			bk := New(r, b, WithSleep(func(context.Context, time.Duration) error { return nil }))
 			check := func(op string) {
 				c := bk.c.Load()
 				if tat := c.tat.Load(); tat != fresh && (tat > 1<<62 || tat < -maxTick) {
@@ -102,8 +102,3 @@ func TestExtremesKeepInvariants(t *testing.T) {
 	}
 }
 
-// noSleepClock is the real Now with a Sleep that returns at once.
-type noSleepClock struct{}
-
-func (noSleepClock) Now() time.Time                             { return time.Now() }
-func (noSleepClock) Sleep(context.Context, time.Duration) error { return nil }
