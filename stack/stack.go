@@ -260,13 +260,13 @@ type compiled struct {
 type limit struct {
 	id          string
 	description string
-	keys    []string
-	dim     []int32 // index in compiled.dims of each key
-	depth   int     // matcher.Depth(): how many leading values matching hashes
-	matcher *match.Matcher
-	entries []*entry
-	shadow  bool
-	service bool
+	keys        []string
+	dim         []int32 // index in compiled.dims of each key
+	depth       int     // matcher.Depth(): how many leading values matching hashes
+	matcher     *match.Matcher
+	entries     []*entry
+	shadow      bool
+	service     bool
 }
 
 type entry struct {
