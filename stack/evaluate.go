@@ -202,6 +202,10 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 		d.RetryAfter = res.RetryAfter
 		d.Permanent = res.Permanent || res.OverBurst
 		d.OverBurst = res.OverBurst && it.rb.burst > 0
+		if res.BudgetFull { // WithMaxBuckets: no room for this request's bucket
+			d.Capacity, d.Permanent = true, false
+			d.RetryAfter = max(res.RetryAfter, c.maxWindow)
+		}
 		break
 	}
 
@@ -238,9 +242,11 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 				switch {
 				case res.OK:
 					o.refund(kb, t)
-				case res.OverBurst || res.Permanent:
+				case res.OverBurst || (res.Permanent && !res.BudgetFull):
 					d.Permanent, d.RetryAfter = true, 0
 					d.OverBurst = o.rb.burst > 0
+				case res.BudgetFull:
+					d.RetryAfter = max(d.RetryAfter, res.RetryAfter, c.maxWindow)
 				default:
 					d.RetryAfter = max(d.RetryAfter, res.RetryAfter)
 				}

@@ -63,6 +63,7 @@ type Stack struct {
 	onError    func(error)
 	leaseTTL   time.Duration
 	leaseSeq   atomic.Uint64
+	budget     *bucket.Budget // WithMaxBuckets; nil: unbounded
 }
 
 // Option configures a Stack.
@@ -117,6 +118,42 @@ func (o leaseTTLOption) apply(s *Stack) {
 // DefaultLeaseTTL). Set it above your longest request.
 func WithLeaseTTL(d time.Duration) Option { return leaseTTLOption(d) }
 
+type maxBucketsOption int
+
+func (o maxBucketsOption) apply(s *Stack) {
+	s.budget = nil
+	if o > 0 {
+		s.budget = bucket.NewBudget(int(o))
+	}
+}
+
+// WithMaxBuckets bounds the per-value buckets the Stack holds in memory to
+// n, across all its limits and reloads (n ≤ 0: no bound, the default).
+// Per-value buckets are those of entries with "*" positions, one per
+// distinct combination of values callers send; without a bound their
+// number follows the callers (each costs at most 64 bytes, whatever the
+// length of the values, and a bucket that has refilled is reclaimed).
+// Buckets of exact entries are bounded by the configuration and not
+// counted; nor are the slots of connections limits, which are bounded by
+// the requests in flight.
+//
+// When the Stack holds n buckets and a request needs a new one, buckets
+// that have refilled are reclaimed first (a full bucket carries no state:
+// dropping it changes no decision). If none can be freed, the request is
+// denied — never admitted beyond a limit, and never by evicting a bucket
+// that still holds consumption, which would forget it. The denial has
+// Decision.Capacity set; it names the limit that needed the bucket
+// (LimitID, LimitKey, Metric, MatchedEntry, ResolvedValues), with Remaining
+// 0, and consumes nothing. Its RetryAfter is the longest time any per-value
+// bucket of the configuration takes to refill from empty: by then every
+// bucket not in token debt (tokens limits settled above their estimate) has
+// refilled and can be reclaimed, unless new requests have taken the room.
+// Size n above the callers expected to be active within that window.
+//
+// Only in-memory buckets are bounded; with WithBackend the backend holds
+// the state and the option has no effect.
+func WithMaxBuckets(n int) Option { return maxBucketsOption(n) }
+
 // New builds a Stack from cfg. It returns a *match.ConfigError listing every
 // problem when cfg is invalid.
 func New(cfg Config, opts ...Option) (*Stack, error) {
@@ -131,7 +168,7 @@ func newValid(cfg Config, opts []Option) *Stack {
 	for _, o := range opts {
 		o.apply(s)
 	}
-	s.cfg.Store(compileValid(cfg, nil, s.now(), s.backend != nil))
+	s.cfg.Store(compileValid(cfg, nil, s.now(), s.backend != nil, s.budget))
 	return s
 }
 
@@ -163,7 +200,7 @@ func (s *Stack) Reload(cfg Config) error {
 func (s *Stack) reloadValid(cfg Config) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.cfg.Store(compileValid(cfg, s.cfg.Load(), s.now(), s.backend != nil))
+	s.cfg.Store(compileValid(cfg, s.cfg.Load(), s.now(), s.backend != nil, s.budget))
 }
 
 // ReloadJSON parses data (see Parse) and reloads; on any error the previous
@@ -255,6 +292,9 @@ type compiled struct {
 	// order, the items of a request arrive almost sorted by rank.
 	order []*limit
 	dims  []string // distinct dimension names, indexed by limit.dim
+	// maxWindow is the longest refill-from-empty time of any per-value
+	// bucket: the RetryAfter of a Capacity denial (WithMaxBuckets).
+	maxWindow time.Duration
 }
 
 type limit struct {
@@ -306,14 +346,15 @@ type rateBucket struct {
 // lazyTable, so a request still deciding on the previous configuration and
 // one on the new see the same buckets, whichever creates the Table.
 type lazyTable struct {
-	p     atomic.Pointer[bucket.Table]
-	mu    sync.Mutex // serializes creation and reconfiguration
-	lim   rate.Limit
-	burst int
+	p      atomic.Pointer[bucket.Table]
+	mu     sync.Mutex // serializes creation and reconfiguration
+	lim    rate.Limit
+	burst  int
+	budget *bucket.Budget // the Stack's WithMaxBuckets bound, or nil
 }
 
-func newLazyTable(lim rate.Limit, burst int) *lazyTable {
-	return &lazyTable{lim: lim, burst: burst}
+func newLazyTable(lim rate.Limit, burst int, budget *bucket.Budget) *lazyTable {
+	return &lazyTable{lim: lim, burst: burst, budget: budget}
 }
 
 // get returns the Table, creating it with the current parameters.
@@ -321,12 +362,20 @@ func (z *lazyTable) get() *bucket.Table {
 	if t := z.p.Load(); t != nil {
 		return t
 	}
+	return z.create()
+}
+
+func (z *lazyTable) create() *bucket.Table {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	if t := z.p.Load(); t != nil {
 		return t
 	}
-	t := bucket.NewTable(z.lim, z.burst)
+	var opts []bucket.Option
+	if z.budget != nil {
+		opts = append(opts, bucket.WithBudget(z.budget))
+	}
+	t := bucket.NewTable(z.lim, z.burst, opts...)
 	z.p.Store(t)
 	return t
 }
@@ -400,7 +449,7 @@ func (r *rateBucket) burstOf() int {
 }
 
 // compileValid compiles a configuration already validated.
-func compileValid(cfg Config, prev *compiled, now time.Time, withKeys bool) *compiled {
+func compileValid(cfg Config, prev *compiled, now time.Time, withKeys bool, budget *bucket.Budget) *compiled {
 	old := map[string]*limit{}
 	if prev != nil {
 		for _, l := range prev.limits {
@@ -411,7 +460,7 @@ func compileValid(cfg Config, prev *compiled, now time.Time, withKeys bool) *com
 	dimIndex := map[string]int32{}
 	add := func(rls []RateLimit, service bool) {
 		for i := range rls {
-			l := compileLimit(&rls[i], old[rls[i].RateLimitID], now, withKeys)
+			l := compileLimit(&rls[i], old[rls[i].RateLimitID], now, withKeys, budget)
 			l.service = service
 			l.dim = make([]int32, len(l.keys))
 			for k, name := range l.keys {
@@ -439,6 +488,9 @@ func compileValid(cfg Config, prev *compiled, now time.Time, withKeys bool) *com
 			for _, rb := range en.rates {
 				all = append(all, rb)
 				owner[rb] = l
+				if rb.table != nil {
+					c.maxWindow = max(c.maxWindow, rb.window)
+				}
 			}
 		}
 	}
@@ -480,7 +532,7 @@ func before(la *limit, a *rateBucket, lb *limit, b *rateBucket) bool {
 	return a.rate*b.period < b.rate*a.period
 }
 
-func compileLimit(rl *RateLimit, prev *limit, now time.Time, withKeys bool) *limit {
+func compileLimit(rl *RateLimit, prev *limit, now time.Time, withKeys bool, budget *bucket.Budget) *limit {
 	l := &limit{
 		id:          rl.RateLimitID,
 		description: rl.Description,
@@ -567,7 +619,7 @@ func compileLimit(rl *RateLimit, prev *limit, now time.Time, withKeys bool) *lim
 				case en.exact == len(l.keys):
 					rb.shared = bucket.New(lim, b)
 				default:
-					rb.table = newLazyTable(lim, b)
+					rb.table = newLazyTable(lim, b, budget)
 				}
 				en.rates = append(en.rates, rb)
 			}
