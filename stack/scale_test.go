@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/racecheck"
 	"github.com/sluicehq/sluice/stack"
 )
 
@@ -108,6 +109,73 @@ func TestLargestConfigMemory(t *testing.T) {
 	}
 	if len(d.Evaluated) != stack.MaxRateLimits {
 		t.Fatalf("%d limits applied to a request matching an entry of each, want %d", len(d.Evaluated), stack.MaxRateLimits)
+	}
+	// Requests reaching every entry of every limit (a Table each, with a
+	// bucket) keep the Stack within the bound too.
+	for e := 0; e < 1000; e++ {
+		if d, _ := s.Allow(context.Background(), largestKeys(e, "bob")); !d.Allowed {
+			t.Fatalf("entry %d: %+v", e, d)
+		}
+	}
+	touched := heapInUse() - before
+	t.Logf("after reaching all 50,000 entries: %.1f MB", float64(touched)/(1<<20))
+	if touched > 64<<20 {
+		t.Errorf("after requests reaching every entry the largest config holds %.1f MB, want ≤ 64 MB", float64(touched)/(1<<20))
+	}
+	runtime.KeepAlive(s)
+}
+
+// tenKBValue returns a fresh 10 KB value unique to i (as a server would
+// get from a request: new memory each time).
+func tenKBValue(i int) string {
+	b := make([]byte, 10<<10)
+	for j := range b {
+		b[j] = 'a' + byte(j%26)
+	}
+	copy(b, fmt.Sprintf("caller-%d-", i))
+	return string(b)
+}
+
+func tenKBStack(t testing.TB) *stack.Stack {
+	s, err := stack.New(stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "per-caller", DimensionKeys: []string{"caller"},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 1000, Period: stack.PeriodMinute}}}}}}},
+		stack.WithNow(frozenNow))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+var frozenNow = func() time.Time { return time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC) }
+
+// 100,000 callers with 10 KB values hold at most 64 MB: a bucket's key is
+// a fixed-size digest, never the value. The clock is frozen so that no
+// bucket refills and none can be reclaimed (the worst case).
+func TestTenKBCallersMemory(t *testing.T) {
+	callers := 100_000
+	if testing.Short() || racecheck.Enabled {
+		callers = 10_000 // same bound per caller, less time under -race
+	}
+	before := heapInUse()
+	s := tenKBStack(t)
+	for i := 0; i < callers; i++ {
+		d, err := s.Allow(context.Background(), sluice.NewKeys("caller", tenKBValue(i)))
+		if err != nil || !d.Allowed {
+			t.Fatalf("caller %d: %+v %v", i, d, err)
+		}
+	}
+	retained := heapInUse() - before
+	t.Logf("%d callers with 10 KB values retain %.1f MB (%d B each)", callers, float64(retained)/(1<<20), retained/uint64(callers))
+	if limit := uint64(64<<20) * uint64(callers) / 100_000; retained > limit {
+		t.Errorf("%d callers with 10 KB values retain %.1f MB, want ≤ %.1f MB", callers, float64(retained)/(1<<20), float64(limit)/(1<<20))
+	}
+	// Every caller still has its own bucket: each of the first few has
+	// 999 of 1000 left, not a share of someone else's.
+	for i := 0; i < 3; i++ {
+		d, _ := s.Allow(context.Background(), sluice.NewKeys("caller", tenKBValue(i)))
+		if !d.Allowed || d.Remaining != 998 {
+			t.Errorf("caller %d's second request: %+v, want 998 left", i, d)
+		}
 	}
 	runtime.KeepAlive(s)
 }
