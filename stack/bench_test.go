@@ -2,6 +2,7 @@ package stack_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"runtime"
 	"slices"
@@ -186,4 +187,85 @@ func (bl *baseline) allow(target, tool, caller string) bool {
 	bl.mu.Unlock()
 	// Not all-or-nothing: a hand-written stack rarely refunds.
 	return (l1 == nil || l1.AllowN(now, 1)) && l2.AllowN(now, 1) && l3.AllowN(now, 1)
+}
+
+// BenchmarkLargestConfig is the largest valid configuration (50 limits ×
+// 1,000 entries, 10 dimension keys, "*" last): /load parses its JSON and
+// builds the Stack, reporting the heap it retains; /allow decides a request
+// that matches an entry of every limit (50 buckets), rotating 1,000 callers.
+func BenchmarkLargestConfig(b *testing.B) {
+	data, err := json.Marshal(largestConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("load", func(b *testing.B) {
+		b.ReportAllocs()
+		var retained uint64
+		for i := 0; i < b.N; i++ {
+			before := heapInUse()
+			b.StartTimer()
+			s, err := stack.Load(data)
+			b.StopTimer()
+			if err != nil {
+				b.Fatal(err)
+			}
+			retained = heapInUse() - before
+			runtime.KeepAlive(s)
+		}
+		b.ReportMetric(float64(retained)/(1<<20), "MB-retained")
+	})
+	s, err := stack.Load(data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// /allow-hot repeats 10 requests (one entry of each limit hot in
+	// cache); /allow-spread rotates 1,000 requests that reach every entry
+	// of every limit (50,000 buckets, nothing stays in cache).
+	for _, c := range []struct {
+		name    string
+		entries int
+	}{{"allow-hot", 10}, {"allow-spread", 1000}} {
+		b.Run(c.name, func(b *testing.B) {
+			var reqs []sluice.Keys
+			for i := 0; i < c.entries; i++ {
+				reqs = append(reqs, largestKeys(i, fmt.Sprint("caller-", i)))
+			}
+			ctx := context.Background()
+			for _, k := range reqs {
+				s.Allow(ctx, k)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if d, _ := s.Allow(ctx, reqs[i%len(reqs)]); !d.Allowed {
+					b.Fatal("denied")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkTenKBCallers inserts 100,000 callers with distinct 10 KB values
+// into a per-caller limit (frozen clock: nothing is reclaimed) and reports
+// the heap the Stack retains; the timed part decides requests with 10 KB
+// values (1,000 of them, rotating).
+func BenchmarkTenKBCallers(b *testing.B) {
+	before := heapInUse()
+	s := tenKBStack(b)
+	ctx := context.Background()
+	for i := 0; i < 100_000; i++ {
+		s.Allow(ctx, sluice.NewKeys("caller", tenKBValue(i)))
+	}
+	retained := heapInUse() - before
+	vals := make([]string, 1000)
+	for i := range vals {
+		vals[i] = tenKBValue(i)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s.Allow(ctx, sluice.NewKeys("caller", vals[i%len(vals)]))
+	}
+	b.ReportMetric(float64(retained)/(1<<20), "MB-retained")
+	runtime.KeepAlive(s)
 }

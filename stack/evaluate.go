@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -89,16 +90,48 @@ const inlineDims = 16
 // The decision is written into *d (zero on entry), saving copies of a large
 // struct on the hot path.
 func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, r *Reservation, d *sluice.Decision) error {
+	if c.big {
+		// More buckets than the stack buffers hold: pooled buffers, so
+		// that large configurations do not allocate per request either.
+		sc := scratchPool.Get().(*scratch)
+		items, kb, err := s.evaluateInto(ctx, c, keys, t, tokens, r, d, sc.items[:0], sc.kb[:0])
+		clear(items) // drop pointers into the configuration
+		sc.items, sc.kb = items[:0], kb[:0]
+		scratchPool.Put(sc)
+		return err
+	}
 	var (
-		dimVal   [inlineDims]string
-		dimHash  [inlineDims]uint64
-		vals     [match.MaxKeys]string
-		hashes   [match.MaxKeys]uint64
-		itemsArr [8]item
-		keyArr   [128]byte
+		itemsArr [inlineItems]item
+		keyArr   [inlineKeyBytes]byte
+	)
+	_, _, err := s.evaluateInto(ctx, c, keys, t, tokens, r, d, itemsArr[:0], keyArr[:0])
+	return err
+}
+
+// Stack buffers of evaluate: a configuration whose requests may need more
+// (compiled.big) uses pooled ones.
+const (
+	inlineItems    = 8
+	inlineKeyBytes = 128
+)
+
+// scratch holds pooled buffers of evaluate.
+type scratch struct {
+	items []item
+	kb    []byte
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// evaluateInto is evaluate with its buffers given; it returns them as grown.
+func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, r *Reservation, d *sluice.Decision, items []item, kb []byte) ([]item, []byte, error) {
+	var (
+		dimVal  [inlineDims]string
+		dimHash [inlineDims]uint64
+		vals    [match.MaxKeys]string
+		hashes  [match.MaxKeys]uint64
 	)
 	var resolved, present, hashed uint32 // bit i: dimension i looked up, found, hashed
-	items, kb := itemsArr[:0], keyArr[:0]
 
 	for _, l := range c.order {
 		n := len(l.keys)
@@ -175,7 +208,7 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 	}
 
 	if s.backend != nil && len(items) > 0 {
-		return s.decideBackend(ctx, items, keys, t, r, d)
+		return items, kb, s.decideBackend(ctx, items, keys, t, r, d)
 	}
 
 	tight := -1
@@ -264,7 +297,7 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 		}
 		d.Evaluated = evaluatedList(items[:n], keys)
 	}
-	return nil
+	return items, kb, nil
 }
 
 func fillDenial(d *sluice.Decision, it *item, keys *sluice.Keys) {

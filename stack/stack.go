@@ -292,6 +292,9 @@ type compiled struct {
 	// order, the items of a request arrive almost sorted by rank.
 	order []*limit
 	dims  []string // distinct dimension names, indexed by limit.dim
+	// big is set when a request may need more items or key bytes than
+	// evaluate's stack buffers hold.
+	big bool
 	// maxWindow is the longest refill-from-empty time of any per-value
 	// bucket: the RetryAfter of a Capacity denial (WithMaxBuckets).
 	maxWindow time.Duration
@@ -507,6 +510,19 @@ func compileValid(cfg Config, prev *compiled, now time.Time, withKeys bool, budg
 		rb.rank = int32(i)
 	}
 	all, owner = nil, nil
+	maxItems, maxKey := 0, 0
+	for _, l := range c.limits {
+		most, wild := 0, false
+		for _, en := range l.entries {
+			most = max(most, len(en.rates))
+			wild = wild || en.exact < len(l.keys)
+		}
+		maxItems += most
+		if wild {
+			maxKey += rawMax
+		}
+	}
+	c.big = maxItems > inlineItems || maxKey > inlineKeyBytes
 	c.order = slices.Clone(c.limits)
 	slices.SortStableFunc(c.order, func(a, b *limit) int {
 		if a.service != b.service {
