@@ -101,4 +101,3 @@ func TestExtremesKeepInvariants(t *testing.T) {
 		}
 	}
 }
-

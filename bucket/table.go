@@ -2,6 +2,7 @@ package bucket
 
 import (
 	"hash/maphash"
+	"math"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -41,7 +42,9 @@ import (
 // # Reclaiming
 //
 // A full bucket carries no state, so it can be dropped without changing any
-// decision. No goroutine runs in the background: operations sweep a few
+// decision. A sweep drops a bucket once it has been full for 50 ms (so a key
+// that is busy but refills between its visits keeps its slot instead of
+// churning). No goroutine runs in the background: operations sweep a few
 // slots of their shard as they pass (and, now and then, of another shard),
 // and an insert that would grow an array first sweeps all of it. So the
 // memory of buckets that have refilled comes back, and the arrays shrink,
@@ -108,12 +111,18 @@ const (
 	// defaultShards is the number of shards a Table splits into.
 	defaultShards = 16
 	// sweepEvery and sweepSlots: every sweepEvery operations on a shard
-	// sweep sweepSlots of its slots (one slot per operation, amortised).
-	sweepEvery, sweepSlots = 16, 16
+	// sweep sweepSlots of its slots (a quarter of a slot per operation).
+	sweepEvery, sweepSlots = 32, 8
 	// visitEvery and visitSlots: every visitEvery operations on a shard
 	// sweep visitSlots slots of another shard of the same Table, so shards
 	// that no longer see traffic are reclaimed too.
-	visitEvery, visitSlots = 256, 256
+	visitEvery, visitSlots = 1024, 256
+	// reclaimGrace is how long a bucket stays full before a sweep may drop it. A
+	// key that comes back within Grace of refilling finds its bucket (no
+	// churn for keys that are busy but refill between visits); an idle
+	// key's memory comes back within Grace of its refill, plus the time
+	// the sweeps take to reach it.
+	reclaimGrace = int64(50 * time.Millisecond)
 )
 
 // NewTable returns a Table of buckets refilled at r tokens per second
@@ -390,6 +399,10 @@ func (t *Table) Reconfigure(at time.Time, r rate.Limit, b int) {
 			old := t.p.Load()
 			for i := range set.shards {
 				s := &set.shards[i]
+				if np.inf { // nothing to remember: every bucket is full
+					t.dropAll(s)
+					continue
+				}
 				for j := range s.slots {
 					if st := &s.slots[j]; st.hi|st.lo != 0 {
 						st.tat.Store(convert(old, st.tat.Load(), at, &np))
@@ -405,6 +418,15 @@ func (t *Table) Reconfigure(at time.Time, r rate.Limit, b int) {
 			return
 		}
 	}
+}
+
+// dropAll empties s (locked).
+func (t *Table) dropAll(s *shard) {
+	if t.acct != nil && s.live > 0 {
+		t.acct.n.Add(-int64(s.live))
+		t.budget.release(s.live)
+	}
+	s.slots, s.live, s.cursor = nil, 0, 0
 }
 
 // initial is the state of a new bucket in s: full at the shard's high-water
@@ -588,7 +610,11 @@ func (t *Table) sweep(s *shard, p *params, k int) {
 	if n == 0 || !s.highSet {
 		return
 	}
-	now := p.nsToTicks(s.high)
+	cut := s.high
+	if cut > math.MinInt64+reclaimGrace {
+		cut -= reclaimGrace
+	}
+	now := p.nsToTicks(cut) // drop what has been full for reclaimGrace
 	c := s.cursor % n
 	freed, wrapped := 0, false
 	for range k {
@@ -608,7 +634,7 @@ func (t *Table) sweep(s *shard, p *params, k int) {
 		t.acct.n.Add(-int64(freed))
 		t.budget.release(freed)
 	}
-	if wrapped && n > minSlots && s.live*8 < n*3 {
+	if s.live == 0 || wrapped && n > minSlots && s.live*8 < n*3 {
 		s.resize(s.live * 2)
 	}
 }
