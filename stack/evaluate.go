@@ -21,9 +21,7 @@ var errNegativeCost = errors.New("stack: negative token cost")
 
 // item is one bucket that applies to the request being decided.
 type item struct {
-	lim    *limit
-	ent    *entry
-	rb     *rateBucket
+	rb     *rateBucket // and through it, its entry and limit
 	k0, k1 int32 // the per-value bucket key (a digest) in the key buffer (tables only)
 	rank   int32 // rb.rank, kept here for the sort
 	taken  bool
@@ -70,10 +68,6 @@ func (it *item) refund(kb []byte, t time.Time) {
 	}
 }
 
-// inlineDims is how many distinct dimension names a request resolves and
-// hashes once each in stack buffers; names beyond are resolved per limit.
-const inlineDims = 16
-
 // evaluate decides one request against c's plan. Buffers live on the stack
 // so the allowed path allocates nothing for ordinary configurations.
 //
@@ -91,53 +85,81 @@ const inlineDims = 16
 // struct on the hot path.
 func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, r *Reservation, d *sluice.Decision) error {
 	if c.big {
-		// More buckets than the stack buffers hold: pooled buffers, so
-		// that large configurations do not allocate per request either.
+		// More than the stack buffers hold: pooled buffers, so that large
+		// configurations do not allocate per request either.
 		sc := scratchPool.Get().(*scratch)
-		items, kb, err := s.evaluateInto(ctx, c, keys, t, tokens, r, d, sc.items[:0], sc.kb[:0])
-		clear(items) // drop pointers into the configuration
+		items, kb, err := s.evaluateInto(ctx, c, keys, t, tokens, r, d,
+			bufs{sc.items[:0], sc.kb[:0], sc.dimVal[:], sc.dimHash[:], sc.vals[:], sc.hashes[:]})
+		clear(items) // drop pointers into the configuration and the request
+		clear(sc.dimVal[:])
+		clear(sc.vals[:])
 		sc.items, sc.kb = items[:0], kb[:0]
 		scratchPool.Put(sc)
 		return err
 	}
+	// Sized for ordinary configurations; compile sets big beyond.
 	var (
-		itemsArr [inlineItems]item
-		keyArr   [inlineKeyBytes]byte
+		items   [inlineItems]item
+		kb      [inlineKeyBytes]byte
+		dimVal  [inlineDims]string
+		dimHash [inlineDims]uint64
+		vals    [inlineDims]string
+		hashes  [inlineDims]uint64
 	)
-	_, _, err := s.evaluateInto(ctx, c, keys, t, tokens, r, d, itemsArr[:0], keyArr[:0])
+	_, _, err := s.evaluateInto(ctx, c, keys, t, tokens, r, d,
+		bufs{items[:0], kb[:0], dimVal[:], dimHash[:], vals[:], hashes[:]})
 	return err
 }
 
 // Stack buffers of evaluate: a configuration whose requests may need more
 // (compiled.big) uses pooled ones.
 const (
-	inlineItems    = 8
-	inlineKeyBytes = 128
+	inlineItems    = 4   // buckets per request
+	inlineKeyBytes = 128 // per-value bucket keys per request
+	inlineDims     = 4   // distinct dimension names, and keys of one limit
+	// pooledDims is how many distinct dimension names a pooled buffer
+	// resolves and hashes once each; names beyond are resolved per limit.
+	pooledDims = 64
 )
+
+// bufs are evaluate's buffers: items and kb grow by append; dimVal and
+// dimHash cache each distinct dimension's value and hash (len ≥ the
+// number of names cached, at most 64); vals and hashes hold one limit's
+// (len ≥ the keys of any limit).
+type bufs struct {
+	items   []item
+	kb      []byte
+	dimVal  []string
+	dimHash []uint64
+	vals    []string
+	hashes  []uint64
+}
 
 // scratch holds pooled buffers of evaluate.
 type scratch struct {
-	items []item
-	kb    []byte
+	items   []item
+	kb      []byte
+	dimVal  [pooledDims]string
+	dimHash [pooledDims]uint64
+	vals    [match.MaxKeys]string
+	hashes  [match.MaxKeys]uint64
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
-// evaluateInto is evaluate with its buffers given; it returns them as grown.
-func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, r *Reservation, d *sluice.Decision, items []item, kb []byte) ([]item, []byte, error) {
-	var (
-		dimVal  [inlineDims]string
-		dimHash [inlineDims]uint64
-		vals    [match.MaxKeys]string
-		hashes  [match.MaxKeys]uint64
-	)
-	var resolved, present, hashed uint32 // bit i: dimension i looked up, found, hashed
+// evaluateInto is evaluate with its buffers given; it returns items and kb
+// as grown.
+func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, r *Reservation, d *sluice.Decision, b bufs) ([]item, []byte, error) {
+	items, kb := b.items, b.kb
+	dimVal, dimHash, vals, hashes := b.dimVal, b.dimHash, b.vals, b.hashes
+	cached := int32(len(dimVal))
+	var resolved, present, hashed uint64 // bit i: dimension i looked up, found, hashed
 
 	for _, l := range c.order {
 		n := len(l.keys)
 		missing := false
 		for k, di := range l.dim {
-			if di >= inlineDims {
+			if di >= cached {
 				v, ok := keys.Get(l.keys[k])
 				if !ok {
 					missing = true
@@ -149,7 +171,7 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 				}
 				continue
 			}
-			bit := uint32(1) << di
+			bit := uint64(1) << di
 			if resolved&bit == 0 {
 				resolved |= bit
 				if v, ok := keys.Get(l.keys[k]); ok {
@@ -198,7 +220,7 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 				cost = 1 // rate 0 blocks every matching request, whatever it costs
 			}
 			i := len(items)
-			items = append(items, item{lim: l, ent: en, rb: rb, k0: k0, k1: k1, rank: rb.rank, cost: cost})
+			items = append(items, item{rb: rb, k0: k0, k1: k1, rank: rb.rank, cost: cost})
 			// Insertion by rank; items arrive nearly sorted.
 			for i > 0 && items[i].rank < items[i-1].rank {
 				items[i], items[i-1] = items[i-1], items[i]
@@ -222,12 +244,12 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 			if r != nil {
 				r.setResult(i, res)
 			}
-			if !it.lim.shadow && it.rb.kind != kindConnections && (tight < 0 || res.Remaining < tightRemaining) {
+			if !it.rb.shadow && it.rb.kind != kindConnections && (tight < 0 || res.Remaining < tightRemaining) {
 				tight, tightRemaining = i, res.Remaining
 			}
 			continue
 		}
-		if it.lim.shadow {
+		if it.rb.shadow {
 			d.Shadowed = append(d.Shadowed, limitKey(it, keys))
 			continue
 		}
@@ -247,7 +269,7 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 		if tight >= 0 {
 			rb := items[tight].rb
 			d.Limit, d.Remaining, d.Window = rb.burst, max(tightRemaining, 0), rb.window
-			d.LimitID = items[tight].lim.id
+			d.LimitID = items[tight].rb.lim.id
 		}
 		if r != nil {
 			r.record(items, kb, t)
@@ -265,7 +287,7 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 		if !d.Permanent {
 			for j := denied + 1; j < len(items); j++ {
 				o := &items[j]
-				if o.lim.shadow {
+				if o.rb.shadow {
 					continue
 				}
 				if o.rb.metric == sluice.MetricConnections {
@@ -301,11 +323,11 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 }
 
 func fillDenial(d *sluice.Decision, it *item, keys *sluice.Keys) {
-	d.LimitID = it.lim.id
+	d.LimitID = it.rb.lim.id
 	d.LimitKey = limitKey(it, keys)
 	d.Metric = it.rb.metric
-	d.MatchedEntry = it.ent.values
-	d.ResolvedValues = resolvedValues(it.lim, keys)
+	d.MatchedEntry = it.rb.ent.values
+	d.ResolvedValues = resolvedValues(it.rb.lim, keys)
 	d.Limit, d.Remaining, d.Window = it.rb.burst, 0, it.rb.window
 }
 
@@ -326,7 +348,7 @@ func evaluatedList(items []item, keys *sluice.Keys) []string {
 	out := make([]string, 0, len(items))
 	for i := range items {
 		it := &items[i]
-		e := it.lim.id + ":" + it.rb.metric + ":" + strings.Join(resolvedValues(it.lim, keys), ",")
+		e := it.rb.lim.id + ":" + it.rb.metric + ":" + strings.Join(resolvedValues(it.rb.lim, keys), ",")
 		if !slices.Contains(out, e) {
 			out = append(out, e)
 		}
@@ -340,10 +362,10 @@ func (s *Stack) decideBackend(ctx context.Context, items []item, keys *sluice.Ke
 	for i := range items {
 		it := &items[i]
 		key := it.rb.keyPrefix
-		if it.ent.exact < len(it.lim.keys) {
-			key = wildcardKey(key, resolvedValues(it.lim, keys)[it.ent.exact:])
+		if it.rb.ent.exact < len(it.rb.lim.keys) {
+			key = wildcardKey(key, resolvedValues(it.rb.lim, keys)[it.rb.ent.exact:])
 		}
-		ops[i] = Op{Key: key, Rate: it.rb.rate, Period: time.Duration(it.rb.period), Burst: it.rb.burst, Cost: int64(it.cost), Shadow: it.lim.shadow}
+		ops[i] = Op{Key: key, Rate: it.rb.rate, Period: time.Duration(it.rb.period), Burst: it.rb.burst, Cost: int64(it.cost), Shadow: it.rb.shadow}
 	}
 	out, err := s.backend.Take(ctx, t, ops)
 	if err != nil {
@@ -371,7 +393,7 @@ func (s *Stack) decideBackend(ctx context.Context, items []item, keys *sluice.Ke
 		d.Allowed = true
 		tight := -1
 		for i := range items {
-			if items[i].lim.shadow || i >= len(out.Remaining) {
+			if items[i].rb.shadow || i >= len(out.Remaining) {
 				continue
 			}
 			if tight < 0 || out.Remaining[i] < out.Remaining[tight] {
@@ -381,7 +403,7 @@ func (s *Stack) decideBackend(ctx context.Context, items []item, keys *sluice.Ke
 		if tight >= 0 {
 			rb := items[tight].rb
 			d.Limit, d.Remaining, d.Window = rb.burst, max(out.Remaining[tight], 0), rb.window
-			d.LimitID = items[tight].lim.id
+			d.LimitID = items[tight].rb.lim.id
 		}
 		if r != nil {
 			r.at = t
@@ -422,9 +444,9 @@ func wildcardKey(prefix string, values []string) string {
 // give different keys, while plain values render unchanged.
 func limitKey(it *item, keys *sluice.Keys) string {
 	b := make([]byte, 0, 64)
-	b = append(b, it.lim.id...)
+	b = append(b, it.rb.lim.id...)
 	b = append(b, '/')
-	for k, name := range it.lim.keys {
+	for k, name := range it.rb.lim.keys {
 		if k > 0 {
 			b = append(b, ',')
 		}

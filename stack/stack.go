@@ -320,6 +320,9 @@ type entry struct {
 
 // rateBucket is one {rate, period} of one metric of one entry.
 type rateBucket struct {
+	lim    *limit
+	ent    *entry
+	shadow bool // lim.shadow
 	metric string
 	kind   metricKind
 	cfg    Rate
@@ -510,8 +513,9 @@ func compileValid(cfg Config, prev *compiled, now time.Time, withKeys bool, budg
 		rb.rank = int32(i)
 	}
 	all, owner = nil, nil
-	maxItems, maxKey := 0, 0
+	maxItems, maxKey, maxKeys := 0, 0, 0
 	for _, l := range c.limits {
+		maxKeys = max(maxKeys, len(l.keys))
 		most, wild := 0, false
 		for _, en := range l.entries {
 			most = max(most, len(en.rates))
@@ -522,7 +526,7 @@ func compileValid(cfg Config, prev *compiled, now time.Time, withKeys bool, budg
 			maxKey += rawMax
 		}
 	}
-	c.big = maxItems > inlineItems || maxKey > inlineKeyBytes
+	c.big = maxItems > inlineItems || maxKey > inlineKeyBytes || maxKeys > inlineDims || len(c.dims) > inlineDims
 	c.order = slices.Clone(c.limits)
 	slices.SortStableFunc(c.order, func(a, b *limit) int {
 		if a.service != b.service {
@@ -584,7 +588,7 @@ func compileLimit(rl *RateLimit, prev *limit, now time.Time, withKeys bool, budg
 		}
 		addRates := func(metric string, rates []Rate) {
 			for idx, r := range rates {
-				rb := &rateBucket{metric: metric, kind: kindOf(metric), cfg: r, rate: r.Rate, period: int64(r.Period.Duration())}
+				rb := &rateBucket{lim: l, ent: en, shadow: l.shadow, metric: metric, kind: kindOf(metric), cfg: r, rate: r.Rate, period: int64(r.Period.Duration())}
 				if withKeys {
 					rb.keyPrefix = BucketKey(l.id, metric, idx, en.values, nil)
 				}
