@@ -22,8 +22,8 @@ var errNegativeCost = errors.New("stack: negative token cost")
 // item is one bucket that applies to the request being decided.
 type item struct {
 	rb     *rateBucket // and through it, its entry and limit
-	k0, k1 int32 // the per-value bucket key (a digest) in the key buffer (tables only)
-	rank   int32 // rb.rank, kept here for the sort
+	k0, k1 int32       // the per-value bucket key (a digest) in the key buffer (tables only)
+	rank   int32       // rb.rank, kept here for the sort
 	taken  bool
 	cost   int
 	lease  uint64 // connections: the lease taken
