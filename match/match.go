@@ -261,6 +261,10 @@ func (m *Matcher) rehashLevel(p int) {
 // Keys returns the dimension keys in order. The slice must not be modified.
 func (m *Matcher) Keys() []string { return m.keys }
 
+// All returns the index of the all-wildcard entry, or -1 when there is
+// none. When Depth is 0 it is the only entry: Match needs no values.
+func (m *Matcher) All() int { return int(m.all) }
+
 // Depth returns how many leading values MatchHashed may read the hashes of:
 // the longest exact prefix of any entry. It is 0 when the only entry is the
 // all-wildcard one, which matches without hashing anything.

@@ -195,9 +195,13 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 		if missing {
 			continue
 		}
-		idx, ok := l.matcher.MatchHashed(vals[:n], hashes[:l.depth])
-		if !ok {
-			continue // no entry: the limit does not apply
+		idx := l.all // only an all-wildcard entry: nothing to match
+		if l.depth > 0 {
+			i, ok := l.matcher.MatchHashed(vals[:n], hashes[:l.depth])
+			if !ok {
+				continue // no entry: the limit does not apply
+			}
+			idx = i
 		}
 		en := l.entries[idx]
 		var k0, k1 int32

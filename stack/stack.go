@@ -253,8 +253,11 @@ func (c *compiled) config() Config {
 // Allow decides one request costing one unit of every "requests" limit and
 // nothing of "tokens" limits (a tokens bucket already in debt still denies).
 // It implements sluice.Limiter.
-func (s *Stack) Allow(ctx context.Context, keys sluice.Keys) (sluice.Decision, error) {
-	return s.decide(ctx, &keys, s.now(), 0)
+func (s *Stack) Allow(ctx context.Context, keys sluice.Keys) (d sluice.Decision, err error) {
+	if err = ctx.Err(); err == nil {
+		err = s.evaluate(ctx, s.cfg.Load(), &keys, s.now(), 0, nil, &d)
+	}
+	return d, err
 }
 
 // AllowN decides one request that costs one unit of every "requests" limit
@@ -306,6 +309,7 @@ type limit struct {
 	keys        []string
 	dim         []int32 // index in compiled.dims of each key
 	depth       int     // matcher.Depth(): how many leading values matching hashes
+	all         int     // matcher.All(), the entry when depth is 0
 	matcher     *match.Matcher
 	entries     []*entry
 	shadow      bool
@@ -576,7 +580,7 @@ func compileLimit(rl *RateLimit, prev *limit, now time.Time, withKeys bool, budg
 		panic("stack: validated configuration failed to compile: " + err.Error())
 	}
 	l.matcher = m
-	l.depth = m.Depth()
+	l.depth, l.all = m.Depth(), m.All()
 	l.entries = make([]*entry, 0, len(rl.Entries))
 	for i, e := range rl.Entries {
 		en := &entry{values: tuples[i], exact: match.ExactPrefix(tuples[i])}
