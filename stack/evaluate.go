@@ -31,12 +31,18 @@ type item struct {
 
 func (it *item) take(kb []byte, t time.Time, s *Stack) bucket.Result {
 	rb := it.rb
-	switch {
-	case rb.shared != nil:
+	if rb.shared != nil {
 		return rb.shared.TakeN(t, it.cost)
-	case rb.table != nil:
-		return rb.table.TakeBytes(kb[it.k0:it.k1], t, it.cost)
 	}
+	if rb.table != nil {
+		return rb.table.get().TakeBytes(kb[it.k0:it.k1], t, it.cost)
+	}
+	return it.takeConn(kb, t, s)
+}
+
+// takeConn takes a slot of a connections limit.
+func (it *item) takeConn(kb []byte, t time.Time, s *Stack) bucket.Result {
+	rb := it.rb
 	var ok bool
 	var left int64
 	it.lease = s.leaseSeq.Add(1)
@@ -88,8 +94,8 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 		// More than the stack buffers hold: pooled buffers, so that large
 		// configurations do not allocate per request either.
 		sc := scratchPool.Get().(*scratch)
-		items, kb, err := s.evaluateInto(ctx, c, keys, t, tokens, r, d,
-			bufs{sc.items[:0], sc.kb[:0], sc.dimVal[:], sc.dimHash[:], sc.vals[:], sc.hashes[:]})
+		b := bufs{items: sc.items[:0], kb: sc.kb[:0], dims: dimCache{val: sc.dimVal[:], hash: sc.dimHash[:]}, vals: sc.vals[:], hashes: sc.hashes[:]}
+		items, kb, err := s.evaluateInto(ctx, c, keys, t, tokens, r, d, &b)
 		clear(items) // drop pointers into the configuration and the request
 		clear(sc.dimVal[:])
 		clear(sc.vals[:])
@@ -106,8 +112,8 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 		vals    [inlineDims]string
 		hashes  [inlineDims]uint64
 	)
-	_, _, err := s.evaluateInto(ctx, c, keys, t, tokens, r, d,
-		bufs{items[:0], kb[:0], dimVal[:], dimHash[:], vals[:], hashes[:]})
+	b := bufs{items: items[:0], kb: kb[:0], dims: dimCache{val: dimVal[:], hash: dimHash[:]}, vals: vals[:], hashes: hashes[:]}
+	_, _, err := s.evaluateInto(ctx, c, keys, t, tokens, r, d, &b)
 	return err
 }
 
@@ -127,12 +133,11 @@ const (
 // number of names cached, at most 64); vals and hashes hold one limit's
 // (len ≥ the keys of any limit).
 type bufs struct {
-	items   []item
-	kb      []byte
-	dimVal  []string
-	dimHash []uint64
-	vals    []string
-	hashes  []uint64
+	items  []item
+	kb     []byte
+	dims   dimCache
+	vals   []string
+	hashes []uint64
 }
 
 // scratch holds pooled buffers of evaluate.
@@ -149,66 +154,58 @@ var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
 // evaluateInto is evaluate with its buffers given; it returns items and kb
 // as grown.
-func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, r *Reservation, d *sluice.Decision, b bufs) ([]item, []byte, error) {
+func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, r *Reservation, d *sluice.Decision, b *bufs) ([]item, []byte, error) {
 	items, kb := b.items, b.kb
-	dimVal, dimHash, vals, hashes := b.dimVal, b.dimHash, b.vals, b.hashes
-	cached := int32(len(dimVal))
-	var resolved, present, hashed uint64 // bit i: dimension i looked up, found, hashed
+	dc := &b.dims
+	vals, hashes := b.vals, b.hashes
 
 	for _, l := range c.order {
-		n := len(l.keys)
-		missing := false
-		for k, di := range l.dim {
-			if di >= cached {
-				v, ok := keys.Get(l.keys[k])
+		var (
+			en     *entry
+			k0, k1 int32
+		)
+		if l.single {
+			// One key and only the all-wildcard entry (per-caller,
+			// per-target…): no matching, the value is the bucket key.
+			v, ok := dc.get(keys, l.dim[0], l.keys[0])
+			if !ok {
+				continue // a missing dimension skips the limit
+			}
+			en = l.entries[l.all]
+			k0 = int32(len(kb))
+			kb = appendBucketKey1(kb, v)
+			k1 = int32(len(kb))
+		} else {
+			n := len(l.keys)
+			missing := false
+			for k, di := range l.dim {
+				v, ok := dc.get(keys, di, l.keys[k])
 				if !ok {
-					missing = true
+					missing = true // a missing dimension skips the limit
 					break
 				}
 				vals[k] = v
 				if k < l.depth {
-					hashes[k] = match.Hash(v)
+					hashes[k] = dc.hashOf(di, v)
 				}
+			}
+			if missing {
 				continue
 			}
-			bit := uint64(1) << di
-			if resolved&bit == 0 {
-				resolved |= bit
-				if v, ok := keys.Get(l.keys[k]); ok {
-					dimVal[di] = v
-					present |= bit
+			idx := l.all // only an all-wildcard entry: nothing to match
+			if l.depth > 0 {
+				i, ok := l.matcher.MatchHashed(vals[:n], hashes[:l.depth])
+				if !ok {
+					continue // no entry: the limit does not apply
 				}
+				idx = i
 			}
-			if present&bit == 0 {
-				missing = true // a missing dimension skips the limit
-				break
+			en = l.entries[idx]
+			if en.exact < n {
+				k0 = int32(len(kb))
+				kb = appendBucketKey(kb, vals[en.exact:n])
+				k1 = int32(len(kb))
 			}
-			vals[k] = dimVal[di]
-			if k < l.depth {
-				if hashed&bit == 0 {
-					hashed |= bit
-					dimHash[di] = match.Hash(dimVal[di])
-				}
-				hashes[k] = dimHash[di]
-			}
-		}
-		if missing {
-			continue
-		}
-		idx := l.all // only an all-wildcard entry: nothing to match
-		if l.depth > 0 {
-			i, ok := l.matcher.MatchHashed(vals[:n], hashes[:l.depth])
-			if !ok {
-				continue // no entry: the limit does not apply
-			}
-			idx = i
-		}
-		en := l.entries[idx]
-		var k0, k1 int32
-		if en.exact < n {
-			k0 = int32(len(kb))
-			kb = appendBucketKey(kb, vals[en.exact:n])
-			k1 = int32(len(kb))
 		}
 		for _, rb := range en.rates {
 			cost := 1
@@ -223,8 +220,12 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 			if rb.rate == 0 && cost == 0 {
 				cost = 1 // rate 0 blocks every matching request, whatever it costs
 			}
+			// Built in place: a struct literal copied in would be read back
+			// in 16-byte moves from 8-byte stores (a store-forwarding stall).
 			i := len(items)
-			items = append(items, item{rb: rb, k0: k0, k1: k1, rank: rb.rank, cost: cost})
+			items = append(items, item{})
+			it := &items[i]
+			it.rb, it.k0, it.k1, it.rank, it.cost = rb, k0, k1, rb.rank, cost
 			// Insertion by rank; items arrive nearly sorted.
 			for i > 0 && items[i].rank < items[i-1].rank {
 				items[i], items[i-1] = items[i-1], items[i]
@@ -476,6 +477,53 @@ func appendEscaped(b []byte, s string) []byte {
 		}
 	}
 	return b
+}
+
+// dimCache resolves each distinct dimension name of a request once and
+// hashes its value at most once. Names with an index beyond the buffers are
+// resolved and hashed each time.
+type dimCache struct {
+	val                       []string
+	hash                      []uint64
+	resolved, present, hashed uint64 // bit i: dimension i looked up, found, hashed
+}
+
+func (dc *dimCache) get(keys *sluice.Keys, di int32, name string) (string, bool) {
+	if int(di) >= len(dc.val) {
+		return keys.Get(name)
+	}
+	bit := uint64(1) << di
+	if dc.resolved&bit == 0 {
+		dc.resolved |= bit
+		v, ok := keys.Get(name)
+		if !ok {
+			return "", false
+		}
+		dc.present |= bit
+		dc.val[di] = v
+	}
+	return dc.val[di], dc.present&bit != 0
+}
+
+// hashOf returns match.Hash(v) for dimension di's value v.
+func (dc *dimCache) hashOf(di int32, v string) uint64 {
+	if int(di) >= len(dc.hash) {
+		return match.Hash(v)
+	}
+	bit := uint64(1) << di
+	if dc.hashed&bit == 0 {
+		dc.hashed |= bit
+		dc.hash[di] = match.Hash(v)
+	}
+	return dc.hash[di]
+}
+
+// appendBucketKey1 is appendBucketKey for a single value.
+func appendBucketKey1(kb []byte, v string) []byte {
+	if len(v) <= rawMax {
+		return append(kb, v...)
+	}
+	return appendBucketKey(kb, []string{v})
 }
 
 // digestLen is the length of a digest key; rawMax the longest value used

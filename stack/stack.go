@@ -310,6 +310,7 @@ type limit struct {
 	dim         []int32 // index in compiled.dims of each key
 	depth       int     // matcher.Depth(): how many leading values matching hashes
 	all         int     // matcher.All(), the entry when depth is 0
+	single      bool    // one key and only the all-wildcard entry
 	matcher     *match.Matcher
 	entries     []*entry
 	shadow      bool
@@ -581,6 +582,7 @@ func compileLimit(rl *RateLimit, prev *limit, now time.Time, withKeys bool, budg
 	}
 	l.matcher = m
 	l.depth, l.all = m.Depth(), m.All()
+	l.single = len(l.keys) == 1 && l.depth == 0
 	l.entries = make([]*entry, 0, len(rl.Entries))
 	for i, e := range rl.Entries {
 		en := &entry{values: tuples[i], exact: match.ExactPrefix(tuples[i])}

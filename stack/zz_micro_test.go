@@ -31,3 +31,13 @@ func BenchmarkZZMicro(b *testing.B) {
 		)
 	})
 }
+
+func BenchmarkZZHot(b *testing.B) {
+	s, _ := stack.New(gatewayConfig(), stack.WithNow(time.Now))
+	var l sluice.Limiter = s
+	ctx := context.Background()
+	keys := sluice.NewKeys("targetName", "target-7", "toolName", "tool-3", "caller", "caller-1")
+	for i := 0; i < b.N; i++ {
+		l.Allow(ctx, keys)
+	}
+}
