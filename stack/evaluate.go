@@ -112,7 +112,10 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 		vals    [inlineDims]string
 		hashes  [inlineDims]uint64
 	)
-	b := bufs{items: items[:0], kb: kb[:0], dims: dimCache{val: dimVal[:], hash: dimHash[:]}, vals: vals[:], hashes: hashes[:]}
+	var b bufs // filled field by field, not copied from a literal (see evaluateInto)
+	b.items, b.kb = items[:0], kb[:0]
+	b.dims.val, b.dims.hash = dimVal[:], dimHash[:]
+	b.vals, b.hashes = vals[:], hashes[:]
 	_, _, err := s.evaluateInto(ctx, c, keys, t, tokens, r, d, &b)
 	return err
 }
@@ -243,7 +246,14 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 	denied := -1
 	for i := range items {
 		it := &items[i]
-		res := it.take(kb, t, s)
+		var res bucket.Result
+		if rb := it.rb; rb.shared != nil { // item.take, one call level less
+			res = rb.shared.TakeN(t, it.cost)
+		} else if rb.table != nil {
+			res = rb.table.get().TakeBytes(kb[it.k0:it.k1], t, it.cost)
+		} else {
+			res = it.takeConn(kb, t, s)
+		}
 		if res.OK {
 			it.taken = true
 			if r != nil {
