@@ -292,13 +292,11 @@ func (m *Matcher) MatchHashed(values []string, hashes []uint64) (int, bool) {
 	if len(values) != len(m.keys) || len(hashes) < m.top {
 		return 0, false
 	}
-	var pre [MaxKeys + 1]uint64 // pre[p]: prefixHash(hashes[:p])
-	for p := 1; p <= m.top; p++ {
-		pre[p] = mix(pre[p-1], hashes[p-1])
-	}
 	for p := m.top; p >= 1; p-- {
 		if lv := m.levels[p]; lv != nil {
-			if i, ok := lv[pre[p]]; ok && equal(m.entries[i][:p], values[:p]) {
+			// Recomputed per level rather than kept in an array: most
+			// lookups hit at the first level tried, and there are few.
+			if i, ok := lv[prefixHash(hashes[:p])]; ok && equal(m.entries[i][:p], values[:p]) {
 				return int(i), true
 			}
 		} else if ex := m.exact[p]; ex != nil {

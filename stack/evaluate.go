@@ -499,33 +499,39 @@ type dimCache struct {
 }
 
 func (dc *dimCache) get(keys *sluice.Keys, di int32, name string) (string, bool) {
-	if int(di) >= len(dc.val) {
-		return keys.Get(name)
+	if bit := uint64(1) << uint(di); dc.resolved&bit != 0 { // di < 64 and cached: di < len(val)
+		return dc.val[di], dc.present&bit != 0
 	}
-	bit := uint64(1) << di
-	if dc.resolved&bit == 0 {
-		dc.resolved |= bit
-		v, ok := keys.Get(name)
-		if !ok {
-			return "", false
+	return dc.resolve(keys, di, name)
+}
+
+func (dc *dimCache) resolve(keys *sluice.Keys, di int32, name string) (string, bool) {
+	v, ok := keys.Get(name)
+	if int(di) < len(dc.val) {
+		dc.resolved |= 1 << di
+		if ok {
+			dc.present |= 1 << di
+			dc.val[di] = v
 		}
-		dc.present |= bit
-		dc.val[di] = v
 	}
-	return dc.val[di], dc.present&bit != 0
+	return v, ok
 }
 
 // hashOf returns match.Hash(v) for dimension di's value v.
 func (dc *dimCache) hashOf(di int32, v string) uint64 {
-	if int(di) >= len(dc.hash) {
-		return match.Hash(v)
+	if dc.hashed&(uint64(1)<<uint(di)) != 0 { // set only for di < len(hash)
+		return dc.hash[di]
 	}
-	bit := uint64(1) << di
-	if dc.hashed&bit == 0 {
-		dc.hashed |= bit
-		dc.hash[di] = match.Hash(v)
+	return dc.hashSlow(di, v)
+}
+
+func (dc *dimCache) hashSlow(di int32, v string) uint64 {
+	h := match.Hash(v)
+	if int(di) < len(dc.hash) {
+		dc.hashed |= 1 << di
+		dc.hash[di] = h
 	}
-	return dc.hash[di]
+	return h
 }
 
 // appendBucketKey1 is appendBucketKey for a single value.
