@@ -116,7 +116,7 @@ func BenchmarkGateway(b *testing.B) {
 		if clk == "frozen" {
 			now = limitertest.NewClock(limitertest.Start).Now
 		}
-		s, err := stack.New(gatewayConfig(), stack.WithNow(now))
+		s, err := stack.New(gatewayConfig(), stack.WithClock(now))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -26,7 +26,7 @@ func maxBucketsConfig() stack.Config {
 
 func TestMaxBucketsDeniesWhenFullAndConsumesNothing(t *testing.T) {
 	clock := limitertest.NewClock(limitertest.Start)
-	s, err := stack.New(maxBucketsConfig(), stack.WithNow(clock.Now), stack.WithMaxBuckets(4))
+	s, err := stack.New(maxBucketsConfig(), stack.WithClock(clock.Now), stack.WithMaxBuckets(4))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestMaxBucketsDenialIsAllOrNothing(t *testing.T) {
 		{RateLimitID: "per-caller", DimensionKeys: []string{"caller"},
 			Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 1, Period: "minute"}}}}},
 	}}
-	s, err := stack.New(cfg, stack.WithNow(clock.Now), stack.WithMaxBuckets(1))
+	s, err := stack.New(cfg, stack.WithClock(clock.Now), stack.WithMaxBuckets(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestMaxBucketsConcurrent(t *testing.T) {
 	cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "per-caller", DimensionKeys: []string{"caller"},
 		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 10, Period: "minute"}}}}}}}
 	const n = 100
-	s, err := stack.New(cfg, stack.WithNow(clock.Now), stack.WithMaxBuckets(n))
+	s, err := stack.New(cfg, stack.WithClock(clock.Now), stack.WithMaxBuckets(n))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,11 +71,20 @@ type Option interface{ apply(*Stack) }
 
 type nowOption func() time.Time
 
-func (o nowOption) apply(s *Stack) { s.now = o }
+func (o nowOption) apply(s *Stack) {
+	if o != nil {
+		s.now = o
+	}
+}
 
-// WithNow sets the clock Allow reads. The default is the wall clock advanced
-// by the monotonic clock only (a wall-clock step never moves it). Tests pass a
-// fake clock; AllowAt takes an explicit instant instead.
+// WithClock sets the clock Allow, AllowN and Reserve read. The default is
+// the wall clock advanced by the monotonic clock only (a wall-clock step
+// never moves it). Tests pass a fake clock; AllowAt takes an explicit
+// instant instead. Per-value buckets are reclaimed by instants from this
+// clock, so every instant given to AllowAt should come from it too.
+func WithClock(now func() time.Time) Option { return nowOption(now) }
+
+// WithNow is WithClock under its earlier name.
 func WithNow(now func() time.Time) Option { return nowOption(now) }
 
 type backendOption struct{ b Backend }

@@ -19,7 +19,7 @@ import (
 
 func newStack(t testing.TB, cfg stack.Config, clock *limitertest.Clock) *stack.Stack {
 	t.Helper()
-	s, err := stack.New(cfg, stack.WithNow(clock.Now))
+	s, err := stack.New(cfg, stack.WithClock(clock.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,5 +437,30 @@ func TestPerValueBucketsAreDistinct(t *testing.T) {
 		if d, _ := s.Allow(context.Background(), k); d.Allowed {
 			t.Errorf("repeat %d allowed: the same values must share their bucket", i)
 		}
+	}
+}
+
+// WithClock is the clock Allow reads; a nil clock keeps the default.
+func TestWithClock(t *testing.T) {
+	clock := limitertest.NewClock(limitertest.Start)
+	cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "per-caller", DimensionKeys: []string{"caller"},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 1, Period: "minute"}}}}}}}
+	s, err := stack.New(cfg, stack.WithClock(clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := sluice.NewKeys("caller", "alice")
+	if d, _ := s.Allow(context.Background(), keys); !d.Allowed {
+		t.Fatal(d)
+	}
+	if d, _ := s.Allow(context.Background(), keys); d.Allowed || d.RetryAfter < 59*time.Second || d.RetryAfter > time.Minute {
+		t.Fatalf("second request: %+v, want a denial for about a minute", d)
+	}
+	clock.Advance(time.Minute) // the Stack reads this clock: the bucket has refilled
+	if d, _ := s.Allow(context.Background(), keys); !d.Allowed {
+		t.Fatalf("after a minute on the Stack's clock: %+v", d)
+	}
+	if _, err := stack.New(cfg, stack.WithClock(nil)); err != nil {
+		t.Fatal(err)
 	}
 }
