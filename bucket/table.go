@@ -476,7 +476,9 @@ func (t *Table) slotForMode(d digest, ns int64, m mode) (s *shard, i int, p *par
 			continue
 		}
 		p = t.p.Load()
-		t.maintain(set, s, p, ns)
+		if s.ops++; s.ops%sweepEvery == 0 {
+			t.maintain(set, s, p, ns)
+		}
 		i, found := s.find(d)
 		if found || m == modeLookup {
 			if !found {
@@ -511,10 +513,10 @@ func (s *shard) raise(ns int64) {
 	}
 }
 
-// maintain is the amortised sweep run by every operation on s (locked).
+// maintain is the amortised sweep run by every sweepEvery-th operation on s
+// (locked).
 func (t *Table) maintain(set *shardSet, s *shard, p *params, ns int64) {
-	s.ops++
-	if s.ops%sweepEvery == 0 && s.live > 0 {
+	if s.live > 0 {
 		s.raise(ns)
 		t.sweep(s, p, sweepSlots)
 	}
