@@ -42,6 +42,7 @@ type Budget struct {
 	mu     sync.Mutex // guards tables and the reclaim cursor
 	tables []weak.Pointer[Table]
 	ti, si int // reclaim cursor: table, shard
+	pruned int // len(tables) after the last pruning
 }
 
 // budgetAcct counts the live buckets of one Table, so that they are given
@@ -61,14 +62,18 @@ func (b *Budget) Len() int { return int(b.used.Load()) }
 func (b *Budget) register(t *Table) *budgetAcct {
 	a := &budgetAcct{}
 	b.mu.Lock()
-	live := b.tables[:0]
-	for _, w := range b.tables {
-		if w.Value() != nil {
-			live = append(live, w)
+	if len(b.tables) >= 2*b.pruned+16 { // amortised: drop collected Tables
+		live := b.tables[:0]
+		for _, w := range b.tables {
+			if w.Value() != nil {
+				live = append(live, w)
+			}
 		}
+		clear(b.tables[len(live):])
+		b.tables, b.pruned = live, len(live)
+		b.ti, b.si = 0, 0
 	}
-	clear(b.tables[len(live):])
-	b.tables = append(live, weak.Make(t))
+	b.tables = append(b.tables, weak.Make(t))
 	b.mu.Unlock()
 	runtime.AddCleanup(t, func(a *budgetAcct) { b.release(int(a.n.Swap(0))) }, a)
 	return a
@@ -85,8 +90,9 @@ func (b *Budget) acquire(force bool) bool {
 
 func (b *Budget) release(n int) { b.used.Add(-int64(n)) }
 
-// reclaimShards is how many shards a denied insert sweeps beyond its own.
-const reclaimShards = 4
+// A denied insert sweeps up to reclaimShards shards holding buckets beyond
+// its own, looking at no more than reclaimSteps shards or empty Tables.
+const reclaimShards, reclaimSteps = 4, 64
 
 // reclaimFor makes room for one bucket in t's shard s (locked) when the
 // Budget is full: it sweeps more of s, then a few shards of the Tables
@@ -103,8 +109,9 @@ func (t *Table) reclaimFor(s *shard, p *params, ns int64) bool {
 		return false // another request is reclaiming: do not pile up
 	}
 	defer b.mu.Unlock()
-	for range reclaimShards {
-		if len(b.tables) == 0 {
+	swept := 0
+	for range reclaimSteps {
+		if len(b.tables) == 0 || swept == reclaimShards {
 			break
 		}
 		b.ti %= len(b.tables)
@@ -127,6 +134,7 @@ func (t *Table) reclaimFor(s *shard, p *params, ns int64) bool {
 		if !sh.moved && sh.live > 0 {
 			sh.raise(ns)
 			o.sweep(sh, o.p.Load(), len(sh.slots))
+			swept++
 		}
 		sh.mu.Unlock()
 		if b.acquire(false) {

@@ -165,3 +165,21 @@ func TestTableReconfigureInfDropsBuckets(t *testing.T) {
 		t.Fatalf("after Inf and back: %v tokens, want full 5", got)
 	}
 }
+
+// Registering many Tables with one Budget stays cheap (collected Tables are
+// pruned in amortised passes, not on every registration).
+func TestBudgetManyTables(t *testing.T) {
+	bud := bucket.NewBudget(1 << 20)
+	keep := make([]*bucket.Table, 0, 1000)
+	for i := range 50_000 {
+		tab := bucket.NewTable(1, 5, bucket.WithBudget(bud))
+		if i%50 == 0 {
+			tab.TakeN("k", t0, 1)
+			keep = append(keep, tab)
+		}
+	}
+	if bud.Len() != len(keep) {
+		t.Fatalf("Budget Len = %d, want %d", bud.Len(), len(keep))
+	}
+	runtime.KeepAlive(keep)
+}

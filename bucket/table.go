@@ -87,6 +87,7 @@ type shardState struct {
 	idx     int  // index in its set
 	slots   []slot
 	live    int
+	peak    int    // largest live since the sweep last completed a pass
 	cursor  int    // next slot of the amortised sweep
 	ops     uint32 // operations since the shard was made
 	visits  uint32 // sweeps of other shards done from this one
@@ -426,7 +427,7 @@ func (t *Table) dropAll(s *shard) {
 		t.acct.n.Add(-int64(s.live))
 		t.budget.release(s.live)
 	}
-	s.slots, s.live, s.cursor = nil, 0, 0
+	s.slots, s.live, s.peak, s.cursor = nil, 0, 0, 0
 }
 
 // initial is the state of a new bucket in s: full at the shard's high-water
@@ -516,7 +517,7 @@ func (s *shard) raise(ns int64) {
 // maintain is the amortised sweep run by every sweepEvery-th operation on s
 // (locked).
 func (t *Table) maintain(set *shardSet, s *shard, p *params, ns int64) {
-	if s.live > 0 {
+	if len(s.slots) > 0 {
 		s.raise(ns)
 		t.sweep(s, p, sweepSlots)
 	}
@@ -524,7 +525,7 @@ func (t *Table) maintain(set *shardSet, s *shard, p *params, ns int64) {
 		s.visits++
 		o := &set.shards[(uint64(s.idx)+uint64(s.visits))&set.mask]
 		if o != s && o.mu.TryLock() {
-			if !o.moved && o.live > 0 {
+			if !o.moved && len(o.slots) > 0 {
 				o.raise(ns)
 				t.sweep(o, p, visitSlots)
 			}
@@ -598,6 +599,7 @@ func (t *Table) insert(set *shardSet, s *shard, d digest, ns int64, p *params, f
 	sl.hi, sl.lo = d.hi, d.lo
 	sl.tat.Store(initial(s, p))
 	s.live++
+	s.peak = max(s.peak, s.live)
 	if t.acct != nil {
 		t.acct.n.Add(1)
 	}
@@ -618,7 +620,7 @@ func (t *Table) sweep(s *shard, p *params, k int) {
 	}
 	now := p.nsToTicks(cut) // drop what has been full for reclaimGrace
 	c := s.cursor % n
-	freed, wrapped := 0, false
+	freed, shrink := 0, false
 	for range k {
 		sl := &s.slots[c]
 		if sl.hi|sl.lo != 0 && sl.tat.Load() <= now {
@@ -627,7 +629,12 @@ func (t *Table) sweep(s *shard, p *params, k int) {
 			continue
 		}
 		if c++; c == n {
-			c, wrapped = 0, true
+			// A pass is complete. Shrink if the array stayed under three
+			// eighths full all through it: a shard whose buckets are
+			// reclaimed and re-created at a steady pace keeps its array.
+			c = 0
+			shrink = s.peak*8 < n*3 && (n > minSlots || s.peak == 0)
+			s.peak = s.live - freed
 		}
 	}
 	s.cursor = c
@@ -636,7 +643,7 @@ func (t *Table) sweep(s *shard, p *params, k int) {
 		t.acct.n.Add(-int64(freed))
 		t.budget.release(freed)
 	}
-	if s.live == 0 || wrapped && n > minSlots && s.live*8 < n*3 {
+	if shrink {
 		s.resize(s.live * 2)
 	}
 }
@@ -724,6 +731,7 @@ func (t *Table) split(s *shard) {
 			d := &ns.shards[sl.lo&ns.mask]
 			d.place(sl.hi, sl.lo, sl.tat.Load())
 			d.live++
+			d.peak++
 		}
 	}
 	t.set.Store(ns)
