@@ -22,15 +22,17 @@ import (
 // independent maphash values under seeds drawn when the Table is made) in a
 // fixed-size 24-byte slot with the bucket's state, in open-addressed arrays
 // with linear probing. Memory is therefore the same whatever the length of
-// the keys callers send: at most 64 bytes per live bucket once the arrays
-// have been resized to fit (they are kept between half and three quarters
-// full, and shrunk below three eighths), plus a fixed few hundred bytes per
-// Table. An empty Table holds no slots at all.
+// the keys callers send. An array is grown to half full when it reaches
+// three quarters, and shrunk to half full after a sweep pass finds it under
+// three eighths full throughout, so it costs 32 to 64 bytes per live bucket
+// (more only for the time it takes the sweeps to return the room of buckets
+// that went idle), plus a fixed few hundred bytes per Table. An empty Table
+// holds no slots at all: 144 bytes.
 //
 // Two distinct keys share a bucket only if both 64-bit halves of their
 // digests collide. maphash is seeded per Table at random, so callers cannot
 // aim at a collision; for n keys live at once the chance of any collision is
-// about n²/2¹²⁹ (below 10⁻²⁶ for a billion keys).
+// about n²/2¹²⁹: 10⁻²⁹ for 100,000 keys, 10⁻²¹ for a billion.
 //
 // # Concurrency
 //
