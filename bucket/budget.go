@@ -20,7 +20,9 @@ import (
 // would admit more than the limit. When a take needs a new bucket and the
 // Budget is full, the Table first reclaims refilled buckets: it sweeps more
 // of the key's own shard, then a few shards of the Tables sharing the
-// Budget, in turn (bounded work per request, so that a flood of new keys
+// Budget, in turn (dropping every full bucket, without the grace the
+// amortised sweeps give a bucket that has just refilled; bounded work per
+// request, so that a flood of new keys
 // cannot make each request scan everything; repeated requests reach every
 // shard). If that frees nothing, the take is denied: its Result has
 // BudgetFull set, OK false, Remaining 0, and RetryAfter the time one bucket
@@ -81,11 +83,19 @@ func (b *Budget) register(t *Table) *budgetAcct {
 
 // acquire counts one more live bucket if there is room (or force).
 func (b *Budget) acquire(force bool) bool {
-	if b.used.Add(1) <= b.max || force {
+	if force {
+		b.used.Add(1)
 		return true
 	}
-	b.used.Add(-1)
-	return false
+	for {
+		u := b.used.Load()
+		if u >= b.max {
+			return false
+		}
+		if b.used.CompareAndSwap(u, u+1) {
+			return true
+		}
+	}
 }
 
 func (b *Budget) release(n int) { b.used.Add(-int64(n)) }
@@ -100,13 +110,15 @@ const reclaimShards, reclaimSteps = 4, 64
 func (t *Table) reclaimFor(s *shard, p *params, ns int64) bool {
 	b := t.budget
 	if s.live > 0 {
-		t.sweep(s, p, visitSlots)
+		t.sweep(s, p, visitSlots, 0)
 		if b.acquire(false) {
 			return true
 		}
 	}
 	if !b.mu.TryLock() {
-		return false // another request is reclaiming: do not pile up
+		// Another request is reclaiming: do not pile up behind it, but take
+		// any room it has made.
+		return b.acquire(false)
 	}
 	defer b.mu.Unlock()
 	swept := 0
@@ -133,7 +145,7 @@ func (t *Table) reclaimFor(s *shard, p *params, ns int64) bool {
 		}
 		if !sh.moved && sh.live > 0 {
 			sh.raise(ns)
-			o.sweep(sh, o.p.Load(), len(sh.slots))
+			o.sweep(sh, o.p.Load(), len(sh.slots), 0)
 			swept++
 		}
 		sh.mu.Unlock()

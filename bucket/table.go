@@ -521,7 +521,7 @@ func (s *shard) raise(ns int64) {
 func (t *Table) maintain(set *shardSet, s *shard, p *params, ns int64) {
 	if len(s.slots) > 0 {
 		s.raise(ns)
-		t.sweep(s, p, sweepSlots)
+		t.sweep(s, p, sweepSlots, reclaimGrace)
 	}
 	if s.ops%visitEvery == 0 && len(set.shards) > 1 {
 		s.visits++
@@ -529,7 +529,7 @@ func (t *Table) maintain(set *shardSet, s *shard, p *params, ns int64) {
 		if o != s && o.mu.TryLock() {
 			if !o.moved && len(o.slots) > 0 {
 				o.raise(ns)
-				t.sweep(o, p, visitSlots)
+				t.sweep(o, p, visitSlots, reclaimGrace)
 			}
 			o.mu.Unlock()
 		}
@@ -580,7 +580,7 @@ func (t *Table) insert(set *shardSet, s *shard, d digest, ns int64, p *params, f
 		// Full enough to grow: reclaim first, then grow (or split) only if
 		// the live buckets still need the room.
 		if s.live > 0 {
-			t.sweep(s, p, len(s.slots))
+			t.sweep(s, p, len(s.slots), reclaimGrace)
 		}
 		if (s.live+1)*4 > len(s.slots)*3 {
 			if len(set.shards) == 1 && t.maxShards > 1 && s.live+1 >= splitAt {
@@ -609,18 +609,18 @@ func (t *Table) insert(set *shardSet, s *shard, d digest, ns int64, p *params, f
 }
 
 // sweep examines up to k slots of s (locked) from its cursor and drops the
-// buckets full at its high-water mark; when the cursor wraps, it shrinks the
+// buckets that have been full for grace at its high-water mark; when the cursor wraps, it shrinks the
 // array if it has become mostly empty.
-func (t *Table) sweep(s *shard, p *params, k int) {
+func (t *Table) sweep(s *shard, p *params, k int, grace int64) {
 	n := len(s.slots)
 	if n == 0 || !s.highSet {
 		return
 	}
 	cut := s.high
-	if cut > math.MinInt64+reclaimGrace {
-		cut -= reclaimGrace
+	if cut > math.MinInt64+grace {
+		cut -= grace
 	}
-	now := p.nsToTicks(cut) // drop what has been full for reclaimGrace
+	now := p.nsToTicks(cut) // drop what has been full for grace
 	c := s.cursor % n
 	freed, shrink := 0, false
 	for range k {
