@@ -142,8 +142,11 @@ func BenchmarkTable(b *testing.B) {
 		seq := keySeq(dist)
 		for _, r := range regimes {
 			b.Run(r.name+"-"+dist, func(b *testing.B) {
-				for range *rounds {
-					for _, s := range sides {
+				for round := range *rounds {
+					for j := range sides {
+						// Rotate the order each round, so that no side
+						// always runs first (right after another's GC).
+						s := sides[(round+j)%len(sides)]
 						b.Run(s.name, func(b *testing.B) {
 							before := heapNow()
 							allow, done := s.make(r)
@@ -194,12 +197,14 @@ func (t *mutexMap) allow(key string) bool {
 // BenchmarkOneBucketParallel: one bucket taken by every goroutine at once.
 // Rates are high enough that no side ever waits (uber's Take would sleep).
 func BenchmarkOneBucketParallel(b *testing.B) {
-	for range *rounds {
-		oneBucketRound(b)
+	for round := range *rounds {
+		for j := range 3 {
+			[]func(*testing.B){parallelSluice, parallelUber, parallelXrate}[(round+j)%3](b)
+		}
 	}
 }
 
-func oneBucketRound(b *testing.B) {
+func parallelSluice(b *testing.B) {
 	b.Run("sluice", func(b *testing.B) {
 		bk := bucket.New(5e8, 1<<30)
 		b.ReportAllocs()
@@ -209,6 +214,9 @@ func oneBucketRound(b *testing.B) {
 			}
 		})
 	})
+}
+
+func parallelUber(b *testing.B) {
 	b.Run("uber", func(b *testing.B) {
 		l := ratelimit.New(1e9, ratelimit.WithoutSlack)
 		b.ReportAllocs()
@@ -218,6 +226,9 @@ func oneBucketRound(b *testing.B) {
 			}
 		})
 	})
+}
+
+func parallelXrate(b *testing.B) {
 	b.Run("xrate", func(b *testing.B) {
 		l := rate.NewLimiter(5e8, 1<<30)
 		b.ReportAllocs()

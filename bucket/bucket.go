@@ -76,8 +76,8 @@ type Bucket struct {
 }
 
 // cacheLine is the padding that keeps a contended word away from anything
-// else (two 64-byte lines: adjacent-line prefetchers pair them).
-const cacheLine = 128
+// else.
+const cacheLine = 64
 
 // core is the parameters and state of a Bucket. The state word, the only
 // one written, sits on a cache line of its own, so concurrent takes do not

@@ -20,7 +20,9 @@ import (
 // would admit more than the limit. When a take needs a new bucket and the
 // Budget is full, the Table first reclaims refilled buckets: it sweeps more
 // of the key's own shard, then a few shards of the Tables sharing the
-// Budget, in turn (bounded work per request, so that a flood of new keys
+// Budget, in turn (dropping every full bucket, without the grace the
+// amortised sweeps give a bucket that has just refilled; bounded work per
+// request, so that a flood of new keys
 // cannot make each request scan everything; repeated requests reach every
 // shard). If that frees nothing, the take is denied: its Result has
 // BudgetFull set, OK false, Remaining 0, and RetryAfter the time one bucket
@@ -42,6 +44,7 @@ type Budget struct {
 	mu     sync.Mutex // guards tables and the reclaim cursor
 	tables []weak.Pointer[Table]
 	ti, si int // reclaim cursor: table, shard
+	pruned int // len(tables) after the last pruning
 }
 
 // budgetAcct counts the live buckets of one Table, so that they are given
@@ -61,14 +64,18 @@ func (b *Budget) Len() int { return int(b.used.Load()) }
 func (b *Budget) register(t *Table) *budgetAcct {
 	a := &budgetAcct{}
 	b.mu.Lock()
-	live := b.tables[:0]
-	for _, w := range b.tables {
-		if w.Value() != nil {
-			live = append(live, w)
+	if len(b.tables) >= 2*b.pruned+16 { // amortised: drop collected Tables
+		live := b.tables[:0]
+		for _, w := range b.tables {
+			if w.Value() != nil {
+				live = append(live, w)
+			}
 		}
+		clear(b.tables[len(live):])
+		b.tables, b.pruned = live, len(live)
+		b.ti, b.si = 0, 0
 	}
-	clear(b.tables[len(live):])
-	b.tables = append(live, weak.Make(t))
+	b.tables = append(b.tables, weak.Make(t))
 	b.mu.Unlock()
 	runtime.AddCleanup(t, func(a *budgetAcct) { b.release(int(a.n.Swap(0))) }, a)
 	return a
@@ -76,17 +83,26 @@ func (b *Budget) register(t *Table) *budgetAcct {
 
 // acquire counts one more live bucket if there is room (or force).
 func (b *Budget) acquire(force bool) bool {
-	if b.used.Add(1) <= b.max || force {
+	if force {
+		b.used.Add(1)
 		return true
 	}
-	b.used.Add(-1)
-	return false
+	for {
+		u := b.used.Load()
+		if u >= b.max {
+			return false
+		}
+		if b.used.CompareAndSwap(u, u+1) {
+			return true
+		}
+	}
 }
 
 func (b *Budget) release(n int) { b.used.Add(-int64(n)) }
 
-// reclaimShards is how many shards a denied insert sweeps beyond its own.
-const reclaimShards = 4
+// A denied insert sweeps up to reclaimShards shards holding buckets beyond
+// its own, looking at no more than reclaimSteps shards or empty Tables.
+const reclaimShards, reclaimSteps = 4, 64
 
 // reclaimFor makes room for one bucket in t's shard s (locked) when the
 // Budget is full: it sweeps more of s, then a few shards of the Tables
@@ -94,17 +110,20 @@ const reclaimShards = 4
 func (t *Table) reclaimFor(s *shard, p *params, ns int64) bool {
 	b := t.budget
 	if s.live > 0 {
-		t.sweep(s, p, visitSlots)
+		t.sweep(s, p, visitSlots, 0)
 		if b.acquire(false) {
 			return true
 		}
 	}
 	if !b.mu.TryLock() {
-		return false // another request is reclaiming: do not pile up
+		// Another request is reclaiming: do not pile up behind it, but take
+		// any room it has made.
+		return b.acquire(false)
 	}
 	defer b.mu.Unlock()
-	for range reclaimShards {
-		if len(b.tables) == 0 {
+	swept := 0
+	for range reclaimSteps {
+		if len(b.tables) == 0 || swept == reclaimShards {
 			break
 		}
 		b.ti %= len(b.tables)
@@ -126,7 +145,8 @@ func (t *Table) reclaimFor(s *shard, p *params, ns int64) bool {
 		}
 		if !sh.moved && sh.live > 0 {
 			sh.raise(ns)
-			o.sweep(sh, o.p.Load(), len(sh.slots))
+			o.sweep(sh, o.p.Load(), len(sh.slots), 0)
+			swept++
 		}
 		sh.mu.Unlock()
 		if b.acquire(false) {

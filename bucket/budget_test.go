@@ -1,8 +1,10 @@
 package bucket_test
 
 import (
+	"math/rand/v2"
 	"runtime"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -163,5 +165,82 @@ func TestTableReconfigureInfDropsBuckets(t *testing.T) {
 	tab.Reconfigure(t0, 1, 5)
 	if got := tab.TokensAt("3", t0); got != 5 {
 		t.Fatalf("after Inf and back: %v tokens, want full 5", got)
+	}
+}
+
+// Registering many Tables with one Budget stays cheap (collected Tables are
+// pruned in amortised passes, not on every registration).
+func TestBudgetManyTables(t *testing.T) {
+	bud := bucket.NewBudget(1 << 20)
+	keep := make([]*bucket.Table, 0, 1000)
+	for i := range 50_000 {
+		tab := bucket.NewTable(1, 5, bucket.WithBudget(bud))
+		if i%50 == 0 {
+			tab.TakeN("k", t0, 1)
+			keep = append(keep, tab)
+		}
+	}
+	if bud.Len() != len(keep) {
+		t.Fatalf("Budget Len = %d, want %d", bud.Len(), len(keep))
+	}
+	runtime.KeepAlive(keep)
+}
+
+// Goroutines on two Tables sharing a small Budget, with new keys arriving
+// all the time and buckets refilling: the Budget is never exceeded, and no
+// key's window admits more than burst + rate·Δt.
+func TestBudgetConcurrent(t *testing.T) {
+	const r, burst, max = 1000, 2, 50
+	bud := bucket.NewBudget(max)
+	tabs := []*bucket.Table{
+		bucket.NewTable(r, burst, bucket.WithBudget(bud)),
+		bucket.NewTable(r, burst, bucket.WithBudget(bud)),
+	}
+	type key struct{ tab, k int }
+	var mu sync.Mutex
+	grants := map[key][]grant{}
+	denied := 0
+	var wg sync.WaitGroup
+	for w := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 11))
+			local := map[key][]grant{}
+			full := 0
+			ns := int64(0)
+			for range 3000 {
+				ns += int64(rng.IntN(int(40 * time.Microsecond)))
+				now := t0.Add(time.Duration(ns))
+				k := key{rng.IntN(2), rng.IntN(400)}
+				res := tabs[k.tab].TakeN("k"+strconv.Itoa(k.k), now, 1)
+				if res.OK {
+					local[k] = append(local[k], grant{now, 1})
+				} else if res.BudgetFull {
+					full++
+				}
+				if l := bud.Len(); l > max {
+					t.Errorf("Budget Len %d > %d", l, max)
+					return
+				}
+			}
+			mu.Lock()
+			for k, g := range local {
+				grants[k] = append(grants[k], g...)
+			}
+			denied += full
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for _, g := range grants {
+		checkWindows(t, g, r, burst, 0)
+	}
+	if tabs[0].Len()+tabs[1].Len() != bud.Len() {
+		t.Fatalf("tables hold %d + %d buckets, Budget counts %d", tabs[0].Len(), tabs[1].Len(), bud.Len())
+	}
+	t.Logf("%d keys granted, %d BudgetFull denials", len(grants), denied)
+	if denied == 0 || len(grants) < 200 {
+		t.Fatalf("%d denials for lack of room, %d keys granted: the test did not exercise the bound", denied, len(grants))
 	}
 }

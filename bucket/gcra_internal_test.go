@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/time/rate"
 )
@@ -99,5 +100,15 @@ func TestExtremesKeepInvariants(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// The state word of a Bucket has a cache line to itself: the parameters
+// every take reads are not invalidated by other cores' takes.
+func TestStateWordOnItsOwnCacheLine(t *testing.T) {
+	off, size := unsafe.Offsetof(core{}.tat), unsafe.Sizeof(core{})
+	if off%cacheLine != 0 || size != off+cacheLine || unsafe.Sizeof(params{}) > off {
+		t.Fatalf("core: state at offset %d of %d bytes, params %d: want it alone on a %d-byte line",
+			off, size, unsafe.Sizeof(params{}), cacheLine)
 	}
 }

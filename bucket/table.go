@@ -22,15 +22,17 @@ import (
 // independent maphash values under seeds drawn when the Table is made) in a
 // fixed-size 24-byte slot with the bucket's state, in open-addressed arrays
 // with linear probing. Memory is therefore the same whatever the length of
-// the keys callers send: at most 64 bytes per live bucket once the arrays
-// have been resized to fit (they are kept between half and three quarters
-// full, and shrunk below three eighths), plus a fixed few hundred bytes per
-// Table. An empty Table holds no slots at all.
+// the keys callers send. An array is grown to half full when it reaches
+// three quarters, and shrunk to half full after a sweep pass finds it under
+// three eighths full throughout, so it costs 32 to 64 bytes per live bucket
+// (more only for the time it takes the sweeps to return the room of buckets
+// that went idle), plus a fixed few hundred bytes per Table. An empty Table
+// holds no slots at all: 144 bytes.
 //
 // Two distinct keys share a bucket only if both 64-bit halves of their
 // digests collide. maphash is seeded per Table at random, so callers cannot
 // aim at a collision; for n keys live at once the chance of any collision is
-// about n²/2¹²⁹ (below 10⁻²⁶ for a billion keys).
+// about n²/2¹²⁹: 10⁻²⁹ for 100,000 keys, 10⁻²¹ for a billion.
 //
 // # Concurrency
 //
@@ -87,6 +89,7 @@ type shardState struct {
 	idx     int  // index in its set
 	slots   []slot
 	live    int
+	peak    int    // largest live since the sweep last completed a pass
 	cursor  int    // next slot of the amortised sweep
 	ops     uint32 // operations since the shard was made
 	visits  uint32 // sweeps of other shards done from this one
@@ -426,7 +429,7 @@ func (t *Table) dropAll(s *shard) {
 		t.acct.n.Add(-int64(s.live))
 		t.budget.release(s.live)
 	}
-	s.slots, s.live, s.cursor = nil, 0, 0
+	s.slots, s.live, s.peak, s.cursor = nil, 0, 0, 0
 }
 
 // initial is the state of a new bucket in s: full at the shard's high-water
@@ -476,7 +479,9 @@ func (t *Table) slotForMode(d digest, ns int64, m mode) (s *shard, i int, p *par
 			continue
 		}
 		p = t.p.Load()
-		t.maintain(set, s, p, ns)
+		if s.ops++; s.ops%sweepEvery == 0 {
+			t.maintain(set, s, p, ns)
+		}
 		i, found := s.find(d)
 		if found || m == modeLookup {
 			if !found {
@@ -511,20 +516,20 @@ func (s *shard) raise(ns int64) {
 	}
 }
 
-// maintain is the amortised sweep run by every operation on s (locked).
+// maintain is the amortised sweep run by every sweepEvery-th operation on s
+// (locked).
 func (t *Table) maintain(set *shardSet, s *shard, p *params, ns int64) {
-	s.ops++
-	if s.ops%sweepEvery == 0 && s.live > 0 {
+	if len(s.slots) > 0 {
 		s.raise(ns)
-		t.sweep(s, p, sweepSlots)
+		t.sweep(s, p, sweepSlots, reclaimGrace)
 	}
 	if s.ops%visitEvery == 0 && len(set.shards) > 1 {
 		s.visits++
 		o := &set.shards[(uint64(s.idx)+uint64(s.visits))&set.mask]
 		if o != s && o.mu.TryLock() {
-			if !o.moved && o.live > 0 {
+			if !o.moved && len(o.slots) > 0 {
 				o.raise(ns)
-				t.sweep(o, p, visitSlots)
+				t.sweep(o, p, visitSlots, reclaimGrace)
 			}
 			o.mu.Unlock()
 		}
@@ -575,7 +580,7 @@ func (t *Table) insert(set *shardSet, s *shard, d digest, ns int64, p *params, f
 		// Full enough to grow: reclaim first, then grow (or split) only if
 		// the live buckets still need the room.
 		if s.live > 0 {
-			t.sweep(s, p, len(s.slots))
+			t.sweep(s, p, len(s.slots), reclaimGrace)
 		}
 		if (s.live+1)*4 > len(s.slots)*3 {
 			if len(set.shards) == 1 && t.maxShards > 1 && s.live+1 >= splitAt {
@@ -596,6 +601,7 @@ func (t *Table) insert(set *shardSet, s *shard, d digest, ns int64, p *params, f
 	sl.hi, sl.lo = d.hi, d.lo
 	sl.tat.Store(initial(s, p))
 	s.live++
+	s.peak = max(s.peak, s.live)
 	if t.acct != nil {
 		t.acct.n.Add(1)
 	}
@@ -603,20 +609,20 @@ func (t *Table) insert(set *shardSet, s *shard, d digest, ns int64, p *params, f
 }
 
 // sweep examines up to k slots of s (locked) from its cursor and drops the
-// buckets full at its high-water mark; when the cursor wraps, it shrinks the
+// buckets that have been full for grace at its high-water mark; when the cursor wraps, it shrinks the
 // array if it has become mostly empty.
-func (t *Table) sweep(s *shard, p *params, k int) {
+func (t *Table) sweep(s *shard, p *params, k int, grace int64) {
 	n := len(s.slots)
 	if n == 0 || !s.highSet {
 		return
 	}
 	cut := s.high
-	if cut > math.MinInt64+reclaimGrace {
-		cut -= reclaimGrace
+	if cut > math.MinInt64+grace {
+		cut -= grace
 	}
-	now := p.nsToTicks(cut) // drop what has been full for reclaimGrace
+	now := p.nsToTicks(cut) // drop what has been full for grace
 	c := s.cursor % n
-	freed, wrapped := 0, false
+	freed, shrink := 0, false
 	for range k {
 		sl := &s.slots[c]
 		if sl.hi|sl.lo != 0 && sl.tat.Load() <= now {
@@ -625,7 +631,12 @@ func (t *Table) sweep(s *shard, p *params, k int) {
 			continue
 		}
 		if c++; c == n {
-			c, wrapped = 0, true
+			// A pass is complete. Shrink if the array stayed under three
+			// eighths full all through it: a shard whose buckets are
+			// reclaimed and re-created at a steady pace keeps its array.
+			c = 0
+			shrink = s.peak*8 < n*3 && (n > minSlots || s.peak == 0)
+			s.peak = s.live - freed
 		}
 	}
 	s.cursor = c
@@ -634,7 +645,7 @@ func (t *Table) sweep(s *shard, p *params, k int) {
 		t.acct.n.Add(-int64(freed))
 		t.budget.release(freed)
 	}
-	if s.live == 0 || wrapped && n > minSlots && s.live*8 < n*3 {
+	if shrink {
 		s.resize(s.live * 2)
 	}
 }
@@ -722,6 +733,7 @@ func (t *Table) split(s *shard) {
 			d := &ns.shards[sl.lo&ns.mask]
 			d.place(sl.hi, sl.lo, sl.tat.Load())
 			d.live++
+			d.peak++
 		}
 	}
 	t.set.Store(ns)

@@ -1,8 +1,8 @@
 // Command benchtab summarises interleaved benchmark rounds read from
 // standard input (the output of go test -bench with -rounds): for every
-// benchmark case it prints each side's median ns/op, allocs/op and extra
-// metrics, and the ratio of sluice's median to the best peer's, as a
-// Markdown table.
+// benchmark case it prints each side's median ns/op and the ratio of
+// sluice's median to each peer's and to the best peer's, and the median
+// bytes/key where reported, as Markdown tables.
 package main
 
 import (
@@ -52,30 +52,78 @@ func main() {
 			}
 		}
 	}
-	fmt.Println("| case | side | ns/op (median) | rounds | allocs/op | bytes/key | sluice ÷ side |")
-	fmt.Println("|---|---|---|---|---|---|---|")
+	// One table per top-level benchmark: a row per case, a column per side.
+	groups := []string{}
+	casesOf := map[string][]string{}
 	for _, c := range order {
-		own := median(cases[c]["sluice"]["ns/op"])
-		best, bestSide := 0.0, ""
-		for _, side := range sidesOf[c] {
-			s := cases[c][side]
-			ns := median(s["ns/op"])
-			ratio := ""
-			if side != "sluice" && ns > 0 {
-				ratio = fmt.Sprintf("%.2f", own/ns)
-				if best == 0 || ns < best {
-					best, bestSide = ns, side
+		g, _, _ := strings.Cut(c, "/")
+		if casesOf[g] == nil {
+			groups = append(groups, g)
+		}
+		casesOf[g] = append(casesOf[g], c)
+	}
+	for _, g := range groups {
+		cs := casesOf[g]
+		sides := sidesOf[cs[0]]
+		fmt.Printf("%s — median ns/op over %d rounds (sluice ÷ side)\n\n", g, len(cases[cs[0]]["sluice"]["ns/op"]))
+		fmt.Print("| case |")
+		for _, side := range sides {
+			fmt.Printf(" %s |", side)
+		}
+		fmt.Println(" sluice ÷ best peer | allocs/op (sluice) |")
+		fmt.Print("|---|")
+		for range sides {
+			fmt.Print("---|")
+		}
+		fmt.Println("---|---|")
+		hasBytes := false
+		for _, c := range cs {
+			name := strings.TrimPrefix(strings.TrimPrefix(c, g), "/")
+			if name == "" {
+				name = "—"
+			}
+			own := median(cases[c]["sluice"]["ns/op"])
+			best := 0.0
+			fmt.Printf("| %s |", name)
+			for _, side := range sides {
+				ns := median(cases[c][side]["ns/op"])
+				if _, ok := cases[c][side]["bytes/key"]; ok {
+					hasBytes = true
+				}
+				if side == "sluice" {
+					fmt.Printf(" %.0f |", ns)
+					continue
+				}
+				fmt.Printf(" %.0f (%.2f) |", ns, own/ns)
+				if ns > 0 && (best == 0 || ns < best) {
+					best = ns
 				}
 			}
-			bk := ""
-			if v, ok := s["bytes/key"]; ok {
-				bk = fmt.Sprintf("%.0f", median(v))
+			fmt.Printf(" **%.2f** | %.0f |\n", own/best, median(cases[c]["sluice"]["allocs/op"]))
+		}
+		fmt.Println()
+		if !hasBytes {
+			continue
+		}
+		fmt.Printf("%s — heap held per key after every key was used once (bytes, median)\n\n", g)
+		fmt.Print("| case |")
+		for _, side := range sides {
+			fmt.Printf(" %s |", side)
+		}
+		fmt.Println()
+		fmt.Print("|---|")
+		for range sides {
+			fmt.Print("---|")
+		}
+		fmt.Println()
+		for _, c := range cs {
+			fmt.Printf("| %s |", strings.TrimPrefix(strings.TrimPrefix(c, g), "/"))
+			for _, side := range sides {
+				fmt.Printf(" %.0f |", median(cases[c][side]["bytes/key"]))
 			}
-			fmt.Printf("| %s | %s | %.1f | %d | %.0f | %s | %s |\n", strings.TrimPrefix(c, "Benchmark"), side, ns, len(s["ns/op"]), median(s["allocs/op"]), bk, ratio)
+			fmt.Println()
 		}
-		if best > 0 {
-			fmt.Printf("| %s | **best peer: %s** | | | | | **%.2f** |\n", strings.TrimPrefix(c, "Benchmark"), bestSide, own/best)
-		}
+		fmt.Println()
 	}
 }
 
