@@ -161,6 +161,10 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 	items, kb := b.items, b.kb
 	dc := &b.dims
 	vals, hashes := b.vals, b.hashes
+	var (
+		prev     *limit // the last limit whose values are in vals
+		hashedTo int    // hashes[:hashedTo] are those of vals
+	)
 
 	for _, l := range c.order {
 		var (
@@ -180,21 +184,28 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 			k1 = int32(len(kb))
 		} else {
 			n := len(l.keys)
-			missing := false
-			for k, di := range l.dim {
-				v, ok := dc.get(keys, di, l.keys[k])
-				if !ok {
-					missing = true // a missing dimension skips the limit
-					break
+			if !l.sameDims || prev != l.prev {
+				// Resolve this limit's values (hashing as deep as it
+				// matches); a limit with the same dimension keys as the one
+				// visited just before reuses them.
+				prev, hashedTo = nil, 0
+				missing := false
+				for k, di := range l.dim {
+					v, ok := dc.get(keys, di, l.keys[k])
+					if !ok {
+						missing = true // a missing dimension skips the limit
+						break
+					}
+					vals[k] = v
 				}
-				vals[k] = v
-				if k < l.depth {
-					hashes[k] = dc.hashOf(di, v)
+				if missing {
+					continue
 				}
 			}
-			if missing {
-				continue
+			for ; hashedTo < l.depth; hashedTo++ {
+				hashes[hashedTo] = dc.hashOf(l.dim[hashedTo], vals[hashedTo])
 			}
+			prev = l
 			idx := l.all // only an all-wildcard entry: nothing to match
 			if l.depth > 0 {
 				i, ok := l.matcher.MatchHashed(vals[:n], hashes[:l.depth])

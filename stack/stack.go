@@ -320,10 +320,14 @@ type limit struct {
 	depth       int     // matcher.Depth(): how many leading values matching hashes
 	all         int     // matcher.All(), the entry when depth is 0
 	single      bool    // one key and only the all-wildcard entry
-	matcher     *match.Matcher
-	entries     []*entry
-	shadow      bool
-	service     bool
+	// prev is the limit visited before this one (compiled.order) when it
+	// has the same dimension keys (sameDims): its resolved values serve.
+	prev     *limit
+	sameDims bool
+	matcher  *match.Matcher
+	entries  []*entry
+	shadow   bool
+	service  bool
 }
 
 type entry struct {
@@ -551,6 +555,12 @@ func compileValid(cfg Config, prev *compiled, now time.Time, withKeys bool, budg
 		}
 		return len(b.keys) - len(a.keys)
 	})
+	for i := 1; i < len(c.order); i++ {
+		l, p := c.order[i], c.order[i-1]
+		if slices.Equal(l.keys, p.keys) {
+			l.prev, l.sameDims = p, true
+		}
+	}
 	return c
 }
 

@@ -464,3 +464,39 @@ func TestWithClock(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Limits with the same dimension keys share one resolution of the request
+// (and its hashes) but each matches its own entries, whatever their depth.
+func TestLimitsSharingDimensionKeys(t *testing.T) {
+	clock := limitertest.NewClock(limitertest.Start)
+	lim := func(id string, entries ...[2]string) stack.RateLimit {
+		rl := stack.RateLimit{RateLimitID: id, DimensionKeys: []string{"a", "b"}}
+		for _, e := range entries {
+			rl.Entries = append(rl.Entries, stack.Entry{Dimensions: map[string]string{"a": e[0], "b": e[1]}, Requests: []stack.Rate{{Rate: 10, Period: "minute"}}})
+		}
+		return rl
+	}
+	s := newStack(t, stack.Config{RateLimits: []stack.RateLimit{
+		lim("none", [2]string{"x", "y"}),                        // (x, z) matches nothing here
+		lim("shallow", [2]string{"x", "*"}),                     // depth 1
+		lim("deep", [2]string{"x", "z"}, [2]string{"*", "*"}),   // depth 2, after a depth-1 limit
+		lim("other", [2]string{"q", "*"}, [2]string{"x", "zz"}), // no match for (x, z)
+	}}, clock)
+	d, err := s.Allow(sluice.WithEvaluated(context.Background()), sluice.NewKeys("a", "x", "b", "z"))
+	if err != nil || !d.Allowed {
+		t.Fatal(d, err)
+	}
+	want := []string{"shallow:requests:x,z", "deep:requests:x,z"}
+	if !slices.Equal(d.Evaluated, want) {
+		t.Errorf("Evaluated = %q, want %q", d.Evaluated, want)
+	}
+	// A request without b skips all four; one with other values matches
+	// only the catch-all of "deep".
+	if d, _ := s.Allow(sluice.WithEvaluated(context.Background()), sluice.NewKeys("a", "x")); len(d.Evaluated) != 0 {
+		t.Errorf("a request without b was evaluated against %q", d.Evaluated)
+	}
+	d, _ = s.Allow(sluice.WithEvaluated(context.Background()), sluice.NewKeys("a", "p", "b", "y"))
+	if want := []string{"deep:requests:p,y"}; !slices.Equal(d.Evaluated, want) {
+		t.Errorf("Evaluated = %q, want %q", d.Evaluated, want)
+	}
+}
