@@ -60,3 +60,46 @@ func TestHashHitIsConfirmed(t *testing.T) {
 		t.Fatalf("MatchHashed(x) = %d, %v", i, ok)
 	}
 }
+
+// MatchEncoded confirms a hit by the encoding: values that concatenate
+// alike but differ do not match.
+func TestMatchEncodedConfirmsByEncoding(t *testing.T) {
+	m, err := New([]string{"a", "b", "c"}, [][]string{{"x,y", "z", Wildcard}, {"x", Wildcard, Wildcard}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prepare := func(values ...string) ([]uint64, []byte, []int) {
+		var enc []byte
+		ends := make([]int, len(values)+1)
+		hs := make([]uint64, len(values))
+		for i, v := range values {
+			hs[i] = Hash(v)
+			enc = AppendValue(enc, v)
+			ends[i+1] = len(enc)
+		}
+		return hs, enc, ends
+	}
+	for _, c := range []struct {
+		values []string
+		want   int
+		ok     bool
+	}{
+		{[]string{"x,y", "z", "q"}, 0, true},
+		{[]string{"x", "y,z", "q"}, 1, true}, // same bytes, other split: (x, *, *)
+		{[]string{"w", "z", "q"}, 0, false},
+	} {
+		hs, enc, ends := prepare(c.values...)
+		i, ok := m.MatchEncoded(c.values, hs, enc, ends)
+		if ok != c.ok || (ok && i != c.want) {
+			t.Errorf("MatchEncoded(%q) = %d, %v; want %d, %v", c.values, i, ok, c.want, c.ok)
+		}
+		if j, jok := m.Match(c.values); j != i || jok != ok {
+			t.Errorf("MatchEncoded(%q) = %d, %v but Match = %d, %v", c.values, i, ok, j, jok)
+		}
+	}
+	// A forged hash hit is refused by the encoding.
+	_, enc, ends := prepare("w", "z", "q")
+	if _, ok := m.MatchEncoded([]string{"w", "z", "q"}, []uint64{Hash("x,y"), Hash("z")}, enc, ends); ok {
+		t.Error("a hash hit with a different encoding matched")
+	}
+}

@@ -36,6 +36,7 @@ const (
 type Matcher struct {
 	keys    []string
 	entries [][]string // the entries, to confirm a hash hit
+	enc     []string   // enc[i]: the encoding of entries[i]'s exact prefix (MatchEncoded)
 	// levels[p] maps the hash of the first p values (prefixHash) to the
 	// index of the entry with exactly p leading exact values (and n-p
 	// trailing "*"). levels[0] is unused: the all-wildcard entry is in all.
@@ -221,12 +222,14 @@ func New(keys []string, entries [][]string) (*Matcher, error) {
 		all:     -1,
 	}
 	var hs [MaxKeys]uint64
+	m.enc = make([]string, len(entries))
 	for i, e := range entries {
 		p := ExactPrefix(e)
 		if p == 0 {
 			m.all = int32(i)
 			continue
 		}
+		m.enc[i] = string(encode(nil, e[:p]))
 		m.top = max(m.top, p)
 		if m.exact[p] != nil {
 			m.exact[p][string(encode(nil, e[:p]))] = int32(i)
@@ -301,6 +304,33 @@ func (m *Matcher) MatchHashed(values []string, hashes []uint64) (int, bool) {
 			}
 		} else if ex := m.exact[p]; ex != nil {
 			if i, ok := lookupEncoded(ex, values[:p]); ok {
+				return int(i), true
+			}
+		}
+	}
+	if m.all >= 0 {
+		return int(m.all), true
+	}
+	return 0, false
+}
+
+// MatchEncoded is MatchHashed with a hit confirmed by one comparison of
+// encodings instead of one per value: enc must hold the values' encoding
+// (AppendValue of each value in order) at least Depth() values deep, and
+// ends[p] the length of the encoding of the first p values, for
+// p ≤ Depth(). Callers matching many limits on the same values encode them
+// once.
+func (m *Matcher) MatchEncoded(values []string, hashes []uint64, enc []byte, ends []int) (int, bool) {
+	if len(values) != len(m.keys) || len(hashes) < m.top || len(ends) <= m.top {
+		return 0, false
+	}
+	for p := m.top; p >= 1; p-- {
+		if lv := m.levels[p]; lv != nil {
+			if i, ok := lv[prefixHash(hashes[:p])]; ok && m.enc[i] == string(enc[:ends[p]]) {
+				return int(i), true
+			}
+		} else if ex := m.exact[p]; ex != nil {
+			if i, ok := ex[string(enc[:ends[p]])]; ok {
 				return int(i), true
 			}
 		}

@@ -162,9 +162,13 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 	dc := &b.dims
 	vals, hashes := b.vals, b.hashes
 	var (
-		prev     *limit // the last limit whose values are in vals
-		hashedTo int    // hashes[:hashedTo] are those of vals
+		prev      *limit // the last limit whose values are in vals
+		hashedTo  int    // hashes[:hashedTo] are those of vals
+		encodedTo int    // enc holds the encoding of vals[:encodedTo]
+		ends      [match.MaxKeys + 1]int
+		encArr    [128]byte
 	)
+	enc := encArr[:0]
 
 	for _, l := range c.order {
 		var (
@@ -188,7 +192,7 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 				// Resolve this limit's values (hashing as deep as it
 				// matches); a limit with the same dimension keys as the one
 				// visited just before reuses them.
-				prev, hashedTo = nil, 0
+				prev, hashedTo, encodedTo, enc = nil, 0, 0, enc[:0]
 				missing := false
 				for k, di := range l.dim {
 					v, ok := dc.get(keys, di, l.keys[k])
@@ -204,11 +208,24 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 			}
 			for ; hashedTo < l.depth; hashedTo++ {
 				hashes[hashedTo] = dc.hashOf(l.dim[hashedTo], vals[hashedTo])
+				// The encoding too, while it fits: a hit is then confirmed
+				// by one comparison, not one per value.
+				if encodedTo == hashedTo && len(enc)+len(vals[hashedTo])+binary.MaxVarintLen64 <= cap(enc) {
+					enc = match.AppendValue(enc, vals[hashedTo])
+					encodedTo++
+					ends[encodedTo] = len(enc)
+				}
 			}
 			prev = l
 			idx := l.all // only an all-wildcard entry: nothing to match
 			if l.depth > 0 {
-				i, ok := l.matcher.MatchHashed(vals[:n], hashes[:l.depth])
+				var i int
+				var ok bool
+				if encodedTo >= l.depth {
+					i, ok = l.matcher.MatchEncoded(vals[:n], hashes[:l.depth], enc, ends[:])
+				} else {
+					i, ok = l.matcher.MatchHashed(vals[:n], hashes[:l.depth])
+				}
 				if !ok {
 					continue // no entry: the limit does not apply
 				}
