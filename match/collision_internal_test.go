@@ -71,13 +71,13 @@ func TestMatchEncodedConfirmsByEncoding(t *testing.T) {
 	prepare := func(values ...string) ([]uint64, []byte, []int) {
 		var enc []byte
 		ends := make([]int, len(values)+1)
-		hs := make([]uint64, len(values))
+		pre := make([]uint64, len(values)+1)
 		for i, v := range values {
-			hs[i] = Hash(v)
+			pre[i+1] = NextPrefix(pre[i], Hash(v))
 			enc = AppendValue(enc, v)
 			ends[i+1] = len(enc)
 		}
-		return hs, enc, ends
+		return pre, enc, ends
 	}
 	for _, c := range []struct {
 		values []string
@@ -99,7 +99,8 @@ func TestMatchEncodedConfirmsByEncoding(t *testing.T) {
 	}
 	// A forged hash hit is refused by the encoding.
 	_, enc, ends := prepare("w", "z", "q")
-	if _, ok := m.MatchEncoded([]string{"w", "z", "q"}, []uint64{Hash("x,y"), Hash("z")}, enc, ends); ok {
+	forged := []uint64{0, NextPrefix(0, Hash("x,y")), NextPrefix(NextPrefix(0, Hash("x,y")), Hash("z"))}
+	if _, ok := m.MatchEncoded([]string{"w", "z", "q"}, forged, enc, ends); ok {
 		t.Error("a hash hit with a different encoding matched")
 	}
 }

@@ -40,7 +40,7 @@ type Matcher struct {
 	// levels[p] maps the hash of the first p values (prefixHash) to the
 	// index of the entry with exactly p leading exact values (and n-p
 	// trailing "*"). levels[0] is unused: the all-wildcard entry is in all.
-	levels []map[uint64]int32
+	levels []*hashIndex
 	// exact[p] replaces levels[p] in the (astronomically unlikely) case
 	// that two entries of level p share a hash: it is keyed by the
 	// collision-free length-prefixed encoding of their values instead.
@@ -217,12 +217,13 @@ func New(keys []string, entries [][]string) (*Matcher, error) {
 	m := &Matcher{
 		keys:    append([]string(nil), keys...),
 		entries: entries,
-		levels:  make([]map[uint64]int32, n+1),
+		levels:  make([]*hashIndex, n+1),
 		exact:   make([]map[string]int32, n+1),
 		all:     -1,
 	}
 	var hs [MaxKeys]uint64
 	m.enc = make([]string, len(entries))
+	tmp := make([]map[uint64]int32, n+1)
 	for i, e := range entries {
 		p := ExactPrefix(e)
 		if p == 0 {
@@ -232,33 +233,92 @@ func New(keys []string, entries [][]string) (*Matcher, error) {
 		m.enc[i] = string(encode(nil, e[:p]))
 		m.top = max(m.top, p)
 		if m.exact[p] != nil {
-			m.exact[p][string(encode(nil, e[:p]))] = int32(i)
+			m.exact[p][m.enc[i]] = int32(i)
 			continue
 		}
-		if m.levels[p] == nil {
-			m.levels[p] = make(map[uint64]int32)
+		if tmp[p] == nil {
+			tmp[p] = make(map[uint64]int32)
 		}
 		for k, v := range e[:p] {
 			hs[k] = Hash(v)
 		}
 		h := prefixHash(hs[:p])
-		if _, dup := m.levels[p][h]; dup {
-			m.rehashLevel(p)
-			m.exact[p][string(encode(nil, e[:p]))] = int32(i)
+		if _, dup := tmp[p][h]; dup {
+			// Two entries share a hash: this level is keyed by encodings.
+			m.exact[p] = make(map[string]int32, len(tmp[p])+1)
+			for _, j := range tmp[p] {
+				m.exact[p][m.enc[j]] = j
+			}
+			m.exact[p][m.enc[i]] = int32(i)
+			tmp[p] = nil
 			continue
 		}
-		m.levels[p][h] = int32(i)
+		tmp[p][h] = int32(i)
+	}
+	for p, lv := range tmp {
+		if lv != nil {
+			m.levels[p] = newHashIndex(lv)
+		}
 	}
 	return m, nil
 }
 
-// rehashLevel moves level p from hashed to exact keys after a collision.
+// rehashLevel moves level p from hashed to exact keys, as a collision
+// does (for tests).
 func (m *Matcher) rehashLevel(p int) {
-	m.exact[p] = make(map[string]int32, len(m.levels[p]))
-	for _, i := range m.levels[p] {
-		m.exact[p][string(encode(nil, m.entries[i][:p]))] = i
-	}
+	m.exact[p] = make(map[string]int32)
+	m.levels[p].each(func(i int32) { m.exact[p][m.enc[i]] = i })
 	m.levels[p] = nil
+}
+
+// hashIndex is an immutable open-addressed table from a prefix hash to an
+// entry index. The hashes are already keyed and uniform, so the table uses
+// them as they are (a Go map would hash them again) and probes linearly in
+// a power-of-two array at most half full.
+type hashIndex struct {
+	mask  uint64
+	slots []hashSlot
+}
+
+type hashSlot struct {
+	h uint64
+	i int32 // entry index + 1; 0: empty
+}
+
+func newHashIndex(m map[uint64]int32) *hashIndex {
+	size := 2
+	for size < 2*len(m) {
+		size <<= 1
+	}
+	x := &hashIndex{mask: uint64(size - 1), slots: make([]hashSlot, size)}
+	for h, i := range m {
+		j := h & x.mask
+		for x.slots[j].i != 0 {
+			j = (j + 1) & x.mask
+		}
+		x.slots[j] = hashSlot{h, i + 1}
+	}
+	return x
+}
+
+func (x *hashIndex) get(h uint64) (int32, bool) {
+	for j := h & x.mask; ; j = (j + 1) & x.mask {
+		s := &x.slots[j]
+		if s.i == 0 {
+			return 0, false
+		}
+		if s.h == h {
+			return s.i - 1, true
+		}
+	}
+}
+
+func (x *hashIndex) each(f func(int32)) {
+	for _, s := range x.slots {
+		if s.i != 0 {
+			f(s.i - 1)
+		}
+	}
 }
 
 // Keys returns the dimension keys in order. The slice must not be modified.
@@ -299,7 +359,7 @@ func (m *Matcher) MatchHashed(values []string, hashes []uint64) (int, bool) {
 		if lv := m.levels[p]; lv != nil {
 			// Recomputed per level rather than kept in an array: most
 			// lookups hit at the first level tried, and there are few.
-			if i, ok := lv[prefixHash(hashes[:p])]; ok && equal(m.entries[i][:p], values[:p]) {
+			if i, ok := lv.get(prefixHash(hashes[:p])); ok && equal(m.entries[i][:p], values[:p]) {
 				return int(i), true
 			}
 		} else if ex := m.exact[p]; ex != nil {
@@ -314,19 +374,24 @@ func (m *Matcher) MatchHashed(values []string, hashes []uint64) (int, bool) {
 	return 0, false
 }
 
-// MatchEncoded is MatchHashed with a hit confirmed by one comparison of
-// encodings instead of one per value: enc must hold the values' encoding
-// (AppendValue of each value in order) at least Depth() values deep, and
+// NextPrefix returns the prefix hash of the first p+1 values from prev,
+// that of the first p (0 for none), and h, Hash of value p. MatchEncoded
+// takes prefix hashes.
+func NextPrefix(prev, h uint64) uint64 { return mix(prev, h) }
+
+// MatchEncoded is MatchHashed with work shared across Matchers of the same
+// values: pre[p] must be the prefix hash of the first p values (NextPrefix,
+// from pre[0] = 0), enc their encoding (AppendValue of each in order), and
 // ends[p] the length of the encoding of the first p values, for
-// p ≤ Depth(). Callers matching many limits on the same values encode them
-// once.
-func (m *Matcher) MatchEncoded(values []string, hashes []uint64, enc []byte, ends []int) (int, bool) {
-	if len(values) != len(m.keys) || len(hashes) < m.top || len(ends) <= m.top {
+// p ≤ Depth(). A hit is confirmed by one comparison of encodings instead of
+// one per value.
+func (m *Matcher) MatchEncoded(values []string, pre []uint64, enc []byte, ends []int) (int, bool) {
+	if len(values) != len(m.keys) || len(pre) <= m.top || len(ends) <= m.top {
 		return 0, false
 	}
 	for p := m.top; p >= 1; p-- {
 		if lv := m.levels[p]; lv != nil {
-			if i, ok := lv[prefixHash(hashes[:p])]; ok && m.enc[i] == string(enc[:ends[p]]) {
+			if i, ok := lv.get(pre[p]); ok && m.enc[i] == string(enc[:ends[p]]) {
 				return int(i), true
 			}
 		} else if ex := m.exact[p]; ex != nil {

@@ -173,15 +173,15 @@ func FuzzNewAndMatch(f *testing.F) {
 		i, ok := m.Match(values)
 		if len(values) == len(keys) {
 			// MatchEncoded, with the values prepared once, agrees.
-			hs := make([]uint64, len(values))
+			pre := make([]uint64, len(values)+1)
 			ends := make([]int, len(values)+1)
 			var enc []byte
 			for k, v := range values {
-				hs[k] = match.Hash(v)
+				pre[k+1] = match.NextPrefix(pre[k], match.Hash(v))
 				enc = match.AppendValue(enc, v)
 				ends[k+1] = len(enc)
 			}
-			if j, jok := m.MatchEncoded(values, hs, enc, ends); j != i || jok != ok {
+			if j, jok := m.MatchEncoded(values, pre, enc, ends); j != i || jok != ok {
 				t.Fatalf("MatchEncoded(%q) = %d, %v; Match = %d, %v", values, j, jok, i, ok)
 			}
 		}

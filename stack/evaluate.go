@@ -166,6 +166,7 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 		hashedTo  int    // hashes[:hashedTo] are those of vals
 		encodedTo int    // enc holds the encoding of vals[:encodedTo]
 		ends      [match.MaxKeys + 1]int
+		pre       [match.MaxKeys + 1]uint64 // pre[p]: prefix hash of vals[:p], p ≤ hashedTo
 		encArr    [128]byte
 	)
 	enc := encArr[:0]
@@ -208,6 +209,7 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 			}
 			for ; hashedTo < l.depth; hashedTo++ {
 				hashes[hashedTo] = dc.hashOf(l.dim[hashedTo], vals[hashedTo])
+				pre[hashedTo+1] = match.NextPrefix(pre[hashedTo], hashes[hashedTo])
 				// The encoding too, while it fits: a hit is then confirmed
 				// by one comparison, not one per value.
 				if encodedTo == hashedTo && len(enc)+len(vals[hashedTo])+binary.MaxVarintLen64 <= cap(enc) {
@@ -222,7 +224,7 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 				var i int
 				var ok bool
 				if encodedTo >= l.depth {
-					i, ok = l.matcher.MatchEncoded(vals[:n], hashes[:l.depth], enc, ends[:])
+					i, ok = l.matcher.MatchEncoded(vals[:n], pre[:], enc, ends[:])
 				} else {
 					i, ok = l.matcher.MatchHashed(vals[:n], hashes[:l.depth])
 				}
