@@ -22,13 +22,14 @@ var errNegativeCost = errors.New("stack: negative token cost")
 // item is one bucket that applies to the request being decided.
 type item struct {
 	rb     *rateBucket // and through it, its entry and limit
-	k0, k1 int32       // the per-value bucket key (a digest) in the key buffer (tables only)
+	k0, k1 int32       // the per-value bucket key (appendBucketKey) in the key buffer (tables only)
 	rank   int32       // rb.rank, kept here for the sort
 	taken  bool
 	cost   int
 	lease  uint64 // connections: the lease taken
 }
 
+// take takes the item's cost from its bucket (a probe after a denial).
 func (it *item) take(kb []byte, t time.Time, s *Stack) bucket.Result {
 	rb := it.rb
 	if rb.shared != nil {
@@ -78,11 +79,13 @@ func (it *item) refund(kb []byte, t time.Time) {
 // so the allowed path allocates nothing for ordinary configurations.
 //
 // Each distinct dimension name is looked up in keys once and its value
-// hashed at most once (for matching); a wildcard entry's bucket key is a
-// fixed-size keyed digest of the request's values at its "*" positions, so
-// neither the work nor the memory of a bucket grows with the length of the
-// values. Items arrive nearly in rank order (c.order) and are kept sorted
-// by an insertion on their precomputed rank.
+// hashed at most once (for matching); limits with the same keys as the one
+// visited before share its values, hashes and encoding. A wildcard entry's
+// bucket key is the request's value at its "*" position, or a keyed
+// 128-bit digest of its values (appendBucketKey), so the memory of a
+// bucket never grows with the length of the values. Items arrive nearly in
+// rank order (c.order) and are kept sorted by an insertion on their
+// precomputed rank.
 //
 // With r non-nil (Reserve), connections limits are evaluated too, and on an
 // allowed decision the buckets taken are recorded in r for settlement.
