@@ -67,7 +67,7 @@ func TestHTTPExample(t *testing.T) {
 	get("/report", "carol")
 	get("/report", "dave")
 	res, body = get("/report", "erin")
-	if res.StatusCode != 429 || body != `{"error":"Rate limit exceeded","success":false,"limitKey":"per-route/route=GET /report","metric":"requests","retryAfter":30}` {
+	if res.StatusCode != 429 || body != `{"error":"Rate limit exceeded","success":false,"limitKey":"per-route/route=GET %2Freport","metric":"requests","retryAfter":30}` {
 		t.Errorf("third /report: %d %s", res.StatusCode, body)
 	}
 	if got := res.Header.Get("RateLimit-Policy"); got != `"per-route";q=2;w=60` {
