@@ -3,6 +3,7 @@ package stack_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -129,5 +130,64 @@ func TestMaxBucketsConcurrent(t *testing.T) {
 	wg.Wait()
 	if allowed.Load() != n || capacity.Load() != 800-n {
 		t.Errorf("%d allowed, %d capacity denials of 800 new callers with room for %d", allowed.Load(), capacity.Load(), n)
+	}
+}
+
+// Many goroutines on shared per-caller buckets while time moves and
+// refilled buckets are reclaimed and re-created: in every window of
+// instants, no caller is admitted more than burst + rate·Δt.
+func TestConcurrentWindowsHoldAcrossReclaims(t *testing.T) {
+	for _, opts := range [][]stack.Option{nil, {stack.WithMaxBuckets(8)}} {
+		clock := limitertest.NewClock(limitertest.Start)
+		const burst, perSecond = 5, 20
+		cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "per-caller", DimensionKeys: []string{"caller"},
+			Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: perSecond, Period: "second", Burst: burst}}}}}}}
+		s, err := stack.New(cfg, append([]stack.Option{stack.WithClock(clock.Now)}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		admitted := map[string][]time.Duration{}
+		var wg sync.WaitGroup
+		for g := 0; g < 4; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 2000; i++ {
+					if i%8 == 0 {
+						clock.Advance(3 * time.Millisecond)
+					}
+					caller := fmt.Sprint("c", (i*7+g)%16)
+					at := clock.Now()
+					d, err := s.AllowAt(context.Background(), sluice.NewKeys("caller", caller), at, 0)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if d.Allowed {
+						mu.Lock()
+						admitted[caller] = append(admitted[caller], at.Sub(limitertest.Start))
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		total := 0
+		for caller, ts := range admitted {
+			slices.Sort(ts)
+			total += len(ts)
+			for i := range ts {
+				for j := i; j < len(ts); j++ {
+					allowed := burst + int(int64(perSecond)*int64(ts[j]-ts[i])/int64(time.Second))
+					if n := j - i + 1; n > allowed {
+						t.Fatalf("%s admitted %d in [%v, %v], more than %d", caller, n, ts[i], ts[j], allowed)
+					}
+				}
+			}
+		}
+		if total < 16*burst {
+			t.Fatalf("only %d requests admitted: the test exercised nothing", total)
+		}
 	}
 }
