@@ -155,9 +155,12 @@ func TestConcurrentWindowsHoldAcrossReclaims(t *testing.T) {
 				defer wg.Done()
 				for i := 0; i < 2000; i++ {
 					if i%8 == 0 {
-						clock.Advance(3 * time.Millisecond)
+						clock.Advance(10 * time.Millisecond)
 					}
-					caller := fmt.Sprint("c", (i*7+g)%16)
+					// Groups of four callers take turns: a group is busy for
+					// about 125 ms, then idle long enough to refill, be
+					// reclaimed and come back to a new bucket.
+					caller := fmt.Sprint("c", (i/100)%8*4+(i+g)%4)
 					at := clock.Now()
 					d, err := s.AllowAt(context.Background(), sluice.NewKeys("caller", caller), at, 0)
 					if err != nil {
@@ -186,7 +189,7 @@ func TestConcurrentWindowsHoldAcrossReclaims(t *testing.T) {
 				}
 			}
 		}
-		if total < 16*burst {
+		if total < 32*burst {
 			t.Fatalf("only %d requests admitted: the test exercised nothing", total)
 		}
 	}
