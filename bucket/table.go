@@ -50,11 +50,12 @@ import (
 // slots of their shard as they pass (and, now and then, of another shard),
 // and an insert that would grow an array first sweeps all of it. So the
 // memory of buckets that have refilled comes back, and the arrays shrink,
-// within a bounded number of operations on the Table after the buckets go
-// idle, whether or not new keys arrive.
+// within a bounded number of takes on the Table after the buckets go idle,
+// whether or not new keys arrive.
 //
 // Dropping a bucket is conservative: each shard remembers the latest instant
-// it has swept or inserted at (its high-water mark H) and creates buckets
+// a take or charge has swept or inserted at (its high-water mark H; lookups
+// such as TokensAt do not move it) and creates buckets
 // "full at H", so a caller with an instant older than H sees a new bucket
 // refilled only up to its own instant, never more than a dropped bucket
 // would have given it.
@@ -480,7 +481,7 @@ func (t *Table) slotForMode(d digest, ns int64, m mode) (s *shard, i int, p *par
 		}
 		p = t.p.Load()
 		if s.ops++; s.ops%sweepEvery == 0 {
-			t.maintain(set, s, p, ns)
+			t.maintain(set, s, p, ns, m != modeLookup)
 		}
 		i, found := s.find(d)
 		if found || m == modeLookup {
@@ -518,9 +519,16 @@ func (s *shard) raise(ns int64) {
 
 // maintain is the amortised sweep run by every sweepEvery-th operation on s
 // (locked).
-func (t *Table) maintain(set *shardSet, s *shard, p *params, ns int64) {
+//
+// Only operations that may change a bucket at ns (takes and charges) move
+// the high-water mark up to ns; lookups and refunds sweep at the mark as it
+// is, so a query about a future instant cannot make new buckets start "full
+// at" that instant.
+func (t *Table) maintain(set *shardSet, s *shard, p *params, ns int64, raise bool) {
 	if len(s.slots) > 0 {
-		s.raise(ns)
+		if raise {
+			s.raise(ns)
+		}
 		t.sweep(s, p, sweepSlots, reclaimGrace)
 	}
 	if s.ops%visitEvery == 0 && len(set.shards) > 1 {
@@ -528,7 +536,9 @@ func (t *Table) maintain(set *shardSet, s *shard, p *params, ns int64) {
 		o := &set.shards[(uint64(s.idx)+uint64(s.visits))&set.mask]
 		if o != s && o.mu.TryLock() {
 			if !o.moved && len(o.slots) > 0 {
-				o.raise(ns)
+				if raise {
+					o.raise(ns)
+				}
 				t.sweep(o, p, visitSlots, reclaimGrace)
 			}
 			o.mu.Unlock()

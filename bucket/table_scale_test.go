@@ -101,7 +101,7 @@ func TestEmptyTableIsSmall(t *testing.T) {
 }
 
 // Buckets that have refilled are reclaimed, and the memory comes back, with
-// no new key arriving: only lookups of a few existing keys drive the sweep.
+// no new key arriving: only takes on 100 existing keys drive the sweep.
 func TestTableReclaimsIdleWithoutInserts(t *testing.T) {
 	n := 100_000
 	if raceEnabled || testing.Short() {
@@ -111,9 +111,6 @@ func TestTableReclaimsIdleWithoutInserts(t *testing.T) {
 	tab := bucket.NewTable(10, 5) // a key that took one token is full 100 ms later
 	fillKeys(t, tab, n, 16)
 	full := liveHeap() - before
-	// One hour later every bucket has refilled. Look up 100 of the keys
-	// (TokensAt: no take, no insert) until the Table has shrunk.
-	later := at(time.Hour)
 	keys := make([][]byte, 100)
 	for i := range keys {
 		keys[i] = make([]byte, 16)
@@ -122,40 +119,61 @@ func TestTableReclaimsIdleWithoutInserts(t *testing.T) {
 		}
 		binary.LittleEndian.PutUint64(keys[i], uint64(i))
 	}
+	// From one hour later on, every bucket has refilled. Take from 100 of
+	// the keys, a second apart, until only they are left.
 	const maxOps = 8_000_000
-	lookups := func(n int) {
+	step := 0
+	takes := func(n int) {
+		step++
+		now := at(time.Hour + time.Duration(step)*time.Second)
 		for i := range n {
-			k := keys[i%len(keys)]
-			if got := tab.TokensAt(string(k), later); got != 5 {
-				t.Fatalf("key %d after an hour: %v tokens, want 5", i%len(keys), got)
-			}
+			tab.AllowN(string(keys[i%len(keys)]), now, 1)
 		}
 	}
 	ops := 0
-	for ; ops < maxOps && tab.Len() > 0; ops += 10_000 {
-		lookups(10_000)
+	for ; ops < maxOps && tab.Len() > len(keys); ops += 10_000 {
+		takes(10_000)
 	}
-	if l := tab.Len(); l != 0 {
-		t.Fatalf("after %d lookups, %d of %d refilled buckets are still live", ops, l, n)
+	if l := tab.Len(); l > len(keys) {
+		t.Fatalf("after %d takes on %d keys, %d of %d refilled buckets are still live", ops, len(keys), l, n)
 	}
 	// The arrays shrink after a sweep pass that found them mostly empty;
-	// what is left is the Table, its 16 shard headers (2 KiB) and the 100
-	// lookup keys.
-	const overhead = 16 << 10
+	// what is left is the Table, its 16 shard headers (2 KiB), the arrays
+	// of the 100 live buckets (about 6 KiB) and the 100 keys (4 KiB).
+	const overhead = 32 << 10
 	reclaimed := ops
 	left := liveHeap() - before
 	for ; ops < maxOps && left > overhead; ops += 100_000 {
-		lookups(100_000)
+		takes(100_000)
 		left = liveHeap() - before
 	}
 	runtime.KeepAlive(tab)
-	t.Logf("%d keys: %d KiB live; every bucket reclaimed after %d lookups, %d KiB left after %d", n, full>>10, reclaimed, left>>10, ops)
+	t.Logf("%d keys: %d KiB live; all but the 100 in use reclaimed after %d takes, %d KiB left after %d", n, full>>10, reclaimed, left>>10, ops)
 	if left > overhead {
-		t.Fatalf("the Table still holds %d bytes after %d lookups", left, ops)
+		t.Fatalf("the Table still holds %d bytes after %d takes", left, ops)
 	}
 	// A reclaimed key comes back full (its high-water mark is now later).
-	if r := tab.TakeN(string(keys[0]), later, 5); !r.OK {
+	if r := tab.TakeN(string(keys[0])+"x", at(2*time.Hour), 5); !r.OK {
+		t.Fatalf("a new key after the reclaim: %+v, want the full burst", r)
+	}
+	binary.LittleEndian.PutUint64(keys[0], uint64(len(keys)+1)) // a filled key, not one of the 100
+	if r := tab.TakeN(string(keys[0]), at(2*time.Hour), 5); !r.OK {
 		t.Fatalf("a reclaimed key: %+v, want the full burst", r)
+	}
+}
+
+// A query about a future instant does not move the high-water mark: a
+// new key's bucket is still full for callers at the present.
+func TestTableLookupDoesNotMoveHighWaterMark(t *testing.T) {
+	tab := bucket.NewTable(1, 2, bucket.WithShards(1))
+	for i := range 1000 {
+		tab.TakeN("k"+strconv.Itoa(i), t0, 1)
+		tab.TokensAt("k"+strconv.Itoa(i), at(24*time.Hour)) // what-if: tomorrow
+		tab.RefundN("k"+strconv.Itoa(i), at(24*time.Hour), 1)
+		tab.TakeN("k"+strconv.Itoa(i), at(24*time.Hour), 0)
+	}
+	if r := tab.TakeN("new", t0, 2); !r.OK {
+		t.Fatalf("a new key at t0 after queries about tomorrow: %+v, want the full burst", r)
 	}
 }
 
