@@ -3,6 +3,7 @@ package sluice_test
 import (
 	"bytes"
 	"go/ast"
+	"go/format"
 	"go/parser"
 	"go/token"
 	"os"
@@ -64,6 +65,9 @@ func exampleSource(t *testing.T, file, fn string) (body string, imports map[stri
 	src, err := os.ReadFile(filepath.FromSlash(file))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if formatted, err := format.Source(src); err != nil || !bytes.Equal(formatted, src) {
+		t.Errorf("%s is not gofmt-formatted (err %v): format it, then copy the example into README.md", file, err)
 	}
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, file, src, parser.ParseComments)

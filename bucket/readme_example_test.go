@@ -17,6 +17,7 @@ import (
 func Example_comingFromRate() {
 	b := bucket.New(20, 50) // rate.NewLimiter(20, 50): 20 tokens a second, bursts of 50
 	fmt.Println(b.Allow())  // lim.Allow()
+
 	if err := b.WaitN(context.Background(), 9); err != nil { // lim.WaitN(ctx, 9): no wait here
 		log.Fatal(err)
 	}
