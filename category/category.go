@@ -8,6 +8,9 @@
 // category (the Amazon EC2 model). An action may also drain a resource bucket
 // by the number of resources in the request, stacked with its request bucket:
 // both must pass, and a denied request consumes from neither.
+//
+// The Amazon ECS table ships with the package: New(ECS()) throttles like the
+// ECS API, category by category.
 package category
 
 import (
