@@ -177,3 +177,25 @@ func FuzzResponse(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkRenderDecision compares Response.Append with the three steps it
+// replaces (Decision.Err, AsThrottled, AppendJSONRPC), on one JSON-RPC denial.
+func BenchmarkRenderDecision(b *testing.B) {
+	d := decisionOf(targetErr)
+	id := []byte(`"request-1"`)
+	buf := make([]byte, 0, 512)
+	b.Run("three-steps", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			te, _ := slerrors.AsThrottled(d.Err())
+			buf = slerrors.AppendJSONRPC(buf[:0], te, id, 0)
+		}
+	})
+	b.Run("Response", func(b *testing.B) {
+		r := slerrors.Response{Format: slerrors.JSONRPC, ID: id}
+		b.ReportAllocs()
+		for b.Loop() {
+			buf = r.Append(buf[:0], d)
+		}
+	})
+}
