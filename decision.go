@@ -67,8 +67,12 @@ type Decision struct {
 
 	// Evaluated lists every bucket checked for this request as
 	// "{rateLimitId}:{metric}:{v1,v2}", in the order they were evaluated
-	// (stricter first), once each. Engines fill it only when asked to
-	// (sluice.WithEvaluated), since it allocates.
+	// (stricter first), once each.
+	//
+	// It is nil unless the context given to Allow or Reserve came from
+	// WithEvaluated: building it allocates, so engines skip it otherwise.
+	// otelattr.Wrap asks for it when the request's span is recording; code
+	// that calls otelattr.Record itself must pass such a context.
 	Evaluated []string
 }
 

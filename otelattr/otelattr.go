@@ -8,6 +8,11 @@
 //	<namespace>.resolved_values  the request's values, ","       (throttled only)
 //	<namespace>.evaluated        every bucket checked, in evaluation order, as "{id}:{metric}:{values}"
 //
+// The evaluated attribute is Decision.Evaluated, which engines fill only when
+// called with a context from sluice.WithEvaluated. Wrap does that whenever
+// the span is recording; if you call Record yourself, decide with
+// sluice.WithEvaluated(ctx), or the attribute is an empty list.
+//
 // Two schemas are provided: Default, under sluice's own namespace
 // "sluice.ratelimit", and Gateway, which emits exactly the gateway's names
 // ("aws.agentcore.gateway.throttle.customer.*") so that existing dashboards
