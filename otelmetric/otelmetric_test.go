@@ -427,7 +427,7 @@ func TestBackendErrorsThroughStack(t *testing.T) {
 	}
 	want := map[string]int64{
 		"sluice.ratelimit.decision=allowed,sluice.ratelimit.limit_key=": 1,
-		"sluice.ratelimit.decision=error":                                1,
+		"sluice.ratelimit.decision=error":                               1,
 	}
 	if diff := cmp.Diff(want, sums(t, got[otelmetric.Decisions])); diff != "" {
 		t.Errorf("%s (-want +got):\n%s", otelmetric.Decisions, diff)
