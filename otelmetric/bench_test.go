@@ -62,3 +62,28 @@ func BenchmarkOverhead(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkOverheadParallel is BenchmarkOverhead/trivial with every
+// goroutine deciding at once: the per-limit counter is shared.
+func BenchmarkOverheadParallel(b *testing.B) {
+	fixed := sluice.Decision{Allowed: true, LimitID: "per-caller", Limit: 100, Remaining: 50}
+	trivial := sluice.LimiterFunc(func(context.Context, sluice.Keys) (sluice.Decision, error) { return fixed, nil })
+	m, err := otelmetric.New(sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader())))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, side := range []struct {
+		name string
+		l    sluice.Limiter
+	}{{"bare", trivial}, {"metrics", m.Wrap(trivial)}} {
+		b.Run(side.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				ctx, keys := context.Background(), sluice.NewKeys("caller", "alice")
+				for pb.Next() {
+					_, _ = side.l.Allow(ctx, keys)
+				}
+			})
+		})
+	}
+}
