@@ -446,11 +446,10 @@ func (m *Metrics) count(d *sluice.Decision, err error, last *atomic.Pointer[cell
 // l is a sluice.Reserver, so is the result, and reservations are counted as
 // decisions too. The result is safe for concurrent use if l is.
 func (m *Metrics) Wrap(l sluice.Limiter) sluice.Limiter {
-	w := &wrapper{m: m, inner: l}
 	if r, ok := l.(sluice.Reserver); ok {
-		return &reserverWrapper{wrapper: w, inner: r}
+		return &reserverWrapper{wrapper: wrapper{m: m, inner: l}, inner: r}
 	}
-	return w
+	return &wrapper{m: m, inner: l}
 }
 
 type wrapper struct {
@@ -476,8 +475,10 @@ func (w *wrapper) Allow(ctx context.Context, keys sluice.Keys) (d sluice.Decisio
 	return d, err
 }
 
+// reserverWrapper embeds the wrapper by value, first, so that its promoted
+// Allow is a plain jump.
 type reserverWrapper struct {
-	*wrapper
+	wrapper
 	inner sluice.Reserver
 }
 
