@@ -79,7 +79,7 @@ func (o ticksOption) applySource(s *Source) { s.ticks = o.c }
 // WithTicks makes Run refresh on each value received from c instead of on
 // its own ticker (the interval is then c's business). Tests drive a Source
 // this way without waiting; a program can share one scheduler among several
-// sources.
+// sources. If c is closed, Run stops refreshing and waits for its context.
 func WithTicks(c <-chan time.Time) SourceOption { return ticksOption{c} }
 
 // NewSource returns a Source that keeps st's configuration in step with the

@@ -2,7 +2,7 @@
 // OpenTelemetry metrics for Prometheus, through the OpenTelemetry Prometheus
 // exporter, while reloading its limits from a file.
 //
-//	go run ./examples/metrics -config limits.json -addr 127.0.0.1:8080
+//	go run ./examples/metrics -config examples/metrics/limits.json -addr 127.0.0.1:8080
 //	curl -H 'X-API-Key: alice' http://127.0.0.1:8080/hello
 //	curl http://127.0.0.1:8080/metrics | grep sluice_
 //
