@@ -17,10 +17,12 @@
 // rateLimitId: the denying limit, or on an allowed decision the tightest
 // one; never the request's values, so the cardinality is the number of
 // configured limits) and sluice.ratelimit.metric (the denying limit's
-// metric; absent on allowed decisions). Summed over its attributes, each
-// metric stays meaningful: sluice.decisions sums to the number of calls, so
-// shadow-mode would-denials, which happen on allowed requests, have their own
-// counter.
+// metric; absent on allowed decisions). The duration histogram has the
+// same attributes as sluice.decisions; sluice.shadow.denials has only the
+// shadow limit's id. Summed over its attributes, each metric stays
+// meaningful: sluice.decisions sums to the number of calls, so a shadow-mode
+// would-denial, an event in addition to the request's own decision, has its
+// own counter.
 //
 // Use it in three places:
 //
