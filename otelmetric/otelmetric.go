@@ -42,7 +42,7 @@
 // clock readings and a synchronous SDK call (about 300 ns together on the
 // benchmark machine), so by default one decision in
 // DefaultDurationSampling is timed (WithDurationSampling). Measured through
-// the sluice.Limiter interface, the default adds about 30 ns per decision
+// the sluice.Limiter interface, the default adds 22–34 ns per decision
 // (BENCHMARKS.md).
 package otelmetric
 
