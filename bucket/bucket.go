@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	slerrors "github.com/sluicehq/sluice/errors"
 	"golang.org/x/time/rate"
@@ -38,8 +39,13 @@ type Result struct {
 	// never be admitted and RetryAfter is 0. Permanent is set too.
 	OverBurst bool
 	// Permanent is set on a denial that no wait can cure: OverBurst, or a
-	// rate of zero (no refill) with too few tokens left.
+	// rate of zero (no refill) with too few tokens left, or a Table whose
+	// Budget has a bound of zero.
 	Permanent bool
+	// BudgetFull is set when a Table denied the take because the key has no
+	// bucket and its Budget has no room for one; see Budget for the policy
+	// and the RetryAfter reported.
+	BudgetFull bool
 
 	// For RefundTake: the state the take left and the parameters it used.
 	tat int64
@@ -64,13 +70,23 @@ type Result struct {
 type Bucket struct {
 	c     atomic.Pointer[core]
 	mu    sync.Mutex // serializes setters only
-	clock Clock
-	sys   bool // clock is the system clock: Allow reads the monotonic clock only
+	now   func() time.Time
+	sleep func(ctx context.Context, d time.Duration) error
+	sys   bool // now is the system clock: Allow reads the monotonic clock only
 }
 
+// cacheLine is the padding that keeps a contended word away from anything
+// else.
+const cacheLine = 64
+
+// core is the parameters and state of a Bucket. The state word, the only
+// one written, sits on a cache line of its own, so concurrent takes do not
+// invalidate the line holding the parameters that every take reads.
 type core struct {
 	params
+	_   [cacheLine - unsafe.Sizeof(params{})%cacheLine]byte
 	tat atomic.Int64
+	_   [cacheLine - 8]byte
 }
 
 // New returns a Bucket refilled at r tokens per second holding at most b
@@ -78,14 +94,14 @@ type core struct {
 // r ≤ 0 admits b tokens and then nothing; b ≤ 0 admits nothing. Finite rates
 // above MaxRate are treated as MaxRate, bursts above MaxBurst as MaxBurst.
 func New(r rate.Limit, b int, opts ...Option) *Bucket {
-	cfg := config{clock: systemClock{}}
-	for _, o := range opts {
-		if o != nil {
-			o.apply(&cfg)
-		}
+	cfg := newConfig(opts)
+	bk := &Bucket{now: cfg.now, sleep: cfg.sleep, sys: cfg.now == nil}
+	if bk.sys {
+		bk.now = sysTime
 	}
-	_, sys := cfg.clock.(systemClock)
-	bk := &Bucket{clock: cfg.clock, sys: sys}
+	if bk.sleep == nil {
+		bk.sleep = sysSleep
+	}
 	c := &core{params: newParams(r, b)}
 	c.tat.Store(fresh)
 	bk.c.Store(c)
@@ -99,7 +115,7 @@ func (b *Bucket) Allow() bool {
 	if b.sys {
 		return b.allowNs(sysNow(), 1)
 	}
-	return b.allowNs(nsOf(b.clock.Now()), 1)
+	return b.allowNs(nsOf(b.now()), 1)
 }
 
 // AllowN reports whether n tokens may be taken at t, and takes them if so.
@@ -182,7 +198,7 @@ func (b *Bucket) ChargeN(t time.Time, n int) {
 
 // Tokens returns the number of tokens available now.
 func (b *Bucket) Tokens() float64 {
-	return b.TokensAt(b.clock.Now())
+	return b.TokensAt(b.now())
 }
 
 // TokensAt returns the number of tokens available at t, negative in debt.
@@ -227,10 +243,10 @@ func (b *Bucket) Reconfigure(t time.Time, r rate.Limit, n int) {
 }
 
 // SetLimit is SetLimitAt at the clock's now.
-func (b *Bucket) SetLimit(r rate.Limit) { b.SetLimitAt(b.clock.Now(), r) }
+func (b *Bucket) SetLimit(r rate.Limit) { b.SetLimitAt(b.now(), r) }
 
 // SetBurst is SetBurstAt at the clock's now.
-func (b *Bucket) SetBurst(n int) { b.SetBurstAt(b.clock.Now(), n) }
+func (b *Bucket) SetBurst(n int) { b.SetBurstAt(b.now(), n) }
 
 // reconfigure seals the current state so no take can land on it, converts
 // it to the new parameters and publishes the result. b.mu must be held.
@@ -258,7 +274,7 @@ func (b *Bucket) Wait(ctx context.Context) error { return b.WaitN(ctx, 1) }
 // rate.Inf), or ErrWouldExceedDeadline (which matches
 // context.DeadlineExceeded) when the wait would pass ctx's deadline. If ctx
 // ends while waiting, the tokens are given back and ctx.Err() returned.
-// The wait uses the bucket's Clock.
+// The wait uses the bucket's clock and sleep (WithClock, WithSleep).
 func (b *Bucket) WaitN(ctx context.Context, n int) error {
 	c := b.c.Load()
 	if !c.inf && n > 0 && (int64(n) > c.n || n > c.burst) {
@@ -268,7 +284,7 @@ func (b *Bucket) WaitN(ctx context.Context, n int) error {
 		return err
 	}
 	for {
-		now := b.clock.Now()
+		now := b.now()
 		limit := time.Duration(math.MaxInt64) // no deadline
 		dl, hasDeadline := ctx.Deadline()
 		if hasDeadline {
@@ -290,7 +306,7 @@ func (b *Bucket) WaitN(ctx context.Context, n int) error {
 		if wait == 0 {
 			return nil
 		}
-		if err := b.clock.Sleep(ctx, wait); err != nil {
+		if err := b.sleep(ctx, wait); err != nil {
 			b.RefundN(now, n)
 			return err
 		}

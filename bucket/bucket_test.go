@@ -191,7 +191,7 @@ func TestRefundIsExactInverse(t *testing.T) {
 
 func TestChargeIntoDebtThenWait(t *testing.T) {
 	clk := newFakeClock()
-	b := bucket.New(10, 10, bucket.WithClock(clk))
+	b := bucket.New(10, 10, fakeClockOpts(clk)...)
 	start := clk.Now()
 	b.ChargeN(start, 30) // 20 in debt
 	if got := b.TokensAt(start); got != -20 {
@@ -210,7 +210,7 @@ func TestChargeIntoDebtThenWait(t *testing.T) {
 
 func TestWaitN(t *testing.T) {
 	t.Run("over burst", func(t *testing.T) {
-		b := bucket.New(10, 3, bucket.WithClock(newFakeClock()))
+		b := bucket.New(10, 3, fakeClockOpts(newFakeClock())...)
 		err := b.WaitN(context.Background(), 4)
 		if !errors.Is(err, bucket.ErrCostExceedsBurst) {
 			t.Fatalf("WaitN(4) on burst 3: %v, want ErrCostExceedsBurst", err)
@@ -218,7 +218,7 @@ func TestWaitN(t *testing.T) {
 	})
 	t.Run("deadline too close returns at once consuming nothing", func(t *testing.T) {
 		clk := newFakeClock()
-		b := bucket.New(10, 1, bucket.WithClock(clk))
+		b := bucket.New(10, 1, fakeClockOpts(clk)...)
 		b.AllowN(clk.Now(), 1)
 		ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(99*time.Millisecond))
 		defer cancel()
@@ -236,7 +236,7 @@ func TestWaitN(t *testing.T) {
 	})
 	t.Run("deadline exactly enough waits", func(t *testing.T) {
 		clk := newFakeClock()
-		b := bucket.New(10, 1, bucket.WithClock(clk))
+		b := bucket.New(10, 1, fakeClockOpts(clk)...)
 		b.AllowN(clk.Now(), 1)
 		ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(100*time.Millisecond))
 		defer cancel()
@@ -249,7 +249,7 @@ func TestWaitN(t *testing.T) {
 	})
 	t.Run("cancelled while waiting gives tokens back", func(t *testing.T) {
 		clk := &cancelClock{fakeClock: newFakeClock()}
-		b := bucket.New(10, 1, bucket.WithClock(clk))
+		b := bucket.New(10, 1, fakeClockOpts(clk)...)
 		b.AllowN(clk.Now(), 1)
 		before := b.TokensAt(clk.Now())
 		ctx, cancel := context.WithCancel(context.Background())
@@ -263,7 +263,7 @@ func TestWaitN(t *testing.T) {
 	})
 	t.Run("deadline already passed on the clock", func(t *testing.T) {
 		clk := newFakeClock()
-		b := bucket.New(10, 1, bucket.WithClock(clk))
+		b := bucket.New(10, 1, fakeClockOpts(clk)...)
 		ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(time.Second))
 		defer cancel()
 		clk.Advance(2 * time.Second)
@@ -276,7 +276,7 @@ func TestWaitN(t *testing.T) {
 		}
 	})
 	t.Run("already cancelled", func(t *testing.T) {
-		b := bucket.New(10, 1, bucket.WithClock(newFakeClock()))
+		b := bucket.New(10, 1, fakeClockOpts(newFakeClock())...)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		if err := b.Wait(ctx); !errors.Is(err, context.Canceled) {
@@ -285,7 +285,7 @@ func TestWaitN(t *testing.T) {
 	})
 	t.Run("rate 0 with a deadline", func(t *testing.T) {
 		clk := newFakeClock()
-		b := bucket.New(0, 1, bucket.WithClock(clk))
+		b := bucket.New(0, 1, fakeClockOpts(clk)...)
 		b.AllowN(clk.Now(), 1)
 		ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(time.Hour))
 		defer cancel()
@@ -294,11 +294,19 @@ func TestWaitN(t *testing.T) {
 		}
 	})
 	t.Run("Inf ignores burst", func(t *testing.T) {
-		b := bucket.New(rate.Inf, 0, bucket.WithClock(newFakeClock()))
+		b := bucket.New(rate.Inf, 0, fakeClockOpts(newFakeClock())...)
 		if err := b.WaitN(context.Background(), 100); err != nil {
 			t.Fatal(err)
 		}
 	})
+}
+
+// fakeClockOpts makes a Bucket read c's time and sleep on it.
+func fakeClockOpts(c interface {
+	Now() time.Time
+	Sleep(context.Context, time.Duration) error
+}) []bucket.Option {
+	return []bucket.Option{bucket.WithClock(c.Now), bucket.WithSleep(c.Sleep)}
 }
 
 // cancelClock cancels the context instead of letting the sleep end.
@@ -370,7 +378,7 @@ func TestSetLimitAndBurstKeepTokens(t *testing.T) {
 
 func TestClockConveniences(t *testing.T) {
 	clk := newFakeClock()
-	b := bucket.New(1, 1, bucket.WithClock(clk), nil)
+	b := bucket.New(1, 1, bucket.WithClock(clk.Now), nil, bucket.WithSleep(nil), bucket.WithClock(nil))
 	if !b.Allow() || b.Allow() {
 		t.Fatal("Allow: want one grant then a denial")
 	}

@@ -5,25 +5,13 @@ import (
 	"time"
 )
 
-// Clock is the time source of a Bucket: Now for Allow, Tokens, SetLimit,
-// SetBurst and Wait, and Sleep for Wait. A fake Clock whose Sleep advances
-// its own time lets tests drive Wait without sleeping.
-type Clock interface {
-	// Now returns the current instant.
-	Now() time.Time
-	// Sleep blocks until d has passed on this clock or ctx is done, and
-	// returns ctx.Err() in the latter case.
-	Sleep(ctx context.Context, d time.Duration) error
-}
+// sysTime is the system clock for methods that need a time.Time: the wall
+// clock advanced by the monotonic clock only, like sysNow, so a wall-clock
+// step never moves a bucket's time backwards.
+func sysTime() time.Time { return sysBase.Add(time.Since(sysBase)) }
 
-// systemClock is the real time.
-type systemClock struct{}
-
-// Now is the wall clock advanced by the monotonic clock only, like Allow's
-// sysNow: a wall-clock step never moves a bucket's time backwards.
-func (systemClock) Now() time.Time { return sysBase.Add(time.Since(sysBase)) }
-
-func (systemClock) Sleep(ctx context.Context, d time.Duration) error {
+// sysSleep is the real sleep of Wait.
+func sysSleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -38,26 +26,63 @@ func (systemClock) Sleep(ctx context.Context, d time.Duration) error {
 type Option interface{ apply(*config) }
 
 type config struct {
-	clock  Clock
+	now    func() time.Time // nil: the system clock
+	sleep  func(ctx context.Context, d time.Duration) error
 	shards int
+	budget *Budget
 }
 
-type clockOption struct{ c Clock }
+type optionFunc func(*config)
 
-func (o clockOption) apply(cfg *config) {
-	if o.c != nil {
-		cfg.clock = o.c
+func (f optionFunc) apply(cfg *config) { f(cfg) }
+
+// WithClock sets the time source of the methods that read the current
+// instant: Bucket.Allow, Tokens, SetLimit, SetBurst and Wait, and
+// Table.Allow and Table.Take (default: the system clock, read through the
+// monotonic clock). A nil func is ignored. Every other method takes an
+// explicit instant.
+func WithClock(now func() time.Time) Option {
+	return optionFunc(func(cfg *config) {
+		if now != nil {
+			cfg.now = now
+		}
+	})
+}
+
+// WithSleep sets how Bucket.Wait sleeps (default: a real timer). sleep must
+// block until d has passed on the bucket's clock or ctx is done, and return
+// ctx.Err() in the latter case. A test clock whose sleep advances its own
+// time drives Wait without sleeping. A nil func is ignored; NewTable
+// ignores this option.
+func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
+	return optionFunc(func(cfg *config) {
+		if sleep != nil {
+			cfg.sleep = sleep
+		}
+	})
+}
+
+// WithShards sets the largest number of shards a Table splits into, rounded
+// up to a power of two between 1 and 4096 (default 16). A Table starts with
+// one shard and splits when it grows past a few hundred live keys, so a
+// small Table stays small. New ignores this option.
+func WithShards(n int) Option {
+	return optionFunc(func(cfg *config) { cfg.shards = n })
+}
+
+// WithBudget makes a Table count its live buckets against b, shared with
+// every other Table given the same Budget. New ignores this option. See
+// Budget for the policy when it is full.
+func WithBudget(b *Budget) Option {
+	return optionFunc(func(cfg *config) { cfg.budget = b })
+}
+
+func newConfig(opts []Option) config {
+	var cfg config
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
 	}
+	return cfg
 }
-
-// WithClock sets the clock used by Allow, Tokens, SetLimit, SetBurst and
-// Wait (default: the real time). A nil Clock is ignored.
-func WithClock(c Clock) Option { return clockOption{c} }
-
-type shardsOption int
-
-func (o shardsOption) apply(cfg *config) { cfg.shards = int(o) }
-
-// WithShards sets the number of shards of a Table, rounded up to a power of
-// two between 1 and 4096 (default: 16 per CPU, at least 64). New ignores it.
-func WithShards(n int) Option { return shardsOption(n) }

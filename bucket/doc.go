@@ -20,7 +20,7 @@
 //
 // Every time-dependent method has an explicit-instant form (AllowN, TakeN,
 // TokensAt, SetLimitAt, …); only Allow, Tokens, SetLimit, SetBurst and Wait
-// read the [Clock]. A new bucket is full at whatever instant it is first
+// read the clock ([WithClock]). A new bucket is full at whatever instant it is first
 // used. Time never moves backwards inside a bucket: a caller with an older
 // instant than the others gets no tokens that were already spent
 // (golang/go#56287 cannot happen).
@@ -44,7 +44,11 @@
 // # Tables
 //
 // A [Table] holds one bucket per key, created on first use, for per-value
-// limits. Buckets that have refilled to full are reclaimed on the insert
-// path, so memory stays bounded by the keys that are actually limited; no
-// goroutine runs in the background.
+// limits. It stores a keyed 128-bit digest of each key, never the key, in
+// fixed 24-byte slots, so its memory does not depend on what callers send
+// (at most 64 bytes per live bucket). Buckets that have refilled to full
+// are reclaimed by sweeps amortised over the Table's operations, so memory
+// stays bounded by the keys that are actually limited and comes back when
+// they go idle; no goroutine runs in the background. A [Budget] bounds the
+// live buckets of several Tables together.
 package bucket

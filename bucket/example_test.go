@@ -9,7 +9,8 @@ import (
 	"github.com/sluicehq/sluice/bucket"
 )
 
-// fakeClock is a Clock whose Sleep advances its time instead of sleeping.
+// fakeClock is a test clock whose Sleep advances its time instead of
+// sleeping: pass bucket.WithClock(c.Now) and bucket.WithSleep(c.Sleep).
 type fakeClock struct {
 	mu sync.Mutex
 	t  time.Time
@@ -42,7 +43,7 @@ func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
 // The seed's bucket: capacity 50, refilled at 20 per second.
 func Example() {
 	clk := newFakeClock()
-	b := bucket.New(20, 50, bucket.WithClock(clk))
+	b := bucket.New(20, 50, bucket.WithClock(clk.Now))
 
 	allowed := 0
 	for i := 0; i < 50; i++ {
@@ -106,4 +107,38 @@ func ExampleBucket_ChargeN() {
 	// estimate 40: true
 	// tokens: -20
 	// next 5: false retry after: 2.5s
+}
+
+// Table.Allow reads the Table's clock, as Bucket.Allow does.
+func ExampleTable_Allow() {
+	clk := newFakeClock()
+	tab := bucket.NewTable(1, 2, bucket.WithClock(clk.Now))
+	fmt.Println(tab.Allow("alice"), tab.Allow("alice"), tab.Allow("alice"))
+	clk.Advance(time.Second)
+	fmt.Println(tab.Allow("alice"))
+	// Output:
+	// true true false
+	// true
+}
+
+// A Budget bounds the live buckets of several Tables together. When it is
+// full, a key without a bucket is denied (nothing is evicted that still
+// remembers a take) until buckets refill and can be reclaimed.
+func ExampleBudget() {
+	t0 := time.Date(2036, time.March, 1, 12, 0, 0, 0, time.UTC)
+	bud := bucket.NewBudget(2)
+	perUser := bucket.NewTable(1, 5, bucket.WithBudget(bud))
+	perIP := bucket.NewTable(1, 5, bucket.WithBudget(bud))
+	perUser.TakeN("alice", t0, 1)
+	perIP.TakeN("10.0.0.1", t0, 1)
+	r := perUser.TakeN("bob", t0, 1)
+	fmt.Println("bob:", r.OK, "budget full:", r.BudgetFull, "retry after:", r.RetryAfter)
+	// Ten seconds later alice's and 10.0.0.1's buckets have refilled: bob's
+	// take reclaims one (alice's) and the other stays until a sweep or a
+	// later reclaim drops it.
+	r = perUser.TakeN("bob", t0.Add(10*time.Second), 1)
+	fmt.Println("bob later:", r.OK, "live buckets:", bud.Len())
+	// Output:
+	// bob: false budget full: true retry after: 5s
+	// bob later: true live buckets: 2
 }

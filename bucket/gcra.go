@@ -61,9 +61,16 @@ type params struct {
 	unit  int64      // ticks per token, ≥ 1
 	tau   int64      // n × unit
 	fq    uint64     // ticks per nanosecond × 2^62, ≤ 2^61
+	um    uint64     // (2^64-1) / unit: divUnit's reciprocal
 }
 
 func newParams(r rate.Limit, b int) params {
+	p := newParamsUnit(r, b)
+	p.um = math.MaxUint64 / uint64(p.unit)
+	return p
+}
+
+func newParamsUnit(r rate.Limit, b int) params {
 	p := params{limit: r, burst: b, unit: 1}
 	n := int64(b)
 	if n < 0 {
@@ -208,6 +215,22 @@ func (p *params) waitUntil(ns, T int64) time.Duration {
 	return time.Duration(target - ns)
 }
 
+// divUnit is floorDiv(a, p.unit) without a hardware division in the common
+// case a ≥ 0 (the tokens left after a take): q = ⌊a·um/2⁶⁴⌋ is ⌊a/unit⌋ or
+// one less, since um = ⌊(2⁶⁴-1)/unit⌋ > 2⁶⁴/unit - 2 and a < 2⁶³; one
+// comparison corrects it.
+func (p *params) divUnit(a int64) int64 {
+	if a < 0 {
+		return floorDiv(a, p.unit)
+	}
+	hi, _ := bits.Mul64(uint64(a), p.um)
+	q := int64(hi)
+	if a-q*p.unit >= p.unit {
+		q++
+	}
+	return q
+}
+
 // floorDiv divides rounding towards negative infinity (d > 0).
 func floorDiv(a, d int64) int64 {
 	q := a / d
@@ -243,9 +266,9 @@ func (p *params) take(s *atomic.Int64, ns int64, n int) (res Result, retry bool)
 			// debt is refilled (as x/time/rate does for AllowN(t, 0)).
 			h := p.held(tat, now)
 			if h >= 0 {
-				return Result{OK: true, Remaining: floorDiv(h, p.unit)}, false
+				return Result{OK: true, Remaining: p.divUnit(h)}, false
 			}
-			res := Result{Remaining: floorDiv(h, p.unit)}
+			res := Result{Remaining: p.divUnit(h)}
 			if p.zero {
 				res.Permanent = true
 			} else {
@@ -254,7 +277,7 @@ func (p *params) take(s *atomic.Int64, ns int64, n int) (res Result, retry bool)
 			return res, false
 		}
 		if int64(n) > p.n || n > p.burst {
-			return Result{OverBurst: true, Permanent: true, Remaining: floorDiv(p.held(tat, now), p.unit)}, false
+			return Result{OverBurst: true, Permanent: true, Remaining: p.divUnit(p.held(tat, now))}, false
 		}
 		base := tat
 		if base < now {
@@ -262,7 +285,7 @@ func (p *params) take(s *atomic.Int64, ns int64, n int) (res Result, retry bool)
 		}
 		newTat := base + int64(n)*p.unit
 		if newTat-now > p.tau {
-			res := Result{Remaining: floorDiv(p.tau-(base-now), p.unit)}
+			res := Result{Remaining: p.divUnit(p.tau - (base - now))}
 			if p.zero {
 				res.Permanent = true
 			} else {
@@ -271,7 +294,7 @@ func (p *params) take(s *atomic.Int64, ns int64, n int) (res Result, retry bool)
 			return res, false
 		}
 		if s.CompareAndSwap(tat, newTat) {
-			return Result{OK: true, Remaining: floorDiv(p.tau-(newTat-now), p.unit), tat: newTat, p: p}, false
+			return Result{OK: true, Remaining: p.divUnit(p.tau - (newTat - now)), tat: newTat, p: p}, false
 		}
 	}
 }

@@ -3,8 +3,10 @@ package bucket
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/time/rate"
 )
@@ -64,7 +66,7 @@ func TestExtremesKeepInvariants(t *testing.T) {
 	ns := []int{1, 2, 1 << 20, math.MaxInt}
 	for _, r := range []rate.Limit{0, 0.001, 1, 1e7 / 60, 1e9, rate.Limit(math.MaxFloat64 / 2)} {
 		for _, b := range []int{0, 1, 1000, math.MaxInt} {
-			bk := New(r, b, WithClock(noSleepClock{}))
+			bk := New(r, b, WithSleep(func(context.Context, time.Duration) error { return nil }))
 			check := func(op string) {
 				c := bk.c.Load()
 				if tat := c.tat.Load(); tat != fresh && (tat > 1<<62 || tat < -maxTick) {
@@ -102,8 +104,41 @@ func TestExtremesKeepInvariants(t *testing.T) {
 	}
 }
 
-// noSleepClock is the real Now with a Sleep that returns at once.
-type noSleepClock struct{}
+// The state word of a Bucket has a cache line to itself: the parameters
+// every take reads are not invalidated by other cores' takes.
+func TestStateWordOnItsOwnCacheLine(t *testing.T) {
+	off, size := unsafe.Offsetof(core{}.tat), unsafe.Sizeof(core{})
+	if off%cacheLine != 0 || size != off+cacheLine || unsafe.Sizeof(params{}) > off {
+		t.Fatalf("core: state at offset %d of %d bytes, params %d: want it alone on a %d-byte line",
+			off, size, unsafe.Sizeof(params{}), cacheLine)
+	}
+}
 
-func (noSleepClock) Now() time.Time                             { return time.Now() }
-func (noSleepClock) Sleep(context.Context, time.Duration) error { return nil }
+// divUnit is floorDiv by the unit, for every unit a rate can have and
+// every dividend a take can produce.
+func TestDivUnit(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 9))
+	units := []int64{1, 2, 3, 7, 10, 1000, 166666666, maxUnit - 1, maxUnit}
+	for range 200 {
+		units = append(units, 1+rng.Int64N(maxUnit))
+	}
+	for _, u := range units {
+		p := params{unit: u, um: math.MaxUint64 / uint64(u)}
+		as := []int64{0, 1, u - 1, u, u + 1, 2*u - 1, 1 << 62, 1<<62 - 1, math.MaxInt64, -1, -u, -u - 1, -(1 << 62)}
+		for range 500 {
+			as = append(as, rng.Int64(), rng.Int64N(1<<40), -rng.Int64N(1<<40), rng.Int64N(u)*u+rng.Int64N(u))
+		}
+		for _, a := range as {
+			if got, want := p.divUnit(a), floorDiv(a, u); got != want {
+				t.Fatalf("divUnit(%d) with unit %d = %d, want %d", a, u, got, want)
+			}
+		}
+	}
+	// newParams sets the reciprocal.
+	for _, r := range []rate.Limit{0, 1e-3, 1, 1e6, rate.Inf} {
+		p := newParams(r, 10)
+		if p.um != math.MaxUint64/uint64(p.unit) {
+			t.Fatalf("newParams(%v): um %d for unit %d", r, p.um, p.unit)
+		}
+	}
+}

@@ -2,11 +2,12 @@ package bucket
 
 import (
 	"hash/maphash"
-	"runtime"
-	"strings"
+	"math"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/time/rate"
 )
@@ -15,244 +16,362 @@ import (
 // the per-value limits of a "*" entry. A key's bucket is created full on
 // first use.
 //
-// Table is safe for concurrent use. Lookups take a shard's read lock; the
-// take itself is the Bucket's compare-and-swap. No goroutine runs in the
-// background: buckets that have refilled to full are reclaimed during
-// inserts, when a shard has doubled in size since its last sweep. A full
-// bucket carries no state, so reclaiming it changes no decision, with one
-// conservative exception: each shard remembers the latest instant it has
-// swept or inserted at (its high-water mark H) and creates buckets "full at
-// H", so a caller with an instant older than H sees a new key's bucket
-// refilled only up to its own instant, never more than a reclaimed bucket
+// # Storage
+//
+// A key is never stored: the Table keeps a keyed 128-bit digest of it (two
+// independent maphash values under seeds drawn when the Table is made) in a
+// fixed-size 24-byte slot with the bucket's state, in open-addressed arrays
+// with linear probing. Memory is therefore the same whatever the length of
+// the keys callers send. An array is grown to half full when it reaches
+// three quarters, and shrunk to half full after a sweep pass finds it under
+// three eighths full throughout, so it costs 32 to 64 bytes per live bucket
+// (more only for the time it takes the sweeps to return the room of buckets
+// that went idle), plus a fixed few hundred bytes per Table. An empty Table
+// holds no slots at all: 144 bytes.
+//
+// Two distinct keys share a bucket only if both 64-bit halves of their
+// digests collide. maphash is seeded per Table at random, so callers cannot
+// aim at a collision; for n keys live at once the chance of any collision is
+// about n²/2¹²⁹: 10⁻²⁹ for 100,000 keys, 10⁻²¹ for a billion.
+//
+// # Concurrency
+//
+// A Table starts as one shard and splits into up to 16 (WithShards) once it
+// holds a few hundred keys; each shard has its own mutex, held for the
+// lookup and the take, so an operation costs one uncontended lock, one probe
+// and one compare-and-swap, and never allocates except to resize an array.
+//
+// # Reclaiming
+//
+// A full bucket carries no state, so it can be dropped without changing any
+// decision. A sweep drops a bucket once it has been full for 50 ms (so a key
+// that is busy but refills between its visits keeps its slot instead of
+// churning). No goroutine runs in the background: operations sweep a few
+// slots of their shard as they pass (and, now and then, of another shard),
+// and an insert that would grow an array first sweeps all of it. So the
+// memory of buckets that have refilled comes back, and the arrays shrink,
+// within a bounded number of takes on the Table after the buckets go idle,
+// whether or not new keys arrive.
+//
+// Dropping a bucket is conservative: each shard remembers the latest instant
+// a take or charge has swept or inserted at (its high-water mark H; lookups
+// such as TokensAt do not move it) and creates buckets
+// "full at H", so a caller with an instant older than H sees a new bucket
+// refilled only up to its own instant, never more than a dropped bucket
 // would have given it.
+//
+// With a rate of zero (no refill) buckets never become full again and are
+// never dropped: bound such a Table with a Budget.
 type Table struct {
-	p      atomic.Pointer[params]
-	seed   maphash.Seed
+	p         atomic.Pointer[params]
+	set       atomic.Pointer[shardSet] // nil until the first insert
+	seed1     maphash.Seed
+	seed2     maphash.Seed
+	maxShards int
+	mu        sync.Mutex       // serializes Reconfigure and the first shard set
+	now       func() time.Time // nil: the system clock
+	budget    *Budget
+	acct      *budgetAcct // live buckets counted against budget
+}
+
+type shardSet struct {
 	mask   uint64
 	shards []shard
-	mu     sync.Mutex // serializes Reconfigure
-	clock  Clock
 }
 
 type shard struct {
-	mu        sync.RWMutex
-	m         map[string]*atomic.Int64
-	high      int64 // high-water instant H, ns since epoch
-	highSet   bool
-	lastSweep int // len(m) after the last sweep
-	peak      int // largest len(m) since the map was last rebuilt
-	_         [64]byte
+	shardState
+	_ [cacheLine - unsafe.Sizeof(shardState{})%cacheLine]byte
 }
 
-// minSweep is the shard size below which no sweep runs.
-const minSweep = 64
+type shardState struct {
+	mu      sync.Mutex
+	moved   bool // this shard's set has been replaced: reload it and retry
+	idx     int  // index in its set
+	slots   []slot
+	live    int
+	peak    int    // largest live since the sweep last completed a pass
+	cursor  int    // next slot of the amortised sweep
+	ops     uint32 // operations since the shard was made
+	visits  uint32 // sweeps of other shards done from this one
+	high    int64  // high-water instant H, ns since epoch
+	highSet bool
+}
+
+// slot is one bucket: the key's digest (0, 0 when the slot is empty) and the
+// bucket's state.
+type slot struct {
+	hi, lo uint64
+	tat    atomic.Int64
+}
+
+type digest struct{ hi, lo uint64 }
+
+const (
+	// minSlots is the smallest slot array.
+	minSlots = 8
+	// splitAt is the number of live keys at which a one-shard Table splits.
+	splitAt = 256
+	// defaultShards is the number of shards a Table splits into.
+	defaultShards = 16
+	// sweepEvery and sweepSlots: every sweepEvery operations on a shard
+	// sweep sweepSlots of its slots (a quarter of a slot per operation).
+	sweepEvery, sweepSlots = 32, 8
+	// visitEvery and visitSlots: every visitEvery operations on a shard
+	// sweep visitSlots slots of another shard of the same Table, so shards
+	// that no longer see traffic are reclaimed too.
+	visitEvery, visitSlots = 1024, 256
+	// reclaimGrace is how long a bucket stays full before a sweep may drop it. A
+	// key that comes back within Grace of refilling finds its bucket (no
+	// churn for keys that are busy but refill between visits); an idle
+	// key's memory comes back within Grace of its refill, plus the time
+	// the sweeps take to reach it.
+	reclaimGrace = int64(50 * time.Millisecond)
+)
 
 // NewTable returns a Table of buckets refilled at r tokens per second
-// holding at most b tokens each, with the special values of New.
+// holding at most b tokens each, with the special values of New. Options:
+// WithClock (for Allow and Take), WithShards, WithBudget.
 func NewTable(r rate.Limit, b int, opts ...Option) *Table {
-	cfg := config{clock: systemClock{}}
-	for _, o := range opts {
-		if o != nil {
-			o.apply(&cfg)
-		}
-	}
+	cfg := newConfig(opts)
 	n := cfg.shards
 	if n <= 0 {
-		n = max(64, 16*runtime.GOMAXPROCS(0))
+		n = defaultShards
 	}
 	n = min(n, 4096)
 	size := 1
 	for size < n {
 		size <<= 1
 	}
-	t := &Table{seed: maphash.MakeSeed(), mask: uint64(size - 1), shards: make([]shard, size), clock: cfg.clock}
-	for i := range t.shards {
-		t.shards[i].m = make(map[string]*atomic.Int64)
+	t := &Table{
+		seed1:     maphash.MakeSeed(),
+		seed2:     maphash.MakeSeed(),
+		maxShards: size,
+		now:       cfg.now,
 	}
 	p := newParams(r, b)
 	t.p.Store(&p)
+	if cfg.budget != nil {
+		t.budget = cfg.budget
+		t.acct = cfg.budget.register(t)
+	}
 	return t
 }
 
-func (t *Table) shardOf(key string) *shard {
-	return &t.shards[maphash.String(t.seed, key)&t.mask]
+func (t *Table) digestString(key string) digest {
+	d := digest{maphash.String(t.seed1, key), maphash.String(t.seed2, key)}
+	if d.hi|d.lo == 0 {
+		d.lo = 1
+	}
+	return d
 }
 
-func (t *Table) shardOfBytes(key []byte) *shard {
-	return &t.shards[maphash.Bytes(t.seed, key)&t.mask]
+func (t *Table) digestBytes(key []byte) digest {
+	d := digest{maphash.Bytes(t.seed1, key), maphash.Bytes(t.seed2, key)}
+	if d.hi|d.lo == 0 {
+		d.lo = 1
+	}
+	return d
 }
 
-// TakeN takes n tokens at at from key's bucket, creating it if needed; see
-// Bucket.TakeN.
-func (t *Table) TakeN(key string, at time.Time, n int) Result {
-	p := t.p.Load()
-	if p.inf {
-		return Result{OK: true, Remaining: p.n}
+// nowNs is the Table's clock, in ns since epoch.
+func (t *Table) nowNs() int64 {
+	if t.now == nil {
+		return sysNow()
 	}
-	s := t.shardOf(key)
-	s.mu.RLock()
-	if st := s.m[key]; st != nil {
-		r, _ := t.p.Load().take(st, nsOf(at), n)
-		s.mu.RUnlock()
-		return r
-	}
-	s.mu.RUnlock()
-	if n <= 0 || int64(n) > p.n || n > p.burst {
-		return t.peek(s, key, at, n)
-	}
-	s.mu.Lock()
-	r, _ := t.p.Load().take(t.insert(s, key, at, true), nsOf(at), n)
-	s.mu.Unlock()
-	return r
+	return nsOf(t.now())
 }
 
-// TakeBytes is TakeN with the key as bytes. It does not allocate when the
-// key's bucket exists.
-func (t *Table) TakeBytes(key []byte, at time.Time, n int) Result {
-	p := t.p.Load()
-	if p.inf {
-		return Result{OK: true, Remaining: p.n}
-	}
-	s := t.shardOfBytes(key)
-	s.mu.RLock()
-	if st := s.m[string(key)]; st != nil {
-		r, _ := t.p.Load().take(st, nsOf(at), n)
-		s.mu.RUnlock()
-		return r
-	}
-	s.mu.RUnlock()
-	if n <= 0 || int64(n) > p.n || n > p.burst {
-		return t.peek(s, string(key), at, n)
-	}
-	s.mu.Lock()
-	r, _ := t.p.Load().take(t.insert(s, string(key), at, false), nsOf(at), n)
-	s.mu.Unlock()
-	return r
+// Allow reports whether one token may be taken now (the Table's clock) from
+// key's bucket, and takes it if so.
+func (t *Table) Allow(key string) bool {
+	return t.allow(t.digestString(key), t.nowNs(), 1)
 }
 
-// peek evaluates a take that cannot change state (n ≤ 0 or over burst) on a
-// missing key without creating it.
-func (t *Table) peek(s *shard, key string, at time.Time, n int) Result {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var tmp atomic.Int64
-	st := s.m[key]
-	if st == nil {
-		tmp.Store(t.initial(s, t.p.Load()))
-		st = &tmp
-	}
-	r, _ := t.p.Load().take(st, nsOf(at), n)
-	return r
+// AllowBytes is Allow with the key as bytes.
+func (t *Table) AllowBytes(key []byte) bool {
+	return t.allow(t.digestBytes(key), t.nowNs(), 1)
+}
+
+// Take takes n tokens now (the Table's clock) from key's bucket; see TakeN.
+func (t *Table) Take(key string, n int) Result {
+	return t.take(t.digestString(key), t.nowNs(), n)
 }
 
 // AllowN reports whether n tokens may be taken at at from key's bucket, and
 // takes them if so.
 func (t *Table) AllowN(key string, at time.Time, n int) bool {
-	s := t.shardOf(key)
-	s.mu.RLock()
-	if st := s.m[key]; st != nil {
-		ok, _ := t.p.Load().allow(st, nsOf(at), n)
-		s.mu.RUnlock()
-		return ok
+	return t.allow(t.digestString(key), nsOf(at), n)
+}
+
+// TakeN takes n tokens at at from key's bucket, creating it if needed; see
+// Bucket.TakeN. A take that cannot change the bucket (n ≤ 0, or more than
+// the burst) does not create it. When the Table's Budget is full the result
+// has BudgetFull set; see Budget.
+func (t *Table) TakeN(key string, at time.Time, n int) Result {
+	return t.take(t.digestString(key), nsOf(at), n)
+}
+
+// TakeBytes is TakeN with the key as bytes. It never allocates, except to
+// resize the Table.
+func (t *Table) TakeBytes(key []byte, at time.Time, n int) Result {
+	return t.take(t.digestBytes(key), nsOf(at), n)
+}
+
+func (t *Table) take(d digest, ns int64, n int) Result {
+	p := t.p.Load()
+	if p.inf {
+		return Result{OK: true, Remaining: p.n}
 	}
-	s.mu.RUnlock()
-	return t.TakeN(key, at, n).OK
+	create := n > 0 && int64(n) <= p.n && n <= p.burst
+	s, i, p, full := t.slotFor(d, ns, create)
+	if s == nil {
+		return t.peek(nil, p, ns, n)
+	}
+	defer s.mu.Unlock()
+	if i >= 0 {
+		r, _ := p.take(&s.slots[i].tat, ns, n)
+		return r
+	}
+	if full {
+		return t.budgetDenial(s, p, ns)
+	}
+	return t.peek(s, p, ns, n)
+}
+
+func (t *Table) allow(d digest, ns int64, n int) bool {
+	p := t.p.Load()
+	if p.inf {
+		return true
+	}
+	create := n > 0 && int64(n) <= p.n && n <= p.burst
+	s, i, p, _ := t.slotFor(d, ns, create)
+	if s == nil {
+		return t.peek(nil, p, ns, n).OK
+	}
+	ok := false
+	switch {
+	case i >= 0:
+		ok, _ = p.allow(&s.slots[i].tat, ns, n)
+	case !create:
+		ok = t.peek(s, p, ns, n).OK
+	}
+	s.mu.Unlock()
+	return ok
+}
+
+// peek evaluates a take that does not change state (n ≤ 0 or over burst)
+// on a key without a bucket. s is locked, or nil when the Table is empty.
+func (t *Table) peek(s *shard, p *params, ns int64, n int) Result {
+	var tmp atomic.Int64
+	tmp.Store(initial(s, p))
+	r, _ := p.take(&tmp, ns, n)
+	r.tat, r.p = 0, nil // nothing was taken: nothing to refund
+	return r
 }
 
 // RefundN gives back n tokens at at to key's bucket; see Bucket.RefundN. A
 // key without a bucket is full: nothing to do.
 func (t *Table) RefundN(key string, at time.Time, n int) {
-	s := t.shardOf(key)
-	s.mu.RLock()
-	if st := s.m[key]; st != nil {
-		t.p.Load().refund(st, nsOf(at), n)
-	}
-	s.mu.RUnlock()
+	t.refund(t.digestString(key), nsOf(at), n)
 }
 
 // RefundBytes is RefundN with the key as bytes.
 func (t *Table) RefundBytes(key []byte, at time.Time, n int) {
-	s := t.shardOfBytes(key)
-	s.mu.RLock()
-	if st := s.m[string(key)]; st != nil {
-		t.p.Load().refund(st, nsOf(at), n)
+	t.refund(t.digestBytes(key), nsOf(at), n)
+}
+
+func (t *Table) refund(d digest, ns int64, n int) {
+	if n <= 0 {
+		return
 	}
-	s.mu.RUnlock()
+	s, i, p, _ := t.slotFor(d, ns, false)
+	if s == nil {
+		return
+	}
+	if i >= 0 {
+		p.refund(&s.slots[i].tat, ns, n)
+	}
+	s.mu.Unlock()
 }
 
 // RefundTakeBytes is Bucket.RefundTake for key's bucket: it gives back up
 // to n of the tokens of the take that returned res, only those not yet
 // refilled by at. A key reclaimed since (it was full) gets nothing back.
 func (t *Table) RefundTakeBytes(key []byte, res Result, at time.Time, n int) {
-	s := t.shardOfBytes(key)
-	s.mu.RLock()
-	if st := s.m[string(key)]; st != nil {
-		t.p.Load().refundTake(st, res, nsOf(at), n)
+	if !res.OK || res.p == nil || n <= 0 {
+		return
 	}
-	s.mu.RUnlock()
+	ns := nsOf(at)
+	s, i, p, _ := t.slotFor(t.digestBytes(key), ns, false)
+	if s == nil {
+		return
+	}
+	if i >= 0 {
+		p.refundTake(&s.slots[i].tat, res, ns, n)
+	}
+	s.mu.Unlock()
 }
 
 // ChargeN takes n tokens at at from key's bucket unconditionally, possibly
-// into debt; see Bucket.ChargeN.
+// into debt; see Bucket.ChargeN. A charge always records its debt: on a key
+// without a bucket it creates one even when the Table's Budget is full
+// (the Budget is then over its bound until buckets are reclaimed), since
+// forgetting a debt would admit more than the limit.
 func (t *Table) ChargeN(key string, at time.Time, n int) {
-	if n <= 0 || t.p.Load().inf {
-		return
-	}
-	s := t.shardOf(key)
-	s.mu.RLock()
-	if st := s.m[key]; st != nil {
-		t.p.Load().charge(st, nsOf(at), n)
-		s.mu.RUnlock()
-		return
-	}
-	s.mu.RUnlock()
-	s.mu.Lock()
-	t.p.Load().charge(t.insert(s, key, at, true), nsOf(at), n)
-	s.mu.Unlock()
+	t.charge(t.digestString(key), nsOf(at), n)
 }
 
 // ChargeBytes is ChargeN with the key as bytes.
 func (t *Table) ChargeBytes(key []byte, at time.Time, n int) {
+	t.charge(t.digestBytes(key), nsOf(at), n)
+}
+
+func (t *Table) charge(d digest, ns int64, n int) {
 	if n <= 0 || t.p.Load().inf {
 		return
 	}
-	s := t.shardOfBytes(key)
-	s.mu.RLock()
-	if st := s.m[string(key)]; st != nil {
-		t.p.Load().charge(st, nsOf(at), n)
-		s.mu.RUnlock()
-		return
+	s, i, p, _ := t.slotForMode(d, ns, modeForce)
+	if i >= 0 {
+		p.charge(&s.slots[i].tat, ns, n)
 	}
-	s.mu.RUnlock()
-	s.mu.Lock()
-	t.p.Load().charge(t.insert(s, string(key), at, false), nsOf(at), n)
 	s.mu.Unlock()
 }
 
 // TokensAt returns the tokens key's bucket holds at at (negative in debt),
 // without creating it.
 func (t *Table) TokensAt(key string, at time.Time) float64 {
-	s := t.shardOf(key)
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	p := t.p.Load()
-	if st := s.m[key]; st != nil {
-		return p.tokensAt(st.Load(), at)
+	s, i, p, _ := t.slotFor(t.digestString(key), nsOf(at), false)
+	if s == nil {
+		return p.tokensAt(fresh, at)
 	}
-	return p.tokensAt(t.initial(s, p), at)
+	defer s.mu.Unlock()
+	if i >= 0 {
+		return p.tokensAt(s.slots[i].tat.Load(), at)
+	}
+	return p.tokensAt(initial(s, p), at)
 }
 
 // Len returns the number of keys that have a bucket (live keys; reclaimed
 // full buckets are not counted).
 func (t *Table) Len() int {
-	n := 0
-	for i := range t.shards {
-		s := &t.shards[i]
-		s.mu.RLock()
-		n += len(s.m)
-		s.mu.RUnlock()
+	for {
+		set := t.set.Load()
+		if set == nil {
+			return 0
+		}
+		n, moved := 0, false
+		for i := range set.shards {
+			s := &set.shards[i]
+			s.mu.Lock()
+			n += s.live
+			moved = moved || s.moved
+			s.mu.Unlock()
+		}
+		if !moved {
+			return n
+		}
 	}
-	return n
 }
 
 // Limit returns the refill rate of every bucket.
@@ -268,74 +387,366 @@ func (t *Table) Burst() int { return t.p.Load().burst }
 func (t *Table) Reconfigure(at time.Time, r rate.Limit, b int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for i := range t.shards {
-		t.shards[i].mu.Lock()
-	}
-	old := t.p.Load()
 	np := newParams(r, b)
-	for i := range t.shards {
-		for _, st := range t.shards[i].m {
-			st.Store(convert(old, st.Load(), at, &np))
+	for {
+		set := t.set.Load()
+		if set == nil {
+			t.p.Store(&np)
+			return
 		}
-	}
-	t.p.Store(&np)
-	for i := range t.shards {
-		t.shards[i].mu.Unlock()
+		moved := false
+		for i := range set.shards {
+			set.shards[i].mu.Lock()
+			moved = moved || set.shards[i].moved
+		}
+		if !moved {
+			old := t.p.Load()
+			for i := range set.shards {
+				s := &set.shards[i]
+				if np.inf { // nothing to remember: every bucket is full
+					t.dropAll(s)
+					continue
+				}
+				for j := range s.slots {
+					if st := &s.slots[j]; st.hi|st.lo != 0 {
+						st.tat.Store(convert(old, st.tat.Load(), at, &np))
+					}
+				}
+			}
+			t.p.Store(&np)
+		}
+		for i := range set.shards {
+			set.shards[i].mu.Unlock()
+		}
+		if !moved {
+			return
+		}
 	}
 }
 
+// dropAll empties s (locked).
+func (t *Table) dropAll(s *shard) {
+	if t.acct != nil && s.live > 0 {
+		t.acct.n.Add(-int64(s.live))
+		t.budget.release(s.live)
+	}
+	s.slots, s.live, s.peak, s.cursor = nil, 0, 0, 0
+}
+
 // initial is the state of a new bucket in s: full at the shard's high-water
-// instant. s.mu must be held.
-func (t *Table) initial(s *shard, p *params) int64 {
-	if !s.highSet || p.inf {
+// instant. s.mu must be held; s may be nil (an empty Table).
+func initial(s *shard, p *params) int64 {
+	if s == nil || !s.highSet || p.inf {
 		return fresh
 	}
 	return p.nsToTicks(s.high)
 }
 
-// insert creates key's bucket in s (or returns the existing one), sweeping
-// s first when it has doubled since its last sweep. s.mu must be held for
-// writing. clone says whether key must be copied (it may pin a larger
-// buffer); a key converted from bytes is already a fresh copy.
-func (t *Table) insert(s *shard, key string, at time.Time, clone bool) *atomic.Int64 {
-	if st := s.m[key]; st != nil {
-		return st
+type mode int
+
+const (
+	modeLookup mode = iota // never create
+	modeCreate             // create within the Budget
+	modeForce              // create even beyond the Budget
+)
+
+// slotFor locks d's shard and returns it with the index of d's slot and the
+// parameters to use under the lock. The index is -1 when d has no bucket
+// and create is false, or when the Budget is full (full is then true). s is
+// nil only when the Table is empty and create is false; otherwise the
+// caller must unlock s.
+func (t *Table) slotFor(d digest, ns int64, create bool) (s *shard, i int, p *params, full bool) {
+	m := modeLookup
+	if create {
+		m = modeCreate
 	}
-	p := t.p.Load()
-	ns := nsOf(at)
+	return t.slotForMode(d, ns, m)
+}
+
+func (t *Table) slotForMode(d digest, ns int64, m mode) (s *shard, i int, p *params, full bool) {
+	for {
+		set := t.set.Load()
+		if set == nil {
+			if m == modeLookup {
+				return nil, -1, t.p.Load(), false
+			}
+			t.initSet()
+			continue
+		}
+		s = &set.shards[d.lo&set.mask]
+		s.mu.Lock()
+		if s.moved {
+			s.mu.Unlock()
+			continue
+		}
+		p = t.p.Load()
+		if s.ops++; s.ops%sweepEvery == 0 {
+			t.maintain(set, s, p, ns, m != modeLookup)
+		}
+		i, found := s.find(d)
+		if found || m == modeLookup {
+			if !found {
+				i = -1
+			}
+			return s, i, p, false
+		}
+		i, st := t.insert(set, s, d, ns, p, m == modeForce)
+		switch st {
+		case insMoved:
+			s.mu.Unlock()
+			continue
+		case insFull:
+			return s, -1, p, true
+		}
+		return s, i, p, false
+	}
+}
+
+func (t *Table) initSet() {
+	t.mu.Lock()
+	if t.set.Load() == nil {
+		t.set.Store(&shardSet{shards: make([]shard, 1)})
+	}
+	t.mu.Unlock()
+}
+
+// raise moves s's high-water mark up to ns.
+func (s *shard) raise(ns int64) {
 	if !s.highSet || ns > s.high {
 		s.high, s.highSet = ns, true
 	}
-	if len(s.m) >= minSweep && len(s.m) >= 2*s.lastSweep {
-		t.sweep(s, p)
-	}
-	st := new(atomic.Int64)
-	st.Store(t.initial(s, p))
-	if clone {
-		key = strings.Clone(key)
-	}
-	s.m[key] = st
-	s.peak = max(s.peak, len(s.m))
-	return st
 }
 
-// sweep deletes the buckets of s that are full at its high-water instant,
-// and rebuilds the map when it has shrunk below a quarter of its peak (Go
-// maps never shrink). s.mu must be held for writing.
-func (t *Table) sweep(s *shard, p *params) {
-	now := p.nsToTicks(s.high)
-	for k, st := range s.m {
-		if st.Load() <= now {
-			delete(s.m, k)
+// maintain is the amortised sweep run by every sweepEvery-th operation on s
+// (locked).
+//
+// Only operations that may change a bucket at ns (takes and charges) move
+// the high-water mark up to ns; lookups and refunds sweep at the mark as it
+// is, so a query about a future instant cannot make new buckets start "full
+// at" that instant.
+func (t *Table) maintain(set *shardSet, s *shard, p *params, ns int64, raise bool) {
+	if len(s.slots) > 0 {
+		if raise {
+			s.raise(ns)
+		}
+		t.sweep(s, p, sweepSlots, reclaimGrace)
+	}
+	if s.ops%visitEvery == 0 && len(set.shards) > 1 {
+		s.visits++
+		o := &set.shards[(uint64(s.idx)+uint64(s.visits))&set.mask]
+		if o != s && o.mu.TryLock() {
+			if !o.moved && len(o.slots) > 0 {
+				if raise {
+					o.raise(ns)
+				}
+				t.sweep(o, p, visitSlots, reclaimGrace)
+			}
+			o.mu.Unlock()
 		}
 	}
-	if len(s.m) < s.peak/4 {
-		m := make(map[string]*atomic.Int64, len(s.m))
-		for k, st := range s.m {
-			m[k] = st
-		}
-		s.m = m
-		s.peak = len(m)
+}
+
+// home is the first slot probed for hash h in an array of n slots.
+func home(h uint64, n int) int {
+	hi, _ := bits.Mul64(h, uint64(n))
+	return int(hi)
+}
+
+// find returns the index of d's slot, or of the empty slot where it would
+// go (found false); -1 when s has no slots.
+func (s *shard) find(d digest) (int, bool) {
+	n := len(s.slots)
+	if n == 0 {
+		return -1, false
 	}
-	s.lastSweep = len(s.m)
+	i := home(d.hi, n)
+	for {
+		sl := &s.slots[i]
+		if sl.hi == d.hi && sl.lo == d.lo {
+			return i, true
+		}
+		if sl.hi|sl.lo == 0 {
+			return i, false
+		}
+		if i++; i == n {
+			i = 0
+		}
+	}
+}
+
+type insStatus int
+
+const (
+	insOK    insStatus = iota
+	insMoved           // the shard was split: retry on the new set
+	insFull            // the Budget is full
+)
+
+// insert creates d's bucket in s (locked; d has none), full at s's
+// high-water mark. It reclaims and resizes as needed.
+func (t *Table) insert(set *shardSet, s *shard, d digest, ns int64, p *params, force bool) (int, insStatus) {
+	s.raise(ns)
+	if (s.live+1)*4 > len(s.slots)*3 {
+		// Full enough to grow: reclaim first, then grow (or split) only if
+		// the live buckets still need the room.
+		if s.live > 0 {
+			t.sweep(s, p, len(s.slots), reclaimGrace)
+		}
+		if (s.live+1)*4 > len(s.slots)*3 {
+			if len(set.shards) == 1 && t.maxShards > 1 && s.live+1 >= splitAt {
+				t.split(s)
+				return -1, insMoved
+			}
+			s.resize((s.live + 1) * 2)
+		}
+	}
+	if t.budget != nil && !t.budget.acquire(force) && !t.reclaimFor(s, p, ns) {
+		return -1, insFull
+	}
+	if len(s.slots) == 0 { // a reclaim emptied and freed the array
+		s.slots = make([]slot, minSlots)
+	}
+	i, _ := s.find(d)
+	sl := &s.slots[i]
+	sl.hi, sl.lo = d.hi, d.lo
+	sl.tat.Store(initial(s, p))
+	s.live++
+	s.peak = max(s.peak, s.live)
+	if t.acct != nil {
+		t.acct.n.Add(1)
+	}
+	return i, insOK
+}
+
+// sweep examines up to k slots of s (locked) from its cursor and drops the
+// buckets that have been full for grace at its high-water mark; when the cursor wraps, it shrinks the
+// array if it has become mostly empty.
+func (t *Table) sweep(s *shard, p *params, k int, grace int64) {
+	n := len(s.slots)
+	if n == 0 || !s.highSet {
+		return
+	}
+	cut := s.high
+	if cut > math.MinInt64+grace {
+		cut -= grace
+	}
+	now := p.nsToTicks(cut) // drop what has been full for grace
+	c := s.cursor % n
+	freed, shrink := 0, false
+	for range k {
+		sl := &s.slots[c]
+		if sl.hi|sl.lo != 0 && sl.tat.Load() <= now {
+			s.remove(c) // a later entry may move into c: look at c again
+			freed++
+			continue
+		}
+		if c++; c == n {
+			// A pass is complete. Shrink if the array stayed under three
+			// eighths full all through it: a shard whose buckets are
+			// reclaimed and re-created at a steady pace keeps its array.
+			c = 0
+			shrink = s.peak*8 < n*3 && (n > minSlots || s.peak == 0)
+			s.peak = s.live - freed
+		}
+	}
+	s.cursor = c
+	s.live -= freed
+	if freed > 0 && t.acct != nil {
+		t.acct.n.Add(-int64(freed))
+		t.budget.release(freed)
+	}
+	if shrink {
+		s.resize(s.live * 2)
+	}
+}
+
+// remove empties slot i of s, shifting later entries of its probe run back
+// so that lookups need no tombstones. The caller adjusts s.live.
+func (s *shard) remove(i int) {
+	n := len(s.slots)
+	j := i
+	for {
+		if j++; j == n {
+			j = 0
+		}
+		sl := &s.slots[j]
+		if sl.hi|sl.lo == 0 {
+			break
+		}
+		k := home(sl.hi, n)
+		// The entry at j may move back to i unless its home lies cyclically
+		// in (i, j].
+		if i <= j {
+			if i < k && k <= j {
+				continue
+			}
+		} else if i < k || k <= j {
+			continue
+		}
+		dst := &s.slots[i]
+		dst.hi, dst.lo = sl.hi, sl.lo
+		dst.tat.Store(sl.tat.Load())
+		i = j
+	}
+	e := &s.slots[i]
+	e.hi, e.lo = 0, 0
+	e.tat.Store(0)
+}
+
+// resize rehashes s's live buckets into an array of about want slots
+// (none when s is empty).
+func (s *shard) resize(want int) {
+	if want <= 0 {
+		s.slots, s.cursor = nil, 0
+		return
+	}
+	want = max(want, minSlots)
+	old := s.slots
+	s.slots = make([]slot, want)
+	s.cursor = 0
+	for j := range old {
+		if o := &old[j]; o.hi|o.lo != 0 {
+			s.place(o.hi, o.lo, o.tat.Load())
+		}
+	}
+}
+
+// place puts an entry known to be absent into s's array.
+func (s *shard) place(hi, lo uint64, tat int64) {
+	i, _ := s.find(digest{hi, lo})
+	sl := &s.slots[i]
+	sl.hi, sl.lo = hi, lo
+	sl.tat.Store(tat)
+}
+
+// split replaces the Table's one-shard set by maxShards shards holding the
+// same buckets; s (locked) is that one shard and is marked moved.
+func (t *Table) split(s *shard) {
+	n := t.maxShards
+	ns := &shardSet{mask: uint64(n - 1), shards: make([]shard, n)}
+	counts := make([]int, n)
+	for j := range s.slots {
+		if sl := &s.slots[j]; sl.hi|sl.lo != 0 {
+			counts[sl.lo&ns.mask]++
+		}
+	}
+	for i := range ns.shards {
+		d := &ns.shards[i]
+		d.idx = i
+		d.high, d.highSet = s.high, s.highSet
+		if counts[i] > 0 {
+			d.slots = make([]slot, max(minSlots, counts[i]*2))
+		}
+	}
+	for j := range s.slots {
+		if sl := &s.slots[j]; sl.hi|sl.lo != 0 {
+			d := &ns.shards[sl.lo&ns.mask]
+			d.place(sl.hi, sl.lo, sl.tat.Load())
+			d.live++
+			d.peak++
+		}
+	}
+	t.set.Store(ns)
+	s.moved = true
+	s.slots, s.live = nil, 0
 }
