@@ -223,7 +223,7 @@ func TestReserveAllocatesOnlyTheReservation(t *testing.T) {
 	clock := limitertest.NewClock(limitertest.Start)
 	s := newReserver(t, threeLimitTokens(), clock)
 	allocs := testing.AllocsPerRun(1000, func() {
-		r, d, err := s.ReserveAt(context.Background(), llmKeys, limitertest.Start, 100)
+		r, d, err := s.ReserveAt(context.Background(), limitertest.Start, llmKeys, 100)
 		if err != nil || !d.Allowed {
 			t.Fatalf("%+v %v", d, err)
 		}
@@ -267,7 +267,7 @@ func BenchmarkReserve(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
 			at := limitertest.Start.Add(time.Duration(i) * 20 * time.Microsecond)
-			r, d, _ := s.ReserveAt(ctx, llmKeys, at, 2)
+			r, d, _ := s.ReserveAt(ctx, at, llmKeys, 2)
 			if !d.Allowed {
 				b.Fatal("denied")
 			}
