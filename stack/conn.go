@@ -58,9 +58,11 @@ func (p *connPool) inUse() int {
 }
 
 // connTable holds one connPool per value of a wildcard entry. A pool with no
-// lease left is dropped (it carries no state): at release, after a refused
-// acquire, and in an amortized sweep that also reclaims expired leases, so
-// values whose requests never settled do not accumulate.
+// lease left carries no state and is dropped: after a refused acquire, and
+// in an amortized sweep (when the table has doubled since the last one) that
+// also reclaims expired leases, so values whose requests never settled do
+// not accumulate. A pool emptied by a release waits for that sweep, so a
+// value with one request at a time reuses its pool without allocating.
 type connTable struct {
 	mu        sync.Mutex
 	pools     map[string]*connPool
@@ -125,8 +127,7 @@ func (t *connTable) release(key []byte, id uint64) {
 	if p == nil {
 		return
 	}
+	// An emptied pool stays until the next sweep drops it: the value's next
+	// request then reuses it (and its lease map) instead of allocating.
 	p.release(id)
-	if p.inUse() == 0 {
-		delete(t.pools, string(key))
-	}
 }
