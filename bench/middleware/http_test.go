@@ -24,8 +24,7 @@ const apiKeyHeader = "X-Api-Key" // canonical, so Header.Get does not rewrite it
 // admitted and no caller's bucket refills to full between its requests (a
 // full bucket carries no state, and the table sweeps it away: re-creating
 // it is the bucket package's cost, measured by its own benchmarks).
-func perCallerStack(tb testing.TB) *stack.Stack {
-	tb.Helper()
+func perCallerStack() *stack.Stack {
 	s, err := stack.New(stack.Config{RateLimits: []stack.RateLimit{{
 		RateLimitID:   "per-caller",
 		DimensionKeys: []string{"caller"},
@@ -33,7 +32,7 @@ func perCallerStack(tb testing.TB) *stack.Stack {
 			Requests: []stack.Rate{{Rate: 60, Period: "minute", Burst: 1_000_000}}}},
 	}}})
 	if err != nil {
-		tb.Fatal(err)
+		panic(err) // a fixed configuration
 	}
 	return s
 }
@@ -63,7 +62,7 @@ func ok(w http.ResponseWriter, _ *http.Request) {
 
 // httpSides are the handlers compared: the bare handler, go-chi/httprate
 // keyed by API key, and httplimit over a stack with one per-caller limit.
-func httpSides(tb testing.TB) []struct {
+func httpSides() []struct {
 	name string
 	h    http.Handler
 } {
@@ -74,7 +73,7 @@ func httpSides(tb testing.TB) []struct {
 	}{
 		{"bare", next},
 		{"httprate", httprate.LimitBy(1_000_000_000, time.Minute, httprateKey)(next)},
-		{"sluice", httplimit.New(perCallerStack(tb), callerKeys)(next)},
+		{"sluice", httplimit.New(perCallerStack(), callerKeys)(next)},
 	}
 }
 
@@ -86,7 +85,7 @@ func httpSides(tb testing.TB) []struct {
 func BenchmarkHTTP(b *testing.B) {
 	reqs := requests()
 	var sides []side
-	for _, s := range httpSides(b) {
+	for _, s := range httpSides() {
 		sides = append(sides, side{s.name, func(b *testing.B) {
 			i := 0
 			for b.Loop() {
