@@ -52,12 +52,6 @@ func (p *connPool) release(id uint64) {
 	p.mu.Unlock()
 }
 
-func (p *connPool) inUse() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.leases)
-}
-
 // connTable holds one connPool per value of a wildcard entry. A pool with no
 // lease left carries no state and is dropped: after a refused acquire, and
 // in an amortized sweep (when the table has doubled since the last one) that
