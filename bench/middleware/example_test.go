@@ -12,7 +12,7 @@ import (
 // per-caller limit, keyed by API key, in front of a handler that sets a
 // Content-Type.
 func Example() {
-	h := httplimit.New(perCallerStack(), callerKeys)(http.HandlerFunc(ok))
+	h := httplimit.New(perCallerStack(), callerKeys)(http.HandlerFunc(typed))
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, requests()[42])
 	fmt.Println(w.Code)

@@ -11,10 +11,13 @@ import (
 
 var rounds = flag.Int("rounds", 5, "interleaved rounds per comparison benchmark")
 
-// side is one contestant of a comparison: fn runs b.N requests.
+// side is one contestant of a comparison: fn runs b.N requests, warm
+// (optional) makes its state what a long run would find (every caller's
+// bucket created).
 type side struct {
 	name string
 	fn   func(b *testing.B)
+	warm func()
 }
 
 // compare runs every side once per round, round after round (A B C, A B C,
@@ -23,7 +26,12 @@ type side struct {
 // and for every side after the first two, its median ratio to the second
 // (the peer). The first side is the baseline (the bare handler): the
 // "added" columns subtract it.
-func compare(b *testing.B, sides []side) {
+func compare(b *testing.B, title string, sides []side) {
+	for _, s := range sides {
+		if s.warm != nil {
+			s.warm()
+		}
+	}
 	ns := make([][]float64, len(sides))
 	allocs := make([][]float64, len(sides))
 	for r := range *rounds {
@@ -44,7 +52,7 @@ func compare(b *testing.B, sides []side) {
 		}
 	}
 	var out strings.Builder
-	fmt.Fprintf(&out, "\n%d rounds, medians\n%-12s %10s %8s %12s %12s\n", *rounds, "side", "ns/op", "allocs", "added ns", "added allocs")
+	fmt.Fprintf(&out, "\n%s: %d rounds, medians\n%-12s %10s %8s %12s %12s\n", title, *rounds, "side", "ns/op", "allocs", "added ns", "added allocs")
 	base, baseA := median(ns[0]), median(allocs[0])
 	for i, s := range sides {
 		m, a := median(ns[i]), median(allocs[i])
