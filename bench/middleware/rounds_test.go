@@ -20,8 +20,8 @@ type side struct {
 	warm func()
 }
 
-// compare runs every side once per round, round after round (A B C, A B C,
-// …), each for -benchtime, so that the sides share the machine's noise; it
+// compare runs every side once per round, round after round (A B C, B C A,
+// C A B, …), each for -benchtime, so that the sides share the machine's noise; it
 // then reports, per side, the median ns/op and allocs/op over the rounds,
 // and for every side after the first two, its median ratio to the second
 // (the peer). The first side is the baseline (the bare handler): the
@@ -35,7 +35,11 @@ func compare(b *testing.B, title string, sides []side) {
 	ns := make([][]float64, len(sides))
 	allocs := make([][]float64, len(sides))
 	for r := range *rounds {
-		for i, s := range sides {
+		for k := range sides {
+			// Each round starts one side later, so that no side always
+			// runs first (after the previous round's garbage) or last.
+			i := (k + r) % len(sides)
+			s := sides[i]
 			var perOp, allocsPerOp float64
 			b.Run(fmt.Sprintf("round=%d/side=%s", r+1, s.name), func(b *testing.B) {
 				b.ReportAllocs()
