@@ -15,15 +15,20 @@
 // When the limiter also implements sluice.SlotReserver (a stack.Stack does),
 // the middleware calls ReserveSlots instead of Allow, so connections limits
 // (concurrent in-flight requests) are enforced: the slot is taken before the
-// next handler runs and released when it returns — also when it panics (the panic goes on after the release) and
-// when the client disconnects (the handler returns once the request context
-// ends; a handler that ignores the context holds its slot until it returns
-// or until the limiter's lease expires). A request denied by any limit holds
-// no slot, and a request no connections limit applies to holds nothing: it
-// costs what Allow costs. A limiter that is only a sluice.Reserver is asked
-// Reserve(ctx, keys, 0) and its reservation reconciled with 0. Requests
-// limits are charged once either way, and tokens limits are not charged by
-// the middleware. WithoutReserve restores Allow.
+// next handler runs and released when it returns — also when it panics (the
+// panic goes on after the release) and when the client disconnects (the
+// handler returns once the request context ends; a handler that ignores the
+// context holds its slot until it returns or until the limiter's lease
+// expires). A request denied by any limit holds no slot, and a request no
+// connections limit applies to holds nothing: it costs what Allow costs. A
+// limiter that is only a sluice.Reserver is asked Reserve(ctx, keys, 0) and
+// its reservation reconciled with 0. Requests limits are charged once either
+// way, and tokens limits are not charged by the middleware. WithoutReserve
+// restores Allow.
+//
+// An allowed request costs the middleware two allocations beyond the
+// limiter's: the RateLimit field values, rendered into one string, and their
+// one value array (each limit's RateLimit-Policy value is rendered once).
 //
 // Client addresses are never taken from X-Forwarded-For unless the caller
 // names the proxies it trusts: see TrustedProxies.
