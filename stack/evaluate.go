@@ -86,7 +86,7 @@ func (it *item) before(o *item) bool {
 //
 // The decision is written into *d (zero on entry), saving copies of a large
 // struct on the hot path.
-func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, r *Reservation, d *sluice.Decision) error {
+func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, r *reservation, d *sluice.Decision) error {
 	var (
 		valsArr  [16]string
 		itemsArr [8]item
@@ -263,7 +263,7 @@ func evaluatedList(items []item, vals []string) []string {
 }
 
 // decideBackend hands the ordered buckets to the backend in one call.
-func (s *Stack) decideBackend(ctx context.Context, items []item, vals []string, t time.Time, r *Reservation, d *sluice.Decision) error {
+func (s *Stack) decideBackend(ctx context.Context, items []item, vals []string, t time.Time, r *reservation, d *sluice.Decision) error {
 	ops := make([]Op, len(items))
 	for i := range items {
 		it := &items[i]

@@ -204,6 +204,7 @@ type compiled struct {
 	src    Config
 	limits []*limit // customer limits, then service limits, in config order
 	maxDim int
+	conns  bool // some entry has a connections limit (see ReserveSlots)
 }
 
 type limit struct {
@@ -298,6 +299,7 @@ func compile(cfg Config, prev *compiled, now time.Time) (*compiled, error) {
 	}
 	add(cfg.RateLimits, false)
 	add(cfg.ServiceLimits, true)
+	c.conns = hasConnections(c)
 	return c, nil
 }
 
