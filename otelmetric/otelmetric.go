@@ -446,9 +446,14 @@ func (m *Metrics) count(d *sluice.Decision, err error, last *atomic.Pointer[cell
 
 // Wrap returns a Limiter that calls l and counts and times its decisions. If
 // l is a sluice.Reserver, so is the result, and reservations are counted as
-// decisions too. The result is safe for concurrent use if l is.
+// decisions too; if l is also a sluice.SlotReserver, so is the result, and
+// ReserveSlots is counted the same way. The result is safe for concurrent
+// use if l is.
 func (m *Metrics) Wrap(l sluice.Limiter) sluice.Limiter {
 	if r, ok := l.(sluice.Reserver); ok {
+		if sr, ok := l.(sluice.SlotReserver); ok {
+			return &slotWrapper{reserverWrapper: reserverWrapper{wrapper: wrapper{m: m, inner: l}, inner: r}, slots: sr}
+		}
 		return &reserverWrapper{wrapper: wrapper{m: m, inner: l}, inner: r}
 	}
 	return &wrapper{m: m, inner: l}
@@ -494,6 +499,27 @@ func (w *reserverWrapper) Reserve(ctx context.Context, keys sluice.Keys, estimat
 	}
 	start := m.now()
 	r, d, err = w.inner.Reserve(ctx, keys, estimate)
+	elapsed := m.now().Sub(start)
+	c, _ := m.count(&d, err, &w.last)
+	m.duration.Record(ctx, elapsed.Seconds(), c.recOpts...)
+	return r, d, err
+}
+
+type slotWrapper struct {
+	reserverWrapper
+	slots sluice.SlotReserver
+}
+
+func (w *slotWrapper) ReserveSlots(ctx context.Context, keys sluice.Keys) (r sluice.Reservation, d sluice.Decision, err error) {
+	m := w.m
+	if !w.sampler.take(m.every) {
+		r, d, err = w.slots.ReserveSlots(ctx, keys)
+		_, n := m.count(&d, err, &w.last)
+		w.sampler.counted(m.every, n)
+		return r, d, err
+	}
+	start := m.now()
+	r, d, err = w.slots.ReserveSlots(ctx, keys)
 	elapsed := m.now().Sub(start)
 	c, _ := m.count(&d, err, &w.last)
 	m.duration.Record(ctx, elapsed.Seconds(), c.recOpts...)

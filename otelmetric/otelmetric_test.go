@@ -125,10 +125,14 @@ func TestDecisions(t *testing.T) {
 	if _, d, err := l.(sluice.Reserver).Reserve(ctx, sluice.NewKeys("caller", "bob"), 0); err != nil || !d.Allowed {
 		t.Fatalf("Reserve: %+v, %v", d, err)
 	}
+	// So is ReserveSlots, which a wrapped stack keeps.
+	if _, d, err := l.(sluice.SlotReserver).ReserveSlots(ctx, sluice.NewKeys("caller", "dave")); err != nil || !d.Allowed {
+		t.Fatalf("ReserveSlots: %+v, %v", d, err)
+	}
 
 	got := collect(t, reader)
 	want := map[string]int64{
-		"sluice.ratelimit.decision=allowed,sluice.ratelimit.limit_key=per-caller":                                    4,
+		"sluice.ratelimit.decision=allowed,sluice.ratelimit.limit_key=per-caller":                                    5,
 		"sluice.ratelimit.decision=throttled,sluice.ratelimit.limit_key=per-caller,sluice.ratelimit.metric=requests": 1,
 		"sluice.ratelimit.decision=error": 1,
 	}
@@ -160,8 +164,8 @@ func TestDecisions(t *testing.T) {
 			t.Errorf("%s: sum %v over %d decisions of 3µs", attrs(p.Attributes), p.Sum, p.Count)
 		}
 	}
-	if count != 6 {
-		t.Errorf("%d decisions timed, want all 6", count)
+	if count != 7 {
+		t.Errorf("%d decisions timed, want all 7", count)
 	}
 
 	if err := m.Close(); err != nil {
