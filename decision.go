@@ -1,6 +1,7 @@
 package sluice
 
 import (
+	"log/slog"
 	"time"
 
 	slerrors "github.com/sluicehq/sluice/errors"
@@ -72,8 +73,12 @@ type Decision struct {
 
 	// Evaluated lists every bucket checked for this request as
 	// "{rateLimitId}:{metric}:{v1,v2}", in the order they were evaluated
-	// (stricter first), once each. Engines fill it only when asked to
-	// (sluice.WithEvaluated), since it allocates.
+	// (stricter first), once each.
+	//
+	// It is nil unless the context given to Allow or Reserve came from
+	// WithEvaluated: building it allocates, so engines skip it otherwise.
+	// otelattr.Wrap asks for it when the request's span is recording; code
+	// that calls otelattr.Record itself must pass such a context.
 	Evaluated []string
 }
 
@@ -101,4 +106,33 @@ func (d Decision) Err() error {
 		te.Cause = slerrors.ErrCostExceedsBurst
 	}
 	return te
+}
+
+// LogValue implements slog.LogValuer, so that a Decision logs as a compact
+// group: "allowed" always; then, each only when set, "limit" (LimitKey, or
+// LimitID when there is no key), "metric", "retry_after", "permanent" and
+// "shadowed" (the shadow limits that would have denied). MatchedEntry,
+// ResolvedValues and the bucket figures are left out: they repeat the limit
+// key or belong in headers, not logs.
+func (d Decision) LogValue() slog.Value {
+	attrs := make([]slog.Attr, 1, 6)
+	attrs[0] = slog.Bool("allowed", d.Allowed)
+	if d.LimitKey != "" {
+		attrs = append(attrs, slog.String("limit", d.LimitKey))
+	} else if d.LimitID != "" {
+		attrs = append(attrs, slog.String("limit", d.LimitID))
+	}
+	if d.Metric != "" {
+		attrs = append(attrs, slog.String("metric", d.Metric))
+	}
+	if d.RetryAfter > 0 {
+		attrs = append(attrs, slog.Duration("retry_after", d.RetryAfter))
+	}
+	if d.Permanent {
+		attrs = append(attrs, slog.Bool("permanent", true))
+	}
+	if len(d.Shadowed) > 0 {
+		attrs = append(attrs, slog.Any("shadowed", d.Shadowed))
+	}
+	return slog.GroupValue(attrs...)
 }

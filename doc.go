@@ -9,9 +9,12 @@
 //   - category: API actions grouped into categories that share one bucket.
 //   - match: most-specific entry matching with trailing "*" fallback.
 //   - stack: several rate limits evaluated with AND semantics, loaded from the
-//     gateway's JSON configuration, hot-reloadable.
+//     gateway's JSON configuration, hot-reloadable, refreshed from a file or
+//     any source by stack.Source.
 //   - errors: the typed *ThrottledError and its protocol renderings.
 //   - otelattr: OpenTelemetry span attributes for each decision.
+//   - otelmetric: OpenTelemetry metrics for decisions, backend errors and
+//     configuration refreshes.
 //
 // # Decisions, not errors
 //

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -36,4 +38,25 @@ func Example() {
 	// Output:
 	// alice: allowed
 	// bob: throttled by per-caller/caller=bob, Retry-After: 2
+}
+
+// A Decision is a slog.LogValuer: it logs as a compact group.
+func ExampleDecision_LogValue() {
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{} // a fixed output for the example
+			}
+			return a
+		},
+	}))
+	d := sluice.Decision{
+		LimitID: "per-caller", LimitKey: "per-caller/caller=bob", Metric: sluice.MetricRequests,
+		RetryAfter: 1500 * time.Millisecond, MatchedEntry: []string{"*"}, ResolvedValues: []string{"bob"},
+	}
+	logger.Info("throttled", "decision", d)
+	logger.Info("passed", "decision", sluice.Decision{Allowed: true, LimitID: "per-caller"})
+	// Output:
+	// level=INFO msg=throttled decision.allowed=false decision.limit="per-caller/caller=bob" decision.metric=requests decision.retry_after=1.5s
+	// level=INFO msg=passed decision.allowed=true decision.limit=per-caller
 }

@@ -8,6 +8,9 @@
 // category (the Amazon EC2 model). An action may also drain a resource bucket
 // by the number of resources in the request, stacked with its request bucket:
 // both must pass, and a denied request consumes from neither.
+//
+// The Amazon ECS table ships with the package: New(ECS()) throttles like the
+// ECS API, category by category.
 package category
 
 import (
@@ -97,9 +100,17 @@ func WithActionKey(name string) Option { return optFunc(func(o *options) { o.act
 // from (default ResourcesKey).
 func WithResourcesKey(name string) Option { return optFunc(func(o *options) { o.resKey = name }) }
 
-// WithNow sets the clock Allow and AllowAction read (default: the wall
+// WithClock sets the clock Allow and AllowAction read (default: the wall
 // clock advanced by the monotonic clock, so a wall-clock step never moves it).
-func WithNow(now func() time.Time) Option { return optFunc(func(o *options) { o.now = now }) }
+// AllowAt takes its instant explicitly and ignores the clock. A nil now keeps
+// the default.
+func WithClock(now func() time.Time) Option {
+	return optFunc(func(o *options) {
+		if now != nil {
+			o.now = now
+		}
+	})
+}
 
 // WithResourceBucket gives action a resource bucket of the given burst and
 // refill per second, drained by the number of resources in each request, in

@@ -146,7 +146,7 @@ func TestValidation(t *testing.T) {
 
 func TestLimiterInterface(t *testing.T) {
 	now := t0
-	s, _ := category.New([]category.Category{clusterModify}, category.WithNow(func() time.Time { return now }))
+	s, _ := category.New([]category.Category{clusterModify}, category.WithClock(func() time.Time { return now }))
 	var l sluice.Limiter = s
 	keys := sluice.NewKeys(category.ActionKey, "CreateCluster")
 	allowed := 0

@@ -39,3 +39,54 @@ func Example() {
 	// 50 Describe + 50 List: 50 allowed
 	// Cluster read/action=ListClusters retry after 50ms
 }
+
+// The Amazon ECS table ships with the package: build a limiter from it and
+// render a denial as the ThrottlingException AWS SDKs retry.
+func ExampleECS() {
+	set, err := category.New(category.ECS())
+	if err != nil {
+		panic(err)
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	allowed := 0
+	for i := 0; i < 8; i++ {
+		d, err := set.AllowAt(t0, "DeleteTaskDefinitions", 1)
+		if err != nil {
+			panic(err)
+		}
+		if d.Allowed {
+			allowed++
+			continue
+		}
+		fmt.Println(allowed, "allowed, then", d.LimitID, "retry after", d.RetryAfter)
+		break
+	}
+	c, _ := set.Category("RunTask")
+	fmt.Printf("RunTask: %s, burst %d, %v per second\n", c.Name, c.Burst, c.Refill)
+	// Output:
+	// 5 allowed, then Task definition deletion retry after 1s
+	// RunTask: Cluster resource modify, burst 100, 40 per second
+}
+
+// WithClock injects the clock Allow and AllowAction read; here a fake one
+// that the example advances by hand.
+func ExampleWithClock() {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	set, err := category.New(category.ECS(), category.WithClock(func() time.Time { return now }))
+	if err != nil {
+		panic(err)
+	}
+	for i := 0; i < 20; i++ { // drain Cluster modify (burst 20)
+		if _, err := set.AllowAction("CreateCluster"); err != nil {
+			panic(err)
+		}
+	}
+	d, _ := set.AllowAction("UpdateCluster")
+	fmt.Println("allowed:", d.Allowed, "retry after", d.RetryAfter)
+	now = now.Add(time.Second) // refill: 1 per second
+	d, _ = set.AllowAction("UpdateCluster")
+	fmt.Println("a second later, allowed:", d.Allowed)
+	// Output:
+	// allowed: false retry after 1s
+	// a second later, allowed: true
+}

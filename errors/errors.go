@@ -8,7 +8,10 @@
 //
 // A *ThrottledError carries everything a protocol response needs: the limit
 // key, the metric and the RetryAfter delay. Renderings for HTTP, JSON-RPC/MCP,
-// OpenAI, Anthropic and AWS clients build on it.
+// OpenAI, Anthropic and AWS clients build on it. Response renders a denied
+// sluice.Decision in one call, to an http.ResponseWriter or to bytes:
+//
+//	_ = slerrors.Response{Format: slerrors.Anthropic}.Write(w, d)
 package errors
 
 import (

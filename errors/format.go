@@ -10,7 +10,7 @@ import (
 const Message = "Rate limit exceeded"
 
 // Format selects the protocol shape of a throttled response. The zero Format
-// is HTTPJSON.
+// is HTTPJSON. To render a sluice.Decision in one call, use Response.
 //
 // Every format writes the same three facts — limitKey, metric and retryAfter
 // (whole seconds, rounded up, at least 1) — in the field order of the
@@ -27,7 +27,7 @@ const (
 	// status:
 	//	{"jsonrpc":"2.0","id":…,"error":{"code":-32003,"message":"Rate limit exceeded","data":{"limitKey":…,"metric":…,"retryAfter":1}}}
 	// Format.AppendBody writes a null id and DefaultJSONRPCCode; use
-	// AppendJSONRPC to echo the request's id or choose the code.
+	// Response (or AppendJSONRPC) to echo the request's id or choose the code.
 	JSONRPC
 	// OpenAI is the OpenAI-compatible body, status 429:
 	//	{"error":{"message":"Rate limit exceeded","type":"rate_limit_error","code":"429","limitKey":…,"metric":…,"retryAfter":60}}
@@ -106,7 +106,8 @@ func (f Format) AppendBody(dst []byte, e *ThrottledError) []byte {
 	return AppendHTTPJSON(dst, e)
 }
 
-// Marshal returns the throttled body for e in format f.
+// Marshal returns the throttled body for e in format f (a JSONRPC body has
+// a null id; Response.Marshal echoes the request's).
 func (f Format) Marshal(e *ThrottledError) []byte {
 	return f.AppendBody(make([]byte, 0, 256), e)
 }

@@ -3,6 +3,7 @@ package errors
 import (
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -105,15 +106,87 @@ func (q Quota) AppendRateLimit(dst []byte) []byte {
 	return strconv.AppendInt(dst, clampSF(ceilSecs(q.Reset)), 10)
 }
 
+// The canonical forms (textproto.CanonicalMIMEHeaderKey) of the RateLimit
+// fields: setting them directly spares Header.Set a canonicalization that
+// allocates on every call, since "RateLimit" is not canonical.
+const (
+	fieldPolicy    = "Ratelimit-Policy"
+	fieldRateLimit = "Ratelimit"
+)
+
 // SetRateLimitHeaders sets the RateLimit-Policy and RateLimit fields of q on
-// h. It does nothing when q.Limit ≤ 0 (no limit applied).
+// h, as h.Set would. It does nothing when q.Limit ≤ 0 (no limit applied).
+//
+// It allocates twice whatever q: the two field values share one string,
+// rendered into a stack buffer, and the two one-element value slices share
+// one backing array (each capped at its element, so a later Add to one field
+// never writes into the other). PolicyCache also spares the rendering of the
+// policy.
 func SetRateLimitHeaders(h http.Header, q Quota) {
 	if q.Limit <= 0 {
 		return
 	}
-	var buf [96]byte
-	h.Set("RateLimit-Policy", string(q.AppendPolicy(buf[:0])))
-	h.Set("RateLimit", string(q.AppendRateLimit(buf[:0])))
+	var buf [128]byte
+	setRateLimitFields(h, q, q.AppendPolicy(buf[:0]))
+}
+
+// setRateLimitFields sets both fields; b holds q's RateLimit-Policy value,
+// and the RateLimit value is appended to it.
+func setRateLimitFields(h http.Header, q Quota, b []byte) {
+	n := len(b)
+	both := string(q.AppendRateLimit(b))
+	vals := make([]string, 2)
+	vals[0], vals[1] = both[:n], both[n:]
+	h[fieldPolicy] = vals[0:1:1]
+	h[fieldRateLimit] = vals[1:2:2]
+}
+
+// policyCacheSlots bounds a PolicyCache: policies beyond it are rendered on
+// every response, as by SetRateLimitHeaders.
+const policyCacheSlots = 16
+
+// PolicyCache remembers the RateLimit-Policy values of the policies it has
+// rendered (a policy is its name, Limit and Window), so that responses of
+// the same policy copy the value instead of rendering it again. It holds at
+// most 16 policies, the first ones seen; the zero value is ready to use, and
+// it is safe for concurrent use. Middleware keeps one for its lifetime.
+type PolicyCache struct {
+	slots [policyCacheSlots]atomic.Pointer[renderedPolicy]
+}
+
+type renderedPolicy struct {
+	name   string
+	limit  int64
+	window time.Duration
+	text   []byte
+}
+
+// SetRateLimitHeaders is the package's SetRateLimitHeaders, its output
+// identical, with q's RateLimit-Policy value from c.
+func (c *PolicyCache) SetRateLimitHeaders(h http.Header, q Quota) {
+	if q.Limit <= 0 {
+		return
+	}
+	var buf [128]byte
+	setRateLimitFields(h, q, c.appendPolicy(buf[:0], q))
+}
+
+// appendPolicy appends q's RateLimit-Policy value to dst: copied when c
+// has it, rendered (and kept, when a slot is free) otherwise.
+func (c *PolicyCache) appendPolicy(dst []byte, q Quota) []byte {
+	for i := range c.slots {
+		p := c.slots[i].Load()
+		if p == nil {
+			p = &renderedPolicy{q.Policy, q.Limit, q.Window, q.AppendPolicy(nil)}
+			if !c.slots[i].CompareAndSwap(nil, p) {
+				p = c.slots[i].Load() // another request filled the slot first
+			}
+		}
+		if p.name == q.Policy && p.limit == q.Limit && p.window == q.Window {
+			return append(dst, p.text...)
+		}
+	}
+	return q.AppendPolicy(dst)
 }
 
 // SetHeaders sets on h the headers a throttled response carries, the ones

@@ -5,9 +5,9 @@ import (
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/ratelimit"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
 
 	"github.com/sluicehq/sluice"
+	slerrors "github.com/sluicehq/sluice/errors"
 )
 
 // Adapter returns a go-grpc-middleware ratelimit.Limiter backed by l, for
@@ -33,6 +33,9 @@ type adapter struct{ lim *limiter }
 // (the interceptor reports it as ResourceExhausted too).
 func (a adapter) Limit(ctx context.Context) error {
 	method, _ := grpc.Method(ctx)
-	_, err := a.lim.check(ctx, method, func(md metadata.MD) { _ = grpc.SetTrailer(ctx, md) }, false)
+	_, err := a.lim.check(ctx, method, false)
+	if te, ok := err.(*slerrors.ThrottledError); ok {
+		_ = grpc.SetTrailer(ctx, pushback(te))
+	}
 	return err
 }

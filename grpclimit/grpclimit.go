@@ -128,6 +128,8 @@ func FailClosed() Option { return optionFunc(func(c *config) { c.failClosed = tr
 type limiter struct {
 	cfg  config
 	l    sluice.Limiter
+	sr   sluice.SlotReserver // l, when it holds connection slots
+	rs   sluice.Reserver     // l, when it reserves but is no SlotReserver
 	keys KeyFunc
 }
 
@@ -136,6 +138,9 @@ func newLimiter(l sluice.Limiter, keys KeyFunc, opts []Option) *limiter {
 		panic("grpclimit: needs a Limiter and a KeyFunc")
 	}
 	lim := &limiter{l: l, keys: keys}
+	if lim.sr, _ = l.(sluice.SlotReserver); lim.sr == nil {
+		lim.rs, _ = l.(sluice.Reserver)
+	}
 	for _, o := range opts {
 		o.apply(&lim.cfg)
 	}
@@ -143,21 +148,27 @@ func newLimiter(l sluice.Limiter, keys KeyFunc, opts []Option) *limiter {
 }
 
 // check decides one call. It returns nil to let the call through; the
-// *ThrottledError of a throttled call (after handing its pushback trailer to
-// setTrailer); or the status error of a call that could not be decided. When
-// the limiter is a sluice.Reserver (a stack is), the call is admitted with
-// Reserve so that connections limits hold a slot for the call's length; the
-// returned Reservation must be reconciled when the call ends.
-func (lim *limiter) check(ctx context.Context, method string, setTrailer func(metadata.MD), reserve bool) (sluice.Reservation, error) {
+// *ThrottledError of a throttled call (the caller sends its pushback
+// trailer); or the status error of a call that could not be decided. With
+// reserve, a limiter that holds connection slots (a stack does:
+// sluice.SlotReserver, or else sluice.Reserver) holds them for the call's
+// length; the returned Reservation must be reconciled when the call ends.
+// It is sluice.NoReservation whenever nothing is held.
+func (lim *limiter) check(ctx context.Context, method string, reserve bool) (sluice.Reservation, error) {
 	keys, err := lim.keys(ctx, method)
 	if err != nil {
 		return sluice.NoReservation, status.Error(codes.InvalidArgument, "grpclimit: resolving rate-limit keys: "+err.Error())
 	}
-	res := sluice.NoReservation
-	var d sluice.Decision
-	if r, ok := lim.l.(sluice.Reserver); ok && reserve {
-		res, d, err = r.Reserve(ctx, keys, 0)
-	} else {
+	var (
+		res sluice.Reservation
+		d   sluice.Decision
+	)
+	switch {
+	case reserve && lim.sr != nil:
+		res, d, err = lim.sr.ReserveSlots(ctx, keys)
+	case reserve && lim.rs != nil:
+		res, d, err = lim.rs.Reserve(ctx, keys, 0)
+	default:
 		d, err = lim.l.Allow(ctx, keys)
 	}
 	if err != nil {
@@ -167,19 +178,17 @@ func (lim *limiter) check(ctx context.Context, method string, setTrailer func(me
 		return sluice.NoReservation, nil
 	}
 	if d.Allowed {
-		if res == nil {
-			res = sluice.NoReservation
-		}
 		return res, nil
 	}
 	te, _ := slerrors.AsThrottled(d.Err())
-	setTrailer(pushback(te))
 	return sluice.NoReservation, te
 }
 
-// statusErr turns check's result into the error an interceptor returns.
-func statusErr(err error) error {
+// statusErr turns check's result into the error an interceptor returns,
+// handing a throttled call's pushback trailer to setTrailer first.
+func statusErr(err error, setTrailer func(metadata.MD) error) error {
 	if te, ok := err.(*slerrors.ThrottledError); ok {
+		_ = setTrailer(pushback(te))
 		return Status(te).Err()
 	}
 	return err
@@ -190,9 +199,9 @@ func statusErr(err error) error {
 func UnaryServerInterceptor(l sluice.Limiter, keys KeyFunc, opts ...Option) grpc.UnaryServerInterceptor {
 	lim := newLimiter(l, keys, opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		res, err := lim.check(ctx, info.FullMethod, func(md metadata.MD) { _ = grpc.SetTrailer(ctx, md) }, true)
+		res, err := lim.check(ctx, info.FullMethod, true)
 		if err != nil {
-			return nil, statusErr(err)
+			return nil, statusErr(err, func(md metadata.MD) error { return grpc.SetTrailer(ctx, md) })
 		}
 		defer res.Reconcile(0) // frees connection slots, also on panic
 		return handler(ctx, req)
@@ -205,9 +214,9 @@ func UnaryServerInterceptor(l sluice.Limiter, keys KeyFunc, opts ...Option) grpc
 func StreamServerInterceptor(l sluice.Limiter, keys KeyFunc, opts ...Option) grpc.StreamServerInterceptor {
 	lim := newLimiter(l, keys, opts)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		res, err := lim.check(ss.Context(), info.FullMethod, ss.SetTrailer, true)
+		res, err := lim.check(ss.Context(), info.FullMethod, true)
 		if err != nil {
-			return statusErr(err)
+			return statusErr(err, func(md metadata.MD) error { ss.SetTrailer(md); return nil })
 		}
 		defer res.Reconcile(0) // the slot is held until the stream ends
 		return handler(srv, ss)

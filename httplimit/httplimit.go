@@ -12,17 +12,23 @@
 //
 // # Connections
 //
-// When the limiter also implements sluice.Reserver (a stack.Stack does), the
-// middleware calls Reserve(ctx, keys, 0) instead of Allow, so connections
-// limits (concurrent in-flight requests) are enforced: the slot is taken
-// before the next handler runs and released with Reconcile(0) when it
-// returns — also when it panics (the panic goes on after the release) and
-// when the client disconnects (the handler returns once the request context
-// ends; a handler that ignores the context holds its slot until it returns
-// or until the limiter's lease expires). A request denied by any limit holds
-// no slot. Requests limits are charged once either way, and tokens limits
-// are not charged by the middleware (the estimate is 0). WithoutReserve
+// When the limiter also implements sluice.SlotReserver (a stack.Stack does),
+// the middleware calls ReserveSlots instead of Allow, so connections limits
+// (concurrent in-flight requests) are enforced: the slot is taken before the
+// next handler runs and released when it returns — also when it panics (the
+// panic goes on after the release) and when the client disconnects (the
+// handler returns once the request context ends; a handler that ignores the
+// context holds its slot until it returns or until the limiter's lease
+// expires). A request denied by any limit holds no slot, and a request no
+// connections limit applies to holds nothing: it costs what Allow costs. A
+// limiter that is only a sluice.Reserver is asked Reserve(ctx, keys, 0) and
+// its reservation reconciled with 0. Requests limits are charged once either
+// way, and tokens limits are not charged by the middleware. WithoutReserve
 // restores Allow.
+//
+// An allowed request costs the middleware two allocations beyond the
+// limiter's: the RateLimit field values, rendered into one string, and their
+// one value array (each limit's RateLimit-Policy value is rendered once).
 //
 // Client addresses are never taken from X-Forwarded-For unless the caller
 // names the proxies it trusts: see TrustedProxies.
@@ -123,8 +129,8 @@ func WithErrorHandler(h ErrorHandler) Option {
 func WithoutRateLimitHeaders() Option { return optionFunc(func(c *config) { c.noHeaders = true }) }
 
 // WithoutReserve makes the middleware call Allow even when the limiter
-// implements sluice.Reserver: connections limits are then not enforced (no
-// slot is taken), and a request costs one call to the limiter.
+// implements sluice.SlotReserver or sluice.Reserver: connections limits are
+// then not enforced (no slot is taken).
 func WithoutReserve() Option { return optionFunc(func(c *config) { c.noReserve = true }) }
 
 // New returns middleware that asks l about every request, with the keys
@@ -137,21 +143,30 @@ func New(l sluice.Limiter, keys KeyFunc, opts ...Option) func(http.Handler) http
 	for _, o := range opts {
 		o.apply(&c)
 	}
-	var rs sluice.Reserver
+	var (
+		sr sluice.SlotReserver
+		rs sluice.Reserver
+	)
 	if !c.noReserve {
-		rs, _ = l.(sluice.Reserver)
+		if sr, _ = l.(sluice.SlotReserver); sr == nil {
+			rs, _ = l.(sluice.Reserver)
+		}
 	}
 	return func(next http.Handler) http.Handler {
-		return &handler{cfg: c, l: l, rs: rs, keys: keys, next: next}
+		return &handler{cfg: c, l: l, sr: sr, rs: rs, keys: keys, next: next}
 	}
 }
 
 type handler struct {
 	cfg  config
 	l    sluice.Limiter
-	rs   sluice.Reserver // l, when it reserves and WithoutReserve is not given
+	sr   sluice.SlotReserver // l, when it holds slots and WithoutReserve is not given
+	rs   sluice.Reserver     // l, when it reserves (but not SlotReserver) and WithoutReserve is not given
 	keys KeyFunc
 	next http.Handler
+	// policies keeps the rendered RateLimit-Policy values of allowed
+	// responses.
+	policies slerrors.PolicyCache
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -160,13 +175,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.cfg.onError(w, r, &KeyError{err})
 		return
 	}
-	// A Reserver holds the request's connection slots until the next
-	// handler returns; a plain Limiter has nothing to hold.
-	res := sluice.NoReservation
-	var d sluice.Decision
-	if h.rs != nil {
+	// A SlotReserver (or a Reserver) holds the request's connection slots
+	// until the next handler returns; a plain Limiter has nothing to hold.
+	var (
+		res sluice.Reservation
+		d   sluice.Decision
+	)
+	switch {
+	case h.sr != nil:
+		res, d, err = h.sr.ReserveSlots(r.Context(), keys)
+	case h.rs != nil:
 		res, d, err = h.rs.Reserve(r.Context(), keys, 0)
-	} else {
+	default:
 		d, err = h.l.Allow(r.Context(), keys)
 	}
 	if err != nil {
@@ -182,7 +202,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.throttle(w, r, te)
 		return
 	}
-	if res != nil {
+	if res.Held() {
 		// A deferred release runs on a normal return and while a panic
 		// unwinds; the panic then goes on to net/http (or the caller's
 		// recover).
@@ -195,7 +215,7 @@ func release(res sluice.Reservation) { _ = res.Reconcile(0) }
 
 func (h *handler) admit(w http.ResponseWriter, r *http.Request, d *sluice.Decision) {
 	if !h.cfg.noHeaders && d.Limit > 0 {
-		slerrors.SetRateLimitHeaders(w.Header(), slerrors.NewQuota(d.LimitID, d.Limit, d.Remaining, d.Window))
+		h.policies.SetRateLimitHeaders(w.Header(), slerrors.NewQuota(d.LimitID, d.Limit, d.Remaining, d.Window))
 	}
 	h.next.ServeHTTP(w, r)
 }

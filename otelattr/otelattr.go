@@ -8,6 +8,11 @@
 //	<namespace>.resolved_values  the request's values, ","       (throttled only)
 //	<namespace>.evaluated        every bucket checked, in evaluation order, as "{id}:{metric}:{values}"
 //
+// The evaluated attribute is Decision.Evaluated, which engines fill only when
+// called with a context from sluice.WithEvaluated. Wrap does that whenever
+// the span is recording; if you call Record yourself, decide with
+// sluice.WithEvaluated(ctx), or the attribute is an empty list.
+//
 // Two schemas are provided: Default, under sluice's own namespace
 // "sluice.ratelimit", and Gateway, which emits exactly the gateway's names
 // ("aws.agentcore.gateway.throttle.customer.*") so that existing dashboards
@@ -183,16 +188,43 @@ type wrapper struct {
 //
 // If l is a sluice.Reserver (a stack is), so is the result: Reserve is
 // forwarded and its decision recorded the same way, so middleware that
-// enforces connections limits through Reserve keeps doing so.
+// enforces connections limits through Reserve keeps doing so. If l is also a
+// sluice.SlotReserver, so is the result, and ReserveSlots is forwarded and
+// recorded the same way: middleware behind Wrap then holds nothing for a
+// request that no connections limit applies to.
 func Wrap(l sluice.Limiter, opts ...Option) sluice.Limiter {
 	w := &wrapper{inner: l, schema: Default}
 	for _, o := range opts {
 		o.apply(w)
 	}
 	if r, ok := l.(sluice.Reserver); ok {
-		return &reserverWrapper{wrapper: w, inner: r}
+		rw := &reserverWrapper{wrapper: w, inner: r}
+		if sr, ok := l.(sluice.SlotReserver); ok {
+			return &slotWrapper{reserverWrapper: rw, slots: sr}
+		}
+		return rw
 	}
 	return w
+}
+
+type slotWrapper struct {
+	*reserverWrapper
+	slots sluice.SlotReserver
+}
+
+func (w *slotWrapper) ReserveSlots(ctx context.Context, keys sluice.Keys) (sluice.Reservation, sluice.Decision, error) {
+	if ctx == nil {
+		return w.slots.ReserveSlots(ctx, keys)
+	}
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return w.slots.ReserveSlots(ctx, keys)
+	}
+	r, d, err := w.slots.ReserveSlots(sluice.WithEvaluated(ctx), keys)
+	if err == nil {
+		w.schema.Record(span, d)
+	}
+	return r, d, err
 }
 
 type reserverWrapper struct {

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/racecheck"
 	"github.com/sluicehq/sluice/otelattr"
+	"github.com/sluicehq/sluice/stack"
 )
 
 // fakeEngine denies every request after the first allowed ones, and fills
@@ -225,4 +226,39 @@ func BenchmarkWrapNotRecording(b *testing.B) {
 			_, _ = l.Allow(ctx, keys)
 		}
 	})
+}
+
+// A wrapped stack keeps ReserveSlots, so middleware behind Wrap holds no
+// reservation for a request no connections limit applies to, and the
+// decision lands on the span as for Allow.
+func TestWrapForwardsReserveSlots(t *testing.T) {
+	sr, tp := newRecorder()
+	st, err := stack.Load([]byte(`[
+	  {"rateLimitId": "conns", "dimensionKeys": ["caller"], "entries": [
+	    {"dimensions": {"caller": "alice"}, "connections": [{"rate": 1, "period": "second"}]}]}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots, ok := otelattr.Wrap(st).(sluice.SlotReserver)
+	if !ok {
+		t.Fatal("a wrapped stack is not a SlotReserver")
+	}
+	ctx, span := tp.Tracer("test").Start(context.Background(), "req")
+	r, d, err := slots.ReserveSlots(ctx, sluice.NewKeys("caller", "alice"))
+	if err != nil || !d.Allowed || !r.Held() {
+		t.Fatalf("first alice: %+v held=%v, %v", d, r.Held(), err)
+	}
+	// The one slot is held: a second request is denied until it is released.
+	if _, d, err := slots.ReserveSlots(ctx, sluice.NewKeys("caller", "alice")); err != nil || d.Allowed {
+		t.Fatalf("second alice while the slot is held: %+v, %v", d, err)
+	}
+	r.Cancel()
+	if r2, d, err := slots.ReserveSlots(ctx, sluice.NewKeys("caller", "bob")); err != nil || !d.Allowed || r2.Held() {
+		t.Fatalf("bob, whom no connections limit covers: %+v held=%v, %v", d, r2.Held(), err)
+	}
+	span.End()
+	got := attrs(sr.Ended()[0].Attributes())
+	if got["sluice.ratelimit.decision"] == nil {
+		t.Fatalf("ReserveSlots recorded nothing on the span: %v", got)
+	}
 }

@@ -8,6 +8,18 @@ cd "$(dirname "$0")/.."
 STATICCHECK_VERSION=v0.8.2 # pinned: staticcheck 2026.2.2
 mapfile -t modules < <(find . -name go.mod -not -path '*/testdata/*' -printf '%h\n' | sort)
 
+# The tree as it was before the tests, to check at the end that building and
+# testing changed nothing (go.work.sum, testdata, generated files).
+tree_state() {
+	git status --porcelain --untracked-files=all
+	git diff HEAD --binary | sha256sum
+}
+in_git=false
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+	in_git=true
+	before=$(tree_state)
+fi
+
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then
@@ -23,6 +35,17 @@ for m in "${modules[@]}"; do
 	echo "== module $m: go test -race"
 	(cd "$m" && go test -race -count=1 "$@" ./...) || status=1
 done
+if $in_git; then
+	echo "== the tests left the tree as they found it"
+	if [ "$(tree_state)" != "$before" ]; then
+		echo "building or testing changed the tree:"
+		git status --porcelain --untracked-files=all
+		echo "(go.work.sum: run bash scripts/worksum.sh and commit the result)"
+		status=1
+	fi
+else
+	echo "== not a git checkout: tree check skipped"
+fi
 if [ "$status" -ne 0 ]; then
 	echo "FAILED"; exit 1
 fi

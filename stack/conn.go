@@ -19,6 +19,7 @@ const connRetryAfter = time.Second
 type connPool struct {
 	mu     sync.Mutex
 	leases map[uint64]int64 // lease id → expiry, ns since the bucket epoch
+	used   bool             // in a connTable: acquired since the last sweep (under the table's lock)
 }
 
 // acquire takes a slot for lease id if fewer than limit are held at at.
@@ -51,16 +52,13 @@ func (p *connPool) release(id uint64) {
 	p.mu.Unlock()
 }
 
-func (p *connPool) inUse() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.leases)
-}
-
 // connTable holds one connPool per value of a wildcard entry. A pool with no
-// lease left is dropped (it carries no state): at release, after a refused
-// acquire, and in an amortized sweep that also reclaims expired leases, so
-// values whose requests never settled do not accumulate.
+// lease left carries no state and is dropped: after a refused acquire, and
+// in an amortized sweep (when the table has doubled since the last one) that
+// also reclaims expired leases, so values whose requests never settled do
+// not accumulate. A pool emptied by a release waits for a sweep that finds
+// it unused since the previous one, so the values in use reuse their pools
+// without allocating.
 type connTable struct {
 	mu        sync.Mutex
 	pools     map[string]*connPool
@@ -86,6 +84,7 @@ func (t *connTable) acquire(key []byte, at time.Time, id uint64, limit int64, tt
 		p = &connPool{}
 		t.pools[string(key)] = p
 	}
+	p.used = true
 	ok, left := p.acquire(at, id, limit, ttl)
 	if !ok && len(p.leases) == 0 {
 		delete(t.pools, string(key)) // refused (limit 0): nothing to keep
@@ -93,7 +92,8 @@ func (t *connTable) acquire(key []byte, at time.Time, id uint64, limit int64, tt
 	return ok, left
 }
 
-// sweep drops expired leases and then empty pools. t.mu is held.
+// sweep drops expired leases and then the empty pools not acquired since
+// the last sweep (a value in use keeps its pool). t.mu is held.
 func (t *connTable) sweep(at time.Time) {
 	now := at.UnixNano()
 	for k, p := range t.pools {
@@ -105,9 +105,10 @@ func (t *connTable) sweep(at time.Time) {
 		}
 		empty := len(p.leases) == 0
 		p.mu.Unlock()
-		if empty {
+		if empty && !p.used {
 			delete(t.pools, k)
 		}
+		p.used = false
 	}
 	t.lastSweep = len(t.pools)
 }
@@ -125,8 +126,7 @@ func (t *connTable) release(key []byte, id uint64) {
 	if p == nil {
 		return
 	}
+	// An emptied pool stays until the next sweep drops it: the value's next
+	// request then reuses it (and its lease map) instead of allocating.
 	p.release(id)
-	if p.inUse() == 0 {
-		delete(t.pools, string(key))
-	}
 }

@@ -92,7 +92,7 @@ func (it *item) refund(kb []byte, t time.Time) {
 //
 // The decision is written into *d (zero on entry), saving copies of a large
 // struct on the hot path.
-func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, r *Reservation, d *sluice.Decision) error {
+func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, r *reservation, d *sluice.Decision) error {
 	if c.big {
 		// More than the stack buffers hold: pooled buffers, so that large
 		// configurations do not allocate per request either.
@@ -160,7 +160,7 @@ var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
 // evaluateInto is evaluate with its buffers given; it returns items and kb
 // as grown.
-func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, r *Reservation, d *sluice.Decision, b *bufs) ([]item, []byte, error) {
+func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, r *reservation, d *sluice.Decision, b *bufs) ([]item, []byte, error) {
 	items, kb := b.items, b.kb
 	dc := &b.dims
 	vals, hashes := b.vals, b.hashes
@@ -405,7 +405,7 @@ func evaluatedList(items []item, keys *sluice.Keys) []string {
 }
 
 // decideBackend hands the ordered buckets to the backend in one call.
-func (s *Stack) decideBackend(ctx context.Context, items []item, keys *sluice.Keys, t time.Time, r *Reservation, d *sluice.Decision) error {
+func (s *Stack) decideBackend(ctx context.Context, items []item, keys *sluice.Keys, t time.Time, r *reservation, d *sluice.Decision) error {
 	ops := make([]Op, len(items))
 	for i := range items {
 		it := &items[i]

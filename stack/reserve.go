@@ -3,6 +3,7 @@ package stack
 import (
 	"context"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -10,23 +11,19 @@ import (
 	"github.com/sluicehq/sluice/bucket"
 )
 
-// Reservation holds what Reserve took from a Stack until the request ends.
-// It implements sluice.Reservation.
+// reservation is the record behind a sluice.Reservation of a Stack: what
+// Reserve took, until the request ends.
 //
-// Lifetime: an unsettled reservation leaks nothing. Its token and request
-// units were consumed at Reserve and refill like any consumption; its
-// connection slots expire after the Stack's lease TTL (WithLeaseTTL). A
-// Reconcile or Cancel after that still adjusts the token buckets and does
-// not release a slot twice. A reservation made before a Reload settles on the
-// buckets it took from; those are the buckets in force when the limit and
-// entry were kept, and detached ones (limit removed) when not.
-type Reservation struct {
+// Records are pooled. Each is handed out as sluice.NewReservation(r, gen);
+// the first Settle with the current gen moves gen on and puts the record back
+// in the pool, so a stale copy of the Reservation (its gen is old) can never
+// act on the record's next use.
+type reservation struct {
+	gen       atomic.Uint64
 	s         *Stack
 	at        time.Time
 	estimate  int
-	actual    atomic.Int64
-	hasActual atomic.Bool
-	done      atomic.Bool
+	slotsOnly bool // ReserveSlots: settling only releases connection slots
 	// items are indexed like the evaluation's items: evaluate stores each
 	// take's result as it happens (setResult), record the rest on success.
 	n        int
@@ -46,7 +43,55 @@ type resItem struct {
 	res    bucket.Result // the take, for bounded refunds
 }
 
-func (r *Reservation) slot(i int) *resItem {
+var reservations = sync.Pool{New: func() any {
+	r := new(reservation)
+	r.keys = r.keyArr[:0]
+	return r
+}}
+
+// Records that grew beyond these go back to the pool without their spill
+// buffers, so that one large request does not pin memory in the pool.
+const (
+	maxPooledItems = 32
+	maxPooledKeys  = 1 << 10
+)
+
+func newReservation(s *Stack, estimate int, slotsOnly bool) *reservation {
+	r := reservations.Get().(*reservation)
+	r.s, r.estimate, r.slotsOnly = s, estimate, slotsOnly
+	return r
+}
+
+// free clears r and puts it back in the pool. Its gen is left as it is: only
+// a Settle moves it on, and only a settled record's handles exist.
+func (r *reservation) free() {
+	r.s, r.at, r.estimate, r.slotsOnly = nil, time.Time{}, 0, false
+	r.items = [4]resItem{}
+	r.n = 0
+	if cap(r.more) > maxPooledItems {
+		r.more = nil
+	} else {
+		clear(r.more)
+		r.more = r.more[:0]
+	}
+	if cap(r.keys) > maxPooledKeys {
+		r.keys = r.keyArr[:0]
+	} else {
+		r.keys = r.keys[:0]
+	}
+	if cap(r.ops) > maxPooledItems {
+		r.ops, r.opTokens = nil, nil
+	} else {
+		clear(r.ops)
+		r.ops, r.opTokens = r.ops[:0], r.opTokens[:0]
+	}
+	reservations.Put(r)
+}
+
+// handle returns the Reservation of r's current generation.
+func (r *reservation) handle() sluice.Reservation { return sluice.NewReservation(r, r.gen.Load()) }
+
+func (r *reservation) slot(i int) *resItem {
 	if i < len(r.items) {
 		return &r.items[i]
 	}
@@ -56,11 +101,11 @@ func (r *Reservation) slot(i int) *resItem {
 	return &r.more[i-len(r.items)]
 }
 
-func (r *Reservation) setResult(i int, res bucket.Result) { r.slot(i).res = res }
+func (r *reservation) setResult(i int, res bucket.Result) { r.slot(i).res = res }
 
-func (r *Reservation) record(items []item, kb []byte, t time.Time) {
+func (r *reservation) record(items []item, kb []byte, t time.Time) {
 	r.at = t
-	r.keys = append(r.keyArr[:0], kb...)
+	r.keys = append(r.keys[:0], kb...)
 	r.n = len(items)
 	for i := range items {
 		it := &items[i]
@@ -71,6 +116,31 @@ func (r *Reservation) record(items []item, kb []byte, t time.Time) {
 		}
 		ri.rb, ri.k0, ri.k1, ri.cost, ri.lease = it.rb, it.k0, it.k1, it.cost, it.lease
 	}
+}
+
+// holdsSlots reports whether r took a connection slot.
+func (r *reservation) holdsSlots() bool {
+	for i := 0; i < r.n; i++ {
+		if rb := r.slot(i).rb; rb != nil && rb.kind == kindConnections {
+			return true
+		}
+	}
+	return false
+}
+
+// hasConnections reports whether any entry of c has a connections limit: a
+// configuration without one never needs a reservation for its slots.
+func hasConnections(c *compiled) bool {
+	for _, l := range c.limits {
+		for _, en := range l.entries {
+			for _, rb := range en.rates {
+				if rb.kind == kindConnections {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // Reserve takes one request, estimate units of every tokens limit and one
@@ -85,76 +155,101 @@ func (r *Reservation) record(items []item, kb []byte, t time.Time) {
 //	defer r.Cancel()            // no-op once reconciled; frees slots on panic
 //	usage := callModel()
 //	r.Reconcile(usage.Total)
+//
+// Reconcile charges the tokens limits actual − estimate more (debt allowed)
+// or refunds estimate − actual, at the Stack's current time, and releases
+// the connection slots; Cancel gives everything back. Reserving and settling
+// allocate nothing for ordinary configurations (the records are pooled).
+//
+// An unsettled reservation leaks nothing. Its token and request units were
+// consumed at Reserve and refill like any consumption; its connection slots
+// expire after the Stack's lease TTL (WithLeaseTTL). A Reconcile or Cancel
+// after that still adjusts the token buckets and does not release a slot
+// twice. A reservation made before a Reload settles on the buckets it took
+// from; those are the buckets in force when the limit and entry were kept,
+// and detached ones (limit removed) when not.
 func (s *Stack) Reserve(ctx context.Context, keys sluice.Keys, estimate int) (sluice.Reservation, sluice.Decision, error) {
-	r, d, err := s.ReserveAt(ctx, keys, s.now(), estimate)
-	if r == nil {
+	return s.reserve(ctx, s.now(), &keys, estimate, false)
+}
+
+// ReserveAt is Reserve at an explicit instant t (settling still reads the
+// Stack's clock). Like Reserve, it returns sluice.NoReservation when the
+// request is denied or undecided.
+func (s *Stack) ReserveAt(ctx context.Context, t time.Time, keys sluice.Keys, estimate int) (sluice.Reservation, sluice.Decision, error) {
+	return s.reserve(ctx, t, &keys, estimate, false)
+}
+
+// ReserveSlots implements sluice.SlotReserver: it decides the request as
+// Allow does and holds a slot of every connections limit that applies to
+// it, released by the Reservation's Reconcile or Cancel. A configuration
+// without connections limits, or a Stack with a Backend (which does not
+// enforce them), costs exactly an Allow and returns sluice.NoReservation; so
+// does a request no connections limit applies to.
+func (s *Stack) ReserveSlots(ctx context.Context, keys sluice.Keys) (sluice.Reservation, sluice.Decision, error) {
+	c := s.cfg.Load()
+	if s.backend != nil || !c.conns {
+		var d sluice.Decision
+		if err := ctx.Err(); err != nil {
+			return sluice.NoReservation, d, err
+		}
+		err := s.evaluate(ctx, c, &keys, s.now(), 0, nil, &d)
 		return sluice.NoReservation, d, err
 	}
-	return r, d, err
+	return s.reserve(ctx, s.now(), &keys, 0, true)
 }
 
-// ReserveAt is Reserve at an explicit instant. It returns a nil
-// *Reservation when the request is denied or undecided.
-func (s *Stack) ReserveAt(ctx context.Context, keys sluice.Keys, t time.Time, estimate int) (*Reservation, sluice.Decision, error) {
+func (s *Stack) reserve(ctx context.Context, t time.Time, keys *sluice.Keys, estimate int, slotsOnly bool) (sluice.Reservation, sluice.Decision, error) {
+	var d sluice.Decision
 	if err := ctx.Err(); err != nil {
-		return nil, sluice.Decision{}, err
+		return sluice.NoReservation, d, err
 	}
 	if estimate < 0 {
-		return nil, sluice.Decision{}, errNegativeCost
+		return sluice.NoReservation, d, errNegativeCost
 	}
-	r := &Reservation{s: s, estimate: estimate}
-	var d sluice.Decision
-	err := s.evaluate(ctx, s.cfg.Load(), &keys, t, estimate, r, &d)
-	if err != nil || !d.Allowed {
-		return nil, d, err
+	r := newReservation(s, estimate, slotsOnly)
+	err := s.evaluate(ctx, s.cfg.Load(), keys, t, estimate, r, &d)
+	if err != nil || !d.Allowed || (slotsOnly && !r.holdsSlots()) {
+		r.free()
+		return sluice.NoReservation, d, err
 	}
-	return r, d, nil
+	return r.handle(), d, nil
 }
 
-// SetActual records the actual cost for Settle.
-func (r *Reservation) SetActual(actual int) {
-	r.actual.Store(int64(actual))
-	r.hasActual.Store(true)
-}
-
-// Settle reconciles with the cost given to SetActual, or with the estimate
-// when none was given; it is the short form for a defer:
-//
-//	defer r.Settle()
-//	… r.SetActual(usage.Total)
-func (r *Reservation) Settle() error {
-	actual := r.estimate
-	if r.hasActual.Load() {
-		actual = int(r.actual.Load())
-	}
-	return r.Reconcile(actual)
-}
-
-// Reconcile implements sluice.Reservation: the tokens limits are charged
-// actual − estimate more (debt allowed) or refunded estimate − actual, at the
-// Stack's current time, and connection slots are released. Only the first
-// Reconcile or Cancel takes effect.
-func (r *Reservation) Reconcile(actual int) error {
-	if actual < 0 {
+// Settle implements sluice.Settler for the Reservations a Stack hands out.
+func (r *reservation) Settle(gen uint64, actual int, cancel bool) error {
+	if !cancel && actual < 0 {
 		return errNegativeCost
 	}
-	if !r.done.CompareAndSwap(false, true) {
-		return nil
+	if !r.gen.CompareAndSwap(gen, gen+1) {
+		return nil // settled already: this handle is stale
 	}
-	return r.settle(int64(actual)-int64(r.estimate), false)
+	var err error
+	if r.slotsOnly {
+		r.releaseSlots()
+	} else {
+		err = r.settle(int64(actual)-int64(r.estimate), cancel)
+	}
+	r.free()
+	return err
 }
 
-// Cancel implements sluice.Reservation: everything taken is given back.
-func (r *Reservation) Cancel() {
-	if !r.done.CompareAndSwap(false, true) {
-		return
+// releaseSlots releases the connection slots r holds, and nothing else.
+func (r *reservation) releaseSlots() {
+	for i := 0; i < r.n; i++ {
+		ri := r.slot(i)
+		switch rb := ri.rb; {
+		case rb == nil:
+		case rb.conn != nil:
+			rb.conn.release(ri.lease)
+		case rb.connTab != nil:
+			rb.connTab.release(r.keys[ri.k0:ri.k1], ri.lease)
+		}
 	}
-	_ = r.settle(0, true)
 }
 
-func (r *Reservation) settle(delta int64, cancel bool) error {
+func (r *reservation) settle(delta int64, cancel bool) error {
 	now := r.s.now()
-	if r.ops != nil {
+	if len(r.ops) > 0 {
 		var adj []Op
 		elapsed := now.Sub(r.at)
 		for i, op := range r.ops {

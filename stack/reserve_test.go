@@ -3,6 +3,8 @@ package stack_test
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -216,23 +218,23 @@ func TestConnections(t *testing.T) {
 	}
 }
 
-func TestReserveAllocatesOnlyTheReservation(t *testing.T) {
+func TestReserveAllocatesNothing(t *testing.T) {
 	if racecheck.Enabled {
 		t.Skip("allocation counts differ under -race")
 	}
 	clock := limitertest.NewClock(limitertest.Start)
 	s := newReserver(t, threeLimitTokens(), clock)
 	allocs := testing.AllocsPerRun(1000, func() {
-		r, d, err := s.ReserveAt(context.Background(), llmKeys, limitertest.Start, 100)
-		if err != nil || !d.Allowed {
+		r, d, err := s.ReserveAt(context.Background(), limitertest.Start, llmKeys, 100)
+		if err != nil || !d.Allowed || !r.Held() {
 			t.Fatalf("%+v %v", d, err)
 		}
 		if err := r.Reconcile(90); err != nil {
 			t.Fatal(err)
 		}
 	})
-	if allocs > 1 {
-		t.Errorf("Reserve+Reconcile allocates %.1f times; want only the reservation", allocs)
+	if allocs > 0 {
+		t.Errorf("Reserve+Reconcile allocates %.1f times; want 0 (the records are pooled)", allocs)
 	}
 }
 
@@ -267,11 +269,11 @@ func BenchmarkReserve(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
 			at := limitertest.Start.Add(time.Duration(i) * 20 * time.Microsecond)
-			r, d, _ := s.ReserveAt(ctx, llmKeys, at, 2)
+			r, d, _ := s.ReserveAt(ctx, at, llmKeys, 2)
 			if !d.Allowed {
 				b.Fatal("denied")
 			}
-			r.Reconcile(1)
+			_ = r.Reconcile(1)
 		}
 	})
 }
@@ -320,5 +322,217 @@ func TestLateCancelThroughBackendNeverOverAdmits(t *testing.T) {
 	r.Cancel()
 	if _, d := reserve(t, s, 50); !d.Allowed {
 		t.Errorf("an immediate Cancel through a backend did not give back 30: %+v", d)
+	}
+}
+
+// connsConfig has one slot per caller, and a requests limit per caller
+// that the tests do not reach.
+func connsConfig() stack.Config {
+	return stack.Config{RateLimits: []stack.RateLimit{
+		{RateLimitID: "in-flight", DimensionKeys: []string{"caller"},
+			Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Connections: []stack.Rate{{Rate: 1, Period: "second"}}}}},
+		{RateLimitID: "per-caller", DimensionKeys: []string{"caller"},
+			Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 10_000_000, Period: "minute"}}}}},
+	}}
+}
+
+// A Reservation's records are reused once settled: a stale copy of a
+// settled Reservation must not act on the record's next use.
+func TestStaleReservationCannotSettleAReusedRecord(t *testing.T) {
+	for _, slots := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Reserve", true: "ReserveSlots"}[slots], func(t *testing.T) {
+			s := newReserver(t, connsConfig(), limitertest.NewClock(limitertest.Start))
+			keys := sluice.NewKeys("caller", "alice")
+			take := func() (sluice.Reservation, sluice.Decision) {
+				var (
+					r   sluice.Reservation
+					d   sluice.Decision
+					err error
+				)
+				if slots {
+					r, d, err = s.ReserveSlots(context.Background(), keys)
+				} else {
+					r, d, err = s.Reserve(context.Background(), keys, 0)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				return r, d
+			}
+			r1, d := take()
+			if !d.Allowed || !r1.Held() {
+				t.Fatalf("first: %+v", d)
+			}
+			stale := r1 // a copy, as a defer would keep
+			if err := r1.Reconcile(0); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 50; i++ { // the pool hands the record back out, sooner or later
+				r2, d := take()
+				if !d.Allowed {
+					t.Fatalf("round %d: the slot was not released: %+v", i, d)
+				}
+				stale.Cancel()
+				if err := stale.Reconcile(0); err != nil {
+					t.Fatal(err)
+				}
+				if _, d := take(); d.Allowed || d.Metric != sluice.MetricConnections {
+					t.Fatalf("round %d: a stale Reservation released the slot held by the next one: %+v", i, d)
+				}
+				stale = r2
+				r2.Cancel()
+			}
+		})
+	}
+}
+
+func TestReserveSlots(t *testing.T) {
+	ctx := context.Background()
+	t.Run("no connections limit: an Allow, nothing held", func(t *testing.T) {
+		s := newReserver(t, tpmConfig(50), limitertest.NewClock(limitertest.Start))
+		cfg := tpmConfig(50)
+		cfg.RateLimits[1].Entries[0].Requests[0] = stack.Rate{Rate: 1, Period: "minute"}
+		if err := s.Reload(cfg); err != nil {
+			t.Fatal(err)
+		}
+		r, d, err := s.ReserveSlots(ctx, llmKeys)
+		if err != nil || !d.Allowed || r.Held() || r != sluice.NoReservation {
+			t.Fatalf("%+v %v %v", d, err, r.Held())
+		}
+		if d.LimitID != "per-caller-rpm" || d.Limit != 1 || d.Remaining != 0 {
+			t.Errorf("decision %+v, want the per-caller-rpm bucket with 0 left", d)
+		}
+		if _, d, _ := s.ReserveSlots(ctx, llmKeys); d.Allowed {
+			t.Error("the request was not charged")
+		}
+	})
+	t.Run("slots held, released, requests stay charged", func(t *testing.T) {
+		cfg := connsConfig()
+		cfg.RateLimits[1].Entries[0].Requests[0] = stack.Rate{Rate: 2, Period: "minute"}
+		s := newReserver(t, cfg, limitertest.NewClock(limitertest.Start))
+		alice := sluice.NewKeys("caller", "alice")
+		r, d, err := s.ReserveSlots(ctx, alice)
+		if err != nil || !d.Allowed || !r.Held() {
+			t.Fatalf("%+v %v", d, err)
+		}
+		if _, d, _ := s.ReserveSlots(ctx, alice); d.Allowed || d.Metric != sluice.MetricConnections {
+			t.Fatalf("second in flight: %+v, want a connections denial", d)
+		}
+		r.Cancel() // releases the slot; the request stays charged
+		if r, d, _ := s.ReserveSlots(ctx, alice); !d.Allowed {
+			t.Fatalf("after the release: %+v", d)
+		} else {
+			_ = r.Reconcile(0)
+		}
+		if _, d, _ := s.ReserveSlots(ctx, alice); d.Allowed || d.LimitID != "per-caller" {
+			t.Fatalf("third request of 2 a minute: %+v; Cancel must not refund requests here", d)
+		}
+	})
+	t.Run("no connections limit applies to the request", func(t *testing.T) {
+		cfg := connsConfig()
+		cfg.RateLimits[0].Entries[0].Dimensions["caller"] = "bob"
+		s := newReserver(t, cfg, limitertest.NewClock(limitertest.Start))
+		r, d, err := s.ReserveSlots(ctx, sluice.NewKeys("caller", "alice"))
+		if err != nil || !d.Allowed || r.Held() {
+			t.Fatalf("%+v %v held=%v", d, err, r.Held())
+		}
+		r, d, err = s.ReserveSlots(ctx, sluice.NewKeys("caller", "bob"))
+		if err != nil || !d.Allowed || !r.Held() {
+			t.Fatalf("bob: %+v %v held=%v", d, err, r.Held())
+		}
+		r.Cancel()
+	})
+	t.Run("through a backend connections limits are skipped", func(t *testing.T) {
+		s := newReserver(t, connsConfig(), limitertest.NewClock(limitertest.Start), stack.WithBackend(stack.NewMemoryBackend()))
+		for i := 0; i < 3; i++ {
+			r, d, err := s.ReserveSlots(ctx, sluice.NewKeys("caller", "alice"))
+			if err != nil || !d.Allowed || r.Held() {
+				t.Fatalf("%d: %+v %v held=%v", i, d, err, r.Held())
+			}
+		}
+	})
+	t.Run("ended context", func(t *testing.T) {
+		s := newReserver(t, connsConfig(), limitertest.NewClock(limitertest.Start))
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if r, _, err := s.ReserveSlots(cctx, sluice.NewKeys("caller", "alice")); err == nil || r.Held() {
+			t.Fatalf("err %v held %v", err, r.Held())
+		}
+	})
+}
+
+func TestReserveSlotsAllocatesNothing(t *testing.T) {
+	if racecheck.Enabled {
+		t.Skip("allocation counts differ under -race")
+	}
+	ctx := context.Background()
+	keys := sluice.NewKeys("caller", "alice", "qualifiedModelId", "m")
+	for name, cfg := range map[string]stack.Config{"connections": connsConfig(), "requests and tokens": threeLimitTokens()} {
+		s := newReserver(t, cfg, limitertest.NewClock(limitertest.Start))
+		allocs := testing.AllocsPerRun(1000, func() {
+			r, d, err := s.ReserveSlots(ctx, keys)
+			if err != nil || !d.Allowed {
+				t.Fatalf("%+v %v", d, err)
+			}
+			_ = r.Reconcile(0)
+		})
+		if allocs > 0 {
+			t.Errorf("%s: ReserveSlots+Reconcile allocates %.1f times, want 0", name, allocs)
+		}
+	}
+}
+
+// Many goroutines take and release slots while stale copies of settled
+// Reservations are settled again: no more requests are ever in flight than
+// the limit allows, and every slot comes back.
+func TestReserveSlotsConcurrentWithStaleHandles(t *testing.T) {
+	const slots, workers, rounds = 3, 8, 300
+	cfg := connsConfig()
+	cfg.RateLimits[0].Entries[0].Connections[0].Rate = slots
+	s := newReserver(t, cfg, limitertest.NewClock(limitertest.Start))
+	keys := sluice.NewKeys("caller", "alice")
+	var inFlight, peak atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var stale sluice.Reservation
+			for i := 0; i < rounds; i++ {
+				r, d, err := s.ReserveSlots(context.Background(), keys)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				stale.Cancel() // settled long ago: must do nothing
+				if !d.Allowed {
+					continue
+				}
+				n := inFlight.Add(1)
+				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+				}
+				inFlight.Add(-1)
+				_ = r.Reconcile(0)
+				stale = r
+			}
+		}()
+	}
+	wg.Wait()
+	if p := peak.Load(); p > slots || p < 1 {
+		t.Errorf("peak in flight %d, want 1..%d", p, slots)
+	}
+	held := make([]sluice.Reservation, 0, slots)
+	for i := 0; i < slots; i++ {
+		r, d, _ := s.ReserveSlots(context.Background(), keys)
+		if !d.Allowed {
+			t.Fatalf("slot %d of %d not given back: %+v", i+1, slots, d)
+		}
+		held = append(held, r)
+	}
+	if _, d, _ := s.ReserveSlots(context.Background(), keys); d.Allowed {
+		t.Error("more slots than the limit")
+	}
+	for _, r := range held {
+		r.Cancel()
 	}
 }

@@ -310,6 +310,7 @@ type compiled struct {
 	// maxWindow is the longest refill-from-empty time of any per-value
 	// bucket: the RetryAfter of a Capacity denial (WithMaxBuckets).
 	maxWindow time.Duration
+	conns     bool // some entry has a connections limit (see ReserveSlots)
 }
 
 type limit struct {
@@ -561,6 +562,7 @@ func compileValid(cfg Config, prev *compiled, now time.Time, withKeys bool, budg
 			l.prev, l.sameDims = p, true
 		}
 	}
+	c.conns = hasConnections(c)
 	return c
 }
 

@@ -22,7 +22,7 @@ func main() {
 }
 
 func run(w io.Writer) error {
-	set, err := category.New(ecsCategories)
+	set, err := category.New(category.ECS())
 	if err != nil {
 		return err
 	}

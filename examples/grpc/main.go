@@ -1,17 +1,37 @@
-// Command grpc runs a gRPC server rate-limited with grpclimit (2 calls per
-// second per caller, read from the x-caller metadata) on 127.0.0.1, and a
-// client that calls it until it is throttled and prints the RetryInfo
-// delay and the grpc-retry-pushback-ms trailer it received.
+// Command grpc serves a gRPC API rate-limited with grpclimit (2 calls per
+// second per caller, read from the x-caller metadata; the standard health
+// service stands in for an application service), and is also its client.
 //
-//	go run ./examples/grpc
+//	go run ./examples/grpc -addr 127.0.0.1:50051          # serve until interrupted
+//	go run ./examples/grpc -client -addr 127.0.0.1:50051  # call it 3 times as alice
+//
+// The client prints each call's outcome and, once throttled, the RetryInfo
+// delay and the grpc-retry-pushback-ms trailer it received:
+//
+//	call 1: OK
+//	call 2: OK
+//	call 3: ResourceExhausted "sluice: rate limit exceeded for per-caller/caller=alice (requests), retry after 498.2ms"
+//	  RetryInfo delay: 498.2ms
+//	  grpc-retry-pushback-ms: [499]
+//
+// The delay is what is left of the half second the 2-per-second bucket needs
+// to refill one call after two, so it is a few milliseconds under 500ms
+// (exactly 500ms in the test, whose clock stands still). Any gRPC client works
+// as well, for instance grpcurl:
+//
+//	grpcurl -plaintext -H 'x-caller: alice' 127.0.0.1:50051 grpc.health.v1.Health/Check
 package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -33,7 +53,21 @@ const config = `{"rateLimits": [
 ]}`
 
 func main() {
-	if err := run(os.Stdout, time.Now); err != nil {
+	addr := flag.String("addr", "127.0.0.1:50051", "address to serve on, or with -client to call")
+	client := flag.Bool("client", false, "call the server at -addr instead of serving")
+	caller := flag.String("caller", "alice", "with -client: the x-caller metadata the calls send")
+	calls := flag.Int("n", 3, "with -client: how many calls to make")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	if *client {
+		err = runClient(ctx, os.Stdout, *addr, *caller, *calls)
+	} else {
+		err = serve(ctx, os.Stdout, *addr, time.Now)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -66,27 +100,43 @@ func newServer(now func() time.Time) (*grpc.Server, error) {
 	return srv, nil
 }
 
-func run(w io.Writer, now func() time.Time) error {
+// serve listens on addr, says where on w, and serves until ctx ends.
+func serve(ctx context.Context, w io.Writer, addr string, now func() time.Time) error {
 	srv, err := newServer(now)
 	if err != nil {
 		return err
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
-	go func() { _ = srv.Serve(lis) }()
-	defer srv.Stop()
+	fmt.Fprintf(w, "serving gRPC on %s (2 calls per second per x-caller)\n", lis.Addr())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		<-ctx.Done()
+		srv.GracefulStop()
+	}()
+	err = srv.Serve(lis)
+	<-done
+	if errors.Is(err, grpc.ErrServerStopped) {
+		err = nil
+	}
+	return err
+}
 
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+// runClient makes n health checks against addr as caller and prints what
+// each returned.
+func runClient(ctx context.Context, w io.Writer, addr, caller string, n int) error {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	client := healthpb.NewHealthClient(conn)
 
-	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-caller", "alice")
-	for i := 1; i <= 3; i++ {
+	ctx = metadata.AppendToOutgoingContext(ctx, "x-caller", caller)
+	for i := 1; i <= n; i++ {
 		var trailer metadata.MD
 		_, err := client.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Trailer(&trailer))
 		if err == nil {

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	slerrors "github.com/sluicehq/sluice/errors"
 )
 
 type clock struct {
@@ -19,7 +21,7 @@ func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unloc
 
 func TestHTTPExample(t *testing.T) {
 	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	h, err := newHandler(c.now)
+	h, err := newHandler(c.now, slerrors.HTTPJSON)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,5 +79,74 @@ func TestHTTPExample(t *testing.T) {
 	c.add(30 * time.Second)
 	if res, _ := get("/report", "erin"); res.StatusCode != 200 {
 		t.Errorf("/report after retryAfter: %d", res.StatusCode)
+	}
+}
+
+// Every -format answers the third /report of the minute in its own shape,
+// with the same 30 s wait.
+func TestFormats(t *testing.T) {
+	const key = `"limitKey":"per-route/route=GET %2Freport","metric":"requests","retryAfter":30`
+	for _, tt := range []struct {
+		format      string
+		status      int
+		contentType string
+		body        string
+	}{
+		{"http", 429, "application/json", `{"error":"Rate limit exceeded","success":false,` + key + `}`},
+		{"anthropic", 429, "application/json", `{"type":"error","error":{"type":"rate_limit_error","message":"Rate limit exceeded",` + key + `}}`},
+		{"openai", 429, "application/json", `{"error":{"message":"Rate limit exceeded","type":"rate_limit_error","code":"429",` + key + `}}`},
+		{"aws", 400, "application/x-amz-json-1.1", `{"__type":"ThrottlingException","message":"Rate exceeded",` + key + `}`},
+		{"jsonrpc", 200, "application/json", `{"jsonrpc":"2.0","id":null,"error":{"code":-32003,"message":"Rate limit exceeded","data":{` + key + `}}}`},
+	} {
+		f, err := slerrors.ParseFormat(tt.format)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+		h, err := newHandler(c.now, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec *httptest.ResponseRecorder
+		for range 3 {
+			rec = httptest.NewRecorder()
+			req := httptest.NewRequest(http.MethodGet, "/report", nil)
+			req.Header.Set("X-API-Key", "alice")
+			h.ServeHTTP(rec, req)
+		}
+		if rec.Code != tt.status || rec.Header().Get("Content-Type") != tt.contentType || rec.Body.String() != tt.body || rec.Header().Get("Retry-After") != "30" {
+			t.Errorf("-format %s: %d %q Retry-After %q\n%s\nwant %d %q\n%s", tt.format, rec.Code, rec.Header().Get("Content-Type"),
+				rec.Header().Get("Retry-After"), rec.Body, tt.status, tt.contentType, tt.body)
+		}
+	}
+}
+
+// Mounted after routing, the middleware never sees a request that matches no
+// route: a 404 uses up nothing.
+func TestNotFoundUsesUpNothing(t *testing.T) {
+	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	h, err := newHandler(c.now, slerrors.HTTPJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve := func(path string) int {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.Header.Set("X-API-Key", "alice")
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	for range 20 {
+		if code := serve("/no-such-route"); code != 404 {
+			t.Fatalf("unknown path: %d, want 404", code)
+		}
+	}
+	for i := range 5 {
+		if code := serve("/hello"); code != 200 {
+			t.Fatalf("alice's /hello %d after 20 404s: %d, want her 5 per second intact", i+1, code)
+		}
+	}
+	if code := serve("/hello"); code != 429 {
+		t.Errorf("alice's 6th /hello: %d, want 429", code)
 	}
 }

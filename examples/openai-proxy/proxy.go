@@ -91,8 +91,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !d.Allowed {
-		te, _ := slerrors.AsThrottled(d.Err())
-		_ = slerrors.OpenAI.Write(w, te)
+		_ = slerrors.Response{Format: slerrors.OpenAI}.Write(w, d)
 		return
 	}
 	// Until a path below decides otherwise, the request costs its prompt

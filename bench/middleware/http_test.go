@@ -1,0 +1,121 @@
+package middleware
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/go-chi/httprate"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/stack"
+)
+
+// callers is how many distinct API keys the benchmarks cycle through.
+const callers = 10_000
+
+const apiKeyHeader = "X-Api-Key" // canonical, so Header.Get does not rewrite it
+
+// perCallerStack is one per-caller limit with a "*" entry: 60 requests a
+// minute with a burst of a million, so that every benchmark request is
+// admitted and no caller's bucket refills to full between its requests (a
+// full bucket carries no state, and the table sweeps it away: re-creating
+// it is the bucket package's cost, measured by its own benchmarks).
+func perCallerStack() *stack.Stack {
+	s, err := stack.New(stack.Config{RateLimits: []stack.RateLimit{{
+		RateLimitID:   "per-caller",
+		DimensionKeys: []string{"caller"},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"},
+			Requests: []stack.Rate{{Rate: 60, Period: "minute", Burst: 1_000_000}}}},
+	}}})
+	if err != nil {
+		panic(err) // a fixed configuration
+	}
+	return s
+}
+
+func callerKeys(r *http.Request) (sluice.Keys, error) {
+	return sluice.NewKeys("caller", r.Header.Get(apiKeyHeader)), nil
+}
+
+func httprateKey(r *http.Request) (string, error) { return r.Header.Get(apiKeyHeader), nil }
+
+// requests builds one GET per caller, each carrying its API key.
+func requests() []*http.Request {
+	reqs := make([]*http.Request, callers)
+	for i := range reqs {
+		r := httptest.NewRequest(http.MethodGet, "/v1/things", nil)
+		r.Header.Set(apiKeyHeader, "key-"+strconv.Itoa(i))
+		reqs[i] = r
+	}
+	return reqs
+}
+
+// typed is the application's handler: like most, it sets a Content-Type.
+func typed(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+}
+
+// empty sets no header: the middleware's fields are then the first entries
+// of the response's header map, which allocates for them, and the
+// recorder's snapshot of the map grows too.
+func empty(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }
+
+// httpSides are the handlers compared: the bare handler, go-chi/httprate
+// keyed by API key, and httplimit over a stack with one per-caller limit.
+func httpSides(next http.Handler) []struct {
+	name string
+	h    http.Handler
+} {
+	return []struct {
+		name string
+		h    http.Handler
+	}{
+		{"bare", next},
+		{"httprate", httprate.LimitBy(1_000_000_000, time.Minute, httprateKey)(next)},
+		{"sluice", httplimit.New(perCallerStack(), callerKeys)(next)},
+	}
+}
+
+// BenchmarkHTTP is one request through each side, with a fresh
+// httptest.ResponseRecorder, cycling through 10k API keys; every request
+// is admitted. It runs once with a handler that sets a Content-Type and
+// once with one that sets no header. The sides run interleaved in rounds
+// (see compare):
+//
+//	go test -run '^$' -bench HTTP -benchtime 300ms -rounds 8
+func BenchmarkHTTP(b *testing.B) {
+	reqs := requests()
+	for _, handler := range []struct {
+		name string
+		h    http.HandlerFunc
+	}{{"typed", typed}, {"empty", empty}} {
+		b.Run("handler="+handler.name, func(b *testing.B) {
+			var sides []side
+			for _, s := range httpSides(handler.h) {
+				sides = append(sides, side{s.name, func(b *testing.B) {
+					i := 0
+					for b.Loop() {
+						w := httptest.NewRecorder()
+						s.h.ServeHTTP(w, reqs[i])
+						if w.Code != http.StatusOK {
+							b.Fatalf("%s: status %d", s.name, w.Code)
+						}
+						if i++; i == len(reqs) {
+							i = 0
+						}
+					}
+				}, func() {
+					for _, r := range reqs {
+						s.h.ServeHTTP(httptest.NewRecorder(), r)
+					}
+				}})
+			}
+			compare(b, "HTTP, handler "+handler.name, sides)
+		})
+	}
+}

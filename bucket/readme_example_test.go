@@ -1,0 +1,40 @@
+package bucket_test
+
+// The README's "Coming from x/time/rate" snippet is the body of this
+// example, verbatim (TestReadmeSnippetsAreExamples in the root package
+// checks it).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/sluicehq/sluice/bucket"
+)
+
+func Example_comingFromRate() {
+	b := bucket.New(20, 50) // rate.NewLimiter(20, 50): 20 tokens a second, bursts of 50
+	fmt.Println(b.Allow())  // lim.Allow()
+
+	if err := b.WaitN(context.Background(), 9); err != nil { // lim.WaitN(ctx, 9): no wait here
+		log.Fatal(err)
+	}
+	now := time.Now()
+	fmt.Println(b.AllowN(now, 40)) // lim.AllowN(now, 40): the rest of the burst
+
+	// lim.ReserveN(now, 10) would take the tokens and ask you to wait (or
+	// Cancel); TakeN takes nothing on a denial and says exactly how long.
+	res := b.TakeN(now, 10)
+	fmt.Println(res.OK, res.RetryAfter.Round(100*time.Millisecond))
+
+	// More than the burst never fits: an error from WaitN, OverBurst from TakeN.
+	err := b.WaitN(context.Background(), 51)
+	fmt.Println(errors.Is(err, bucket.ErrCostExceedsBurst), b.TakeN(now, 51).OverBurst)
+	// Output:
+	// true
+	// true
+	// false 500ms
+	// true true
+}

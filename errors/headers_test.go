@@ -1,0 +1,121 @@
+package errors_test
+
+import (
+	"fmt"
+	"net/http"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	slerrors "github.com/sluicehq/sluice/errors"
+	"github.com/sluicehq/sluice/internal/racecheck"
+)
+
+// headerQuotas are quotas of many shapes: escaped names, the default name,
+// clamped values, and more policies than a PolicyCache keeps.
+func headerQuotas() []slerrors.Quota {
+	qs := []slerrors.Quota{
+		slerrors.NewQuota("", 10, 10, 10*time.Second),
+		slerrors.NewQuota("burst", 100, 40, 60*time.Second),
+		slerrors.NewQuota(`a"b\c`+"\n\u00e9", 5, -3, 500*time.Millisecond),
+		{Policy: "huge", Limit: 1 << 62, Remaining: 1 << 62, Window: 1 << 62, Reset: 1 << 62},
+	}
+	for i := 0; i < 40; i++ {
+		qs = append(qs, slerrors.NewQuota(fmt.Sprintf("policy-%d", i%20), int64(1+i%3), int64(i%2), time.Duration(1+i%4)*time.Second))
+	}
+	return qs
+}
+
+// wantHeaders is what Header.Set with the rendered values produces: the
+// fields SetRateLimitHeaders must set, byte for byte.
+func wantHeaders(q slerrors.Quota) http.Header {
+	h := http.Header{}
+	h.Set("RateLimit-Policy", string(q.AppendPolicy(nil)))
+	h.Set("RateLimit", string(q.AppendRateLimit(nil)))
+	return h
+}
+
+func TestSetRateLimitHeadersMatchesHeaderSet(t *testing.T) {
+	var cache slerrors.PolicyCache
+	for round := 0; round < 2; round++ { // the second round reads the cache
+		for _, q := range headerQuotas() {
+			want := wantHeaders(q)
+			for name, set := range map[string]func(http.Header, slerrors.Quota){
+				"SetRateLimitHeaders":             slerrors.SetRateLimitHeaders,
+				"PolicyCache.SetRateLimitHeaders": cache.SetRateLimitHeaders,
+			} {
+				h := http.Header{"Ratelimit": {"stale", "values"}, "Content-Type": {"text/plain"}}
+				set(h, q)
+				want.Set("Content-Type", "text/plain")
+				if !reflect.DeepEqual(h, want) {
+					t.Errorf("%s(%+v) = %q, want %q", name, q, h, want)
+				}
+			}
+		}
+	}
+}
+
+// The two fields share one backing array: appending to one must not write
+// into the other.
+func TestRateLimitFieldsAreIndependent(t *testing.T) {
+	h := http.Header{}
+	slerrors.SetRateLimitHeaders(h, slerrors.NewQuota("p", 10, 5, time.Minute))
+	h.Add("RateLimit-Policy", `"other";q=1;w=1`)
+	if got := h.Values("RateLimit"); len(got) != 1 || got[0] != `"p";r=5;t=30` {
+		t.Errorf("RateLimit %q after an Add to RateLimit-Policy", got)
+	}
+	if got := h.Values("RateLimit-Policy"); len(got) != 2 || got[0] != `"p";q=10;w=60` {
+		t.Errorf("RateLimit-Policy %q", got)
+	}
+}
+
+func TestSetRateLimitHeadersAllocations(t *testing.T) {
+	if racecheck.Enabled || testing.CoverMode() != "" {
+		t.Skip("allocation counts differ under -race and coverage")
+	}
+	var cache slerrors.PolicyCache
+	h := http.Header{}
+	q := slerrors.NewQuota("per-caller", 100, 42, time.Minute)
+	cache.SetRateLimitHeaders(h, q) // renders the policy once
+	for name, set := range map[string]func(http.Header, slerrors.Quota){
+		"SetRateLimitHeaders":             slerrors.SetRateLimitHeaders,
+		"PolicyCache.SetRateLimitHeaders": cache.SetRateLimitHeaders,
+	} {
+		// The two field values (one string) and their slices (one array).
+		if n := testing.AllocsPerRun(1000, func() { set(h, q) }); n > 2 {
+			t.Errorf("%s allocates %.1f times per response, want at most 2", name, n)
+		}
+	}
+	// Past the cache's capacity, policies are rendered, still without
+	// more allocation.
+	for i := 0; i < 40; i++ {
+		cache.SetRateLimitHeaders(h, slerrors.NewQuota(fmt.Sprint("p", i), 100, 1, time.Minute))
+	}
+	late := slerrors.NewQuota("late", 100, 1, time.Minute)
+	if n := testing.AllocsPerRun(1000, func() { cache.SetRateLimitHeaders(h, late) }); n > 2 {
+		t.Errorf("an uncached policy allocates %.1f times per response, want at most 2", n)
+	}
+}
+
+func TestPolicyCacheConcurrent(t *testing.T) {
+	var cache slerrors.PolicyCache
+	qs := headerQuotas()
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 200; i++ {
+				q := qs[(g*7+i)%len(qs)]
+				h := http.Header{}
+				cache.SetRateLimitHeaders(h, q)
+				if want := wantHeaders(q); !reflect.DeepEqual(h, want) {
+					t.Errorf("%+v: %q, want %q", q, h, want)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/stack"
+)
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+func limitsDoc(perMinute int) []byte {
+	return []byte(`{"rateLimits": [{"rateLimitId": "per-caller", "dimensionKeys": ["caller"], "entries": [
+  {"dimensions": {"caller": "*"}, "requests": [{"rate": ` + strconv.Itoa(perMinute) + `, "period": "minute"}]}]}]}`)
+}
+
+// TestMetricsExample scrapes /metrics while the limits are enforced,
+// reloaded from the file, and kept when the file goes bad.
+func TestMetricsExample(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "limits.json")
+	if err := os.WriteFile(path, limitsDoc(2), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	ticks := make(chan time.Time)
+	a, err := newApp(path, c.now, stack.WithTicks(ticks))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.source.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("Run = %v", err)
+		}
+	}()
+	// Run refreshes at once, then on each tick; no tick is sent, so the
+	// test refreshes by hand, deterministically.
+	for deadline := time.Now().Add(10 * time.Second); a.source.Status().Generation == 0; runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatal("Run did not refresh at once")
+		}
+	}
+	refresh := func() { _ = a.source.Refresh(ctx) }
+
+	srv := httptest.NewServer(a.handler)
+	defer srv.Close()
+	get := func(path, caller string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		req.Header.Set("X-API-Key", caller)
+		res, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	// metric returns the value of the sample whose line matches re.
+	metric := func(re string) float64 {
+		t.Helper()
+		code, body := get("/metrics", "")
+		if code != 200 {
+			t.Fatalf("/metrics: %d", code)
+		}
+		m := regexp.MustCompile(`(?m)^` + re + ` ([0-9.e+-]+)$`).FindStringSubmatch(body)
+		if m == nil {
+			t.Fatalf("no sample matching %s in:\n%s", re, body)
+		}
+		v, err := strconv.ParseFloat(m[len(m)-1], 64)
+		if err != nil {
+			t.Fatalf("%s: %v", re, err)
+		}
+		return v
+	}
+	allowed := `sluice_decisions_total\{[^}]*sluice_ratelimit_decision="allowed"[^}]*sluice_ratelimit_limit_key="per-caller"[^}]*\}`
+	throttled := `sluice_decisions_total\{[^}]*sluice_ratelimit_decision="throttled"[^}]*sluice_ratelimit_limit_key="per-caller"[^}]*\}`
+
+	// 2 per minute.
+	for i, want := range []int{200, 200, 429} {
+		if code, body := get("/hello", "alice"); code != want {
+			t.Fatalf("request %d: %d %s, want %d", i, code, body, want)
+		}
+	}
+	if v := metric(allowed); v != 2 {
+		t.Errorf("allowed decisions %v, want 2", v)
+	}
+	if v := metric(throttled); v != 1 {
+		t.Errorf("throttled decisions %v, want 1", v)
+	}
+	if v := metric(`sluice_config_generation(\{[^}]*\})?`); v != 1 {
+		t.Errorf("generation %v, want 1", v)
+	}
+
+	// A new file by rename: 4 per minute. Alice's bucket keeps its state
+	// (empty); bob's, new, holds 4.
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, limitsDoc(4), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	refresh()
+	if code, _ := get("/hello", "alice"); code != 429 {
+		t.Fatalf("after the reload, alice: %d, want 429 (her bucket is still empty)", code)
+	}
+	for i, want := range []int{200, 200, 200, 200, 429} {
+		if code, body := get("/hello", "bob"); code != want {
+			t.Fatalf("after the reload, bob's request %d: %d %s, want %d", i, code, body, want)
+		}
+	}
+	if v := metric(`sluice_config_generation(\{[^}]*\})?`); v != 2 {
+		t.Errorf("generation %v, want 2", v)
+	}
+
+	// A broken file: counted, the 4 per minute stay.
+	c.add(15 * time.Second) // one unit refills at 4 per minute
+	if err := os.WriteFile(path, []byte(`{"rateLimits": [`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	refresh()
+	for i, want := range []int{200, 429} {
+		if code, body := get("/hello", "alice"); code != want {
+			t.Fatalf("with a broken file, request %d: %d %s, want %d", i, code, body, want)
+		}
+	}
+	if v := metric(`sluice_config_refresh_errors_total(\{[^}]*\})?`); v != 1 {
+		t.Errorf("refresh errors %v, want 1", v)
+	}
+	if v := metric(`sluice_config_refresh_age_seconds(\{[^}]*\})?`); v != 15 {
+		t.Errorf("refresh age %v s, want 15", v)
+	}
+	if v := metric(allowed); v != 7 {
+		t.Errorf("allowed decisions %v, want 7", v)
+	}
+}
