@@ -337,29 +337,30 @@ type entry struct {
 	rates  []*rateBucket
 }
 
-// rateBucket is one {rate, period} of one metric of one entry.
+// rateBucket is one {rate, period} of one metric of one entry. The fields
+// every decision reads come first, in the first cache line.
 type rateBucket struct {
-	lim    *limit
-	ent    *entry
-	shadow bool // lim.shadow
-	metric string
-	kind   metricKind
-	cfg    Rate
 	// One of shared (exact entry) or table (wildcard entry); for the
 	// connections metric, conn or connTab instead.
-	shared  *bucket.Bucket
-	table   *lazyTable
-	conn    *connPool
-	connTab *connTable
-	burst   int64
-	window  time.Duration // time to refill from empty
+	shared *bucket.Bucket
+	table  *lazyTable
+	// rank is the bucket's position in the evaluation order of the whole
+	// configuration (see before), computed once per compile.
+	rank   int32
+	kind   metricKind
+	shadow bool // lim.shadow
 	// rate and period (ns) order strictness without floats: rate/period
 	// values are compared by cross-multiplication.
-	rate   int64
-	period int64
-	// rank is the bucket's position in the evaluation order of the whole
-	// configuration (see item.before), computed once per compile.
-	rank int32
+	rate    int64
+	burst   int64
+	lim     *limit
+	ent     *entry
+	period  int64
+	window  time.Duration // time to refill from empty
+	conn    *connPool
+	connTab *connTable
+	metric  string
+	cfg     Rate
 	// keyPrefix is BucketKey without the request values, for backends
 	// (computed only when the Stack has one).
 	keyPrefix string
