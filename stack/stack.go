@@ -159,8 +159,10 @@ func (o maxBucketsOption) apply(s *Stack) {
 // refilled and can be reclaimed, unless new requests have taken the room.
 // Size n above the callers expected to be active within that window.
 //
-// Only in-memory buckets are bounded; with WithBackend the backend holds
-// the state and the option has no effect.
+// Buckets of limits or entries that a Reload removed keep counting until
+// the garbage collector frees them. Only in-memory buckets are bounded;
+// with WithBackend the backend holds the state and the option has no
+// effect.
 func WithMaxBuckets(n int) Option { return maxBucketsOption(n) }
 
 // New builds a Stack from cfg. It returns a *match.ConfigError listing every
