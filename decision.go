@@ -35,6 +35,11 @@ type Decision struct {
 	// OverBurst is set, with Permanent, when the denial is because the
 	// request's cost is larger than the limit's burst capacity.
 	OverBurst bool
+	// Capacity is set on a denial because the limiter holds as many
+	// buckets as it is allowed (stack.WithMaxBuckets) and none could be
+	// freed for the request's new one; no limit was exceeded. RetryAfter
+	// says when buckets will have refilled and can be reclaimed.
+	Capacity bool
 
 	// LimitID is the id of the limit that denied. When Allowed, it is the id
 	// of the limit whose bucket Limit and Remaining describe (the most

@@ -7,13 +7,17 @@
 // down to (*, …, *). The first entry found wins; when none is found the limit
 // does not apply to the request.
 //
-// Lookups allocate nothing: every level of specificity has its own map, keyed
-// by the exact values of that level in a collision-free length-prefixed
-// encoding built in a stack buffer.
+// Lookups allocate nothing and build no key: every level of specificity has
+// its own map, keyed by a seeded 64-bit hash of the level's values (combined
+// from one Hash per value, so a caller matching several limits on the same
+// values hashes each value once), and a hit is confirmed by comparing the
+// values themselves, so a hash collision can never select a wrong entry.
 package match
 
 import (
 	"fmt"
+	"hash/maphash"
+	"math/bits"
 	"strconv"
 	"strings"
 )
@@ -30,12 +34,44 @@ const (
 // Matcher finds the most specific entry for resolved values. It is immutable
 // once built and safe for concurrent use.
 type Matcher struct {
-	keys []string
-	// levels[p] maps the encoding of the first p values to the index of the
-	// entry with exactly p leading exact values (and n-p trailing "*").
-	// levels[0] is unused: the all-wildcard entry is in all.
-	levels []map[string]int32
-	all    int32 // index of the all-wildcard entry, or -1
+	keys    []string
+	entries [][]string // the entries, to confirm a hash hit
+	enc     []string   // enc[i]: the encoding of entries[i]'s exact prefix (MatchEncoded)
+	// levels[p] maps the hash of the first p values (prefixHash) to the
+	// index of the entry with exactly p leading exact values (and n-p
+	// trailing "*"). levels[0] is unused: the all-wildcard entry is in all.
+	levels []*hashIndex
+	// exact[p] replaces levels[p] in the (astronomically unlikely) case
+	// that two entries of level p share a hash: it is keyed by the
+	// collision-free length-prefixed encoding of their values instead.
+	exact []map[string]int32
+	top   int   // the highest level with entries (0: only the all-wildcard one)
+	all   int32 // index of the all-wildcard entry, or -1
+}
+
+// seed keys every hash of this package: it is random per process, so
+// callers cannot choose values that collide.
+var seed = maphash.MakeSeed()
+
+// Hash returns the hash of one value that MatchHashed expects.
+func Hash(v string) uint64 { return maphash.String(seed, v) }
+
+// mix folds a value's hash h into the running hash of a prefix. The
+// rotation and the odd multiplier make it order-dependent: (a, b) and
+// (b, a) differ.
+func mix(acc, h uint64) uint64 {
+	acc = (bits.RotateLeft64(acc, 29) ^ h) * 0x9E3779B97F4A7C15
+	return acc ^ acc>>32
+}
+
+// prefixHash is the hash of the first len(hashes) values of a tuple. Each
+// level has its own map, so prefixes of different lengths never meet.
+func prefixHash(hashes []uint64) uint64 {
+	var acc uint64
+	for _, h := range hashes {
+		acc = mix(acc, h)
+	}
+	return acc
 }
 
 // Problem is one thing wrong with a configuration, at a location.
@@ -124,29 +160,31 @@ func Validate(errs *ConfigError, prefix string, keys []string, entries [][]strin
 		errs.Add(at("entries"), "%d entries, at most %d are allowed", len(entries), MaxEntries)
 	}
 	seen := make(map[string]int, len(entries))
+	var buf [256]byte
 	for i, e := range entries {
-		p := at("entries[" + strconv.Itoa(i) + "]")
+		// Paths are built only for problems.
+		p := func() string { return at("entries[" + strconv.Itoa(i) + "]") }
 		if len(e) != len(keys) {
-			errs.Add(p+".dimensions", "has %d values for %d dimension keys", len(e), len(keys))
+			errs.Add(p()+".dimensions", "has %d values for %d dimension keys", len(e), len(keys))
 			continue
+		}
+		vp := func(j int) string {
+			if keys[j] != "" {
+				return p() + ".dimensions." + keys[j]
+			}
+			return p() + ".dimensions[" + strconv.Itoa(j) + "]"
 		}
 		ok := true
 		wild, reported := false, false
 		for j, v := range e {
-			vp := p + ".dimensions"
-			if keys[j] != "" {
-				vp += "." + keys[j]
-			} else {
-				vp += "[" + strconv.Itoa(j) + "]"
-			}
 			switch {
 			case v == "":
-				errs.Add(vp, "empty value (use %q to match every value)", Wildcard)
+				errs.Add(vp(j), "empty value (use %q to match every value)", Wildcard)
 				ok = false
 			case v == Wildcard:
 				wild = true
 			case wild && !reported:
-				errs.Add(vp, "exact value %q after a %q: a wildcard is allowed only in trailing positions, so this entry can never match", v, Wildcard)
+				errs.Add(vp(j), "exact value %q after a %q: a wildcard is allowed only in trailing positions, so this entry can never match", v, Wildcard)
 				ok, reported = false, true
 			case wild:
 				ok = false
@@ -155,12 +193,12 @@ func Validate(errs *ConfigError, prefix string, keys []string, entries [][]strin
 		if !ok {
 			continue
 		}
-		enc := string(encode(nil, e))
-		if j, dup := seen[enc]; dup {
-			errs.Add(p, "duplicate entry %s (same as entries[%d])", strings.Join(e, ","), j)
+		enc := encode(buf[:0], e)
+		if j, dup := seen[string(enc)]; dup {
+			errs.Add(p(), "duplicate entry %s (same as entries[%d])", strings.Join(e, ","), j)
 			continue
 		}
-		seen[enc] = i
+		seen[string(enc)] = i
 	}
 }
 
@@ -175,59 +213,159 @@ func New(keys []string, entries [][]string) (*Matcher, error) {
 	if err := errs.Err(); err != nil {
 		return nil, err
 	}
+	n := len(keys)
 	m := &Matcher{
-		keys:   append([]string(nil), keys...),
-		levels: make([]map[string]int32, len(keys)+1),
-		all:    -1,
+		keys:    append([]string(nil), keys...),
+		entries: entries,
+		levels:  make([]*hashIndex, n+1),
+		exact:   make([]map[string]int32, n+1),
+		all:     -1,
 	}
+	var hs [MaxKeys]uint64
+	m.enc = make([]string, len(entries))
+	tmp := make([]map[uint64]int32, n+1)
 	for i, e := range entries {
 		p := ExactPrefix(e)
 		if p == 0 {
 			m.all = int32(i)
 			continue
 		}
-		if m.levels[p] == nil {
-			m.levels[p] = make(map[string]int32)
+		m.enc[i] = string(encode(nil, e[:p]))
+		m.top = max(m.top, p)
+		if m.exact[p] != nil {
+			m.exact[p][m.enc[i]] = int32(i)
+			continue
 		}
-		var k string
-		if p == 1 {
-			k = e[0]
-		} else {
-			k = string(encode(nil, e[:p]))
+		if tmp[p] == nil {
+			tmp[p] = make(map[uint64]int32)
 		}
-		m.levels[p][k] = int32(i)
+		for k, v := range e[:p] {
+			hs[k] = Hash(v)
+		}
+		h := prefixHash(hs[:p])
+		if _, dup := tmp[p][h]; dup {
+			// Two entries share a hash: this level is keyed by encodings.
+			m.exact[p] = make(map[string]int32, len(tmp[p])+1)
+			for _, j := range tmp[p] {
+				m.exact[p][m.enc[j]] = j
+			}
+			m.exact[p][m.enc[i]] = int32(i)
+			tmp[p] = nil
+			continue
+		}
+		tmp[p][h] = int32(i)
+	}
+	for p, lv := range tmp {
+		if lv != nil {
+			m.levels[p] = newHashIndex(lv)
+		}
 	}
 	return m, nil
 }
 
+// rehashLevel moves level p from hashed to exact keys, as a collision
+// does (for tests).
+func (m *Matcher) rehashLevel(p int) {
+	m.exact[p] = make(map[string]int32)
+	m.levels[p].each(func(i int32) { m.exact[p][m.enc[i]] = i })
+	m.levels[p] = nil
+}
+
+// hashIndex is an immutable open-addressed table from a prefix hash to an
+// entry index. The hashes are already keyed and uniform, so the table uses
+// them as they are (a Go map would hash them again) and probes linearly in
+// a power-of-two array at most half full.
+type hashIndex struct {
+	mask  uint64
+	slots []hashSlot
+}
+
+type hashSlot struct {
+	h uint64
+	i int32 // entry index + 1; 0: empty
+}
+
+func newHashIndex(m map[uint64]int32) *hashIndex {
+	size := 2
+	for size < 2*len(m) {
+		size <<= 1
+	}
+	x := &hashIndex{mask: uint64(size - 1), slots: make([]hashSlot, size)}
+	for h, i := range m {
+		j := h & x.mask
+		for x.slots[j].i != 0 {
+			j = (j + 1) & x.mask
+		}
+		x.slots[j] = hashSlot{h, i + 1}
+	}
+	return x
+}
+
+func (x *hashIndex) get(h uint64) (int32, bool) {
+	for j := h & x.mask; ; j = (j + 1) & x.mask {
+		s := &x.slots[j]
+		if s.i == 0 {
+			return 0, false
+		}
+		if s.h == h {
+			return s.i - 1, true
+		}
+	}
+}
+
+func (x *hashIndex) each(f func(int32)) {
+	for _, s := range x.slots {
+		if s.i != 0 {
+			f(s.i - 1)
+		}
+	}
+}
+
 // Keys returns the dimension keys in order. The slice must not be modified.
 func (m *Matcher) Keys() []string { return m.keys }
+
+// All returns the index of the all-wildcard entry, or -1 when there is
+// none. When Depth is 0 it is the only entry: Match needs no values.
+func (m *Matcher) All() int { return int(m.all) }
+
+// Depth returns how many leading values MatchHashed may read the hashes of:
+// the longest exact prefix of any entry. It is 0 when the only entry is the
+// all-wildcard one, which matches without hashing anything.
+func (m *Matcher) Depth() int { return m.top }
 
 // Match returns the index of the most specific entry for values (one per
 // dimension key, in key order) and whether one was found. It allocates
 // nothing. Values must have exactly len(Keys()) elements; otherwise no entry
 // matches.
 func (m *Matcher) Match(values []string) (int, bool) {
-	n := len(m.keys)
-	if len(values) != n {
+	if len(values) != len(m.keys) {
 		return 0, false
 	}
-	for p := n; p >= 1; p-- {
-		lv := m.levels[p]
-		if lv == nil {
-			continue
-		}
-		var (
-			i  int32
-			ok bool
-		)
-		if p == 1 {
-			i, ok = lv[values[0]]
-		} else {
-			i, ok = lookupEncoded(lv, values[:p])
-		}
-		if ok {
-			return int(i), true
+	var hs [MaxKeys]uint64
+	for k := range m.top {
+		hs[k] = Hash(values[k])
+	}
+	return m.MatchHashed(values, hs[:m.top])
+}
+
+// MatchHashed is Match with the values' hashes given: hashes[k] must be
+// Hash(values[k]) for k < Depth() (further hashes are ignored). Callers
+// matching several limits on shared values hash each value once.
+func (m *Matcher) MatchHashed(values []string, hashes []uint64) (int, bool) {
+	if len(values) != len(m.keys) || len(hashes) < m.top {
+		return 0, false
+	}
+	for p := m.top; p >= 1; p-- {
+		if lv := m.levels[p]; lv != nil {
+			// Recomputed per level rather than kept in an array: most
+			// lookups hit at the first level tried, and there are few.
+			if i, ok := lv.get(prefixHash(hashes[:p])); ok && equal(m.entries[i][:p], values[:p]) {
+				return int(i), true
+			}
+		} else if ex := m.exact[p]; ex != nil {
+			if i, ok := lookupEncoded(ex, values[:p]); ok {
+				return int(i), true
+			}
 		}
 	}
 	if m.all >= 0 {
@@ -236,8 +374,49 @@ func (m *Matcher) Match(values []string) (int, bool) {
 	return 0, false
 }
 
-// lookupEncoded looks up the encoding of values, built in a stack buffer;
-// kept apart so that limits with one dimension never zero the buffer.
+// NextPrefix returns the prefix hash of the first p+1 values from prev,
+// that of the first p (0 for none), and h, Hash of value p. MatchEncoded
+// takes prefix hashes.
+func NextPrefix(prev, h uint64) uint64 { return mix(prev, h) }
+
+// MatchEncoded is MatchHashed with work shared across Matchers of the same
+// values: pre[p] must be the prefix hash of the first p values (NextPrefix,
+// from pre[0] = 0), enc their encoding (AppendValue of each in order), and
+// ends[p] the length of the encoding of the first p values, for
+// p ≤ Depth(). A hit is confirmed by one comparison of encodings instead of
+// one per value.
+func (m *Matcher) MatchEncoded(values []string, pre []uint64, enc []byte, ends []int) (int, bool) {
+	if len(values) != len(m.keys) || len(pre) <= m.top || len(ends) <= m.top {
+		return 0, false
+	}
+	for p := m.top; p >= 1; p-- {
+		if lv := m.levels[p]; lv != nil {
+			if i, ok := lv.get(pre[p]); ok && m.enc[i] == string(enc[:ends[p]]) {
+				return int(i), true
+			}
+		} else if ex := m.exact[p]; ex != nil {
+			if i, ok := ex[string(enc[:ends[p]])]; ok {
+				return int(i), true
+			}
+		}
+	}
+	if m.all >= 0 {
+		return int(m.all), true
+	}
+	return 0, false
+}
+
+func equal(a, b []string) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// lookupEncoded looks up the encoding of values, built in a stack buffer
+// (the fallback after a hash collision).
 func lookupEncoded(lv map[string]int32, values []string) (int32, bool) {
 	var buf [128]byte
 	i, ok := lv[string(encode(buf[:0], values))]

@@ -2,6 +2,7 @@ package match_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -170,7 +171,28 @@ func FuzzNewAndMatch(f *testing.F) {
 		}
 		values := strings.Split(valuesCSV, ",")
 		i, ok := m.Match(values)
+		if len(values) == len(keys) {
+			// MatchEncoded, with the values prepared once, agrees.
+			pre := make([]uint64, len(values)+1)
+			ends := make([]int, len(values)+1)
+			var enc []byte
+			for k, v := range values {
+				pre[k+1] = match.NextPrefix(pre[k], match.Hash(v))
+				enc = match.AppendValue(enc, v)
+				ends[k+1] = len(enc)
+			}
+			if j, jok := m.MatchEncoded(values, pre, enc, ends); j != i || jok != ok {
+				t.Fatalf("MatchEncoded(%q) = %d, %v; Match = %d, %v", values, j, jok, i, ok)
+			}
+		}
 		if !ok {
+			// No entry: then none applies (no all-wildcard, no prefix).
+			for _, e := range entries {
+				q := match.ExactPrefix(e)
+				if len(values) == len(keys) && slices.Equal(e[:q], values[:q]) {
+					t.Fatalf("no match for %q, but entry %q applies", values, e)
+				}
+			}
 			return
 		}
 		// The entry found must match the values and be the most specific one.

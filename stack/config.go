@@ -137,20 +137,31 @@ func (rl *RateLimit) validateEntries(errs *match.ConfigError, p string) {
 	for _, k := range rl.DimensionKeys {
 		keyIndex[k] = true
 	}
+	// Paths are built only for problems: a valid 50,000-entry
+	// configuration validates without building any string.
+	entryPath := func(j int) string { return p + ".entries[" + strconv.Itoa(j) + "]" }
 	tuples := make([][]string, 0, len(rl.Entries))
+	flat := make([]string, len(rl.Entries)*len(rl.DimensionKeys))
 	for j := range rl.Entries {
 		e := &rl.Entries[j]
-		ep := p + ".entries[" + strconv.Itoa(j) + "]"
-		for _, name := range sortedKeys(e.Dimensions) {
+		unknown := false
+		for name := range e.Dimensions {
 			if !keyIndex[name] {
-				errs.Add(ep+".dimensions."+name, "%q is not one of the dimension keys %q", name, rl.DimensionKeys)
+				unknown = true
 			}
 		}
-		tuple := make([]string, len(rl.DimensionKeys))
+		if unknown { // report in a stable order
+			for _, name := range sortedKeys(e.Dimensions) {
+				if !keyIndex[name] {
+					errs.Add(entryPath(j)+".dimensions."+name, "%q is not one of the dimension keys %q", name, rl.DimensionKeys)
+				}
+			}
+		}
+		tuple := flat[j*len(rl.DimensionKeys) : (j+1)*len(rl.DimensionKeys) : (j+1)*len(rl.DimensionKeys)]
 		for k, name := range rl.DimensionKeys {
 			v, ok := e.Dimensions[name]
 			if !ok && name != "" {
-				errs.Add(ep+".dimensions", "no value for dimension key %q", name)
+				errs.Add(entryPath(j)+".dimensions", "no value for dimension key %q", name)
 				v = match.Wildcard // keep checking the rest of the entry
 			}
 			tuple[k] = v
@@ -158,29 +169,29 @@ func (rl *RateLimit) validateEntries(errs *match.ConfigError, p string) {
 		tuples = append(tuples, tuple)
 		n := len(e.Requests) + len(e.Tokens) + len(e.Connections)
 		if n == 0 {
-			errs.Add(ep, "no rates: give at least one of requests, tokens, connections")
+			errs.Add(entryPath(j), "no rates: give at least one of requests, tokens, connections")
 		}
-		validateRates(errs, ep+".requests", e.Requests)
-		validateRates(errs, ep+".tokens", e.Tokens)
-		validateRates(errs, ep+".connections", e.Connections)
+		validateRates(errs, entryPath, j, ".requests", e.Requests)
+		validateRates(errs, entryPath, j, ".tokens", e.Tokens)
+		validateRates(errs, entryPath, j, ".connections", e.Connections)
 	}
 	match.Validate(errs, p, rl.DimensionKeys, tuples)
 }
 
-func validateRates(errs *match.ConfigError, p string, rates []Rate) {
+func validateRates(errs *match.ConfigError, entryPath func(int) string, j int, metric string, rates []Rate) {
 	if len(rates) > maxRatesPerMetric {
-		errs.Add(p, "%d rates, at most %d are allowed", len(rates), maxRatesPerMetric)
+		errs.Add(entryPath(j)+metric, "%d rates, at most %d are allowed", len(rates), maxRatesPerMetric)
 	}
 	for i, r := range rates {
-		rp := p + "[" + strconv.Itoa(i) + "]"
+		rp := func() string { return entryPath(j) + metric + "[" + strconv.Itoa(i) + "]" }
 		if r.Rate < 0 || r.Rate > MaxRate {
-			errs.Add(rp+".rate", "%d is out of range 0 to %d", r.Rate, MaxRate)
+			errs.Add(rp()+".rate", "%d is out of range 0 to %d", r.Rate, MaxRate)
 		}
 		if r.Period.Duration() == 0 {
-			errs.Add(rp+".period", "%q must be %q or %q", string(r.Period), PeriodSecond, PeriodMinute)
+			errs.Add(rp()+".period", "%q must be %q or %q", string(r.Period), PeriodSecond, PeriodMinute)
 		}
 		if r.Burst < 0 || r.Burst > MaxRate*60 {
-			errs.Add(rp+".burst", "%d is out of range 0 to %d", r.Burst, MaxRate*60)
+			errs.Add(rp()+".burst", "%d is out of range 0 to %d", r.Burst, MaxRate*60)
 		}
 	}
 }
@@ -338,8 +349,16 @@ func parseEntry(errs *match.ConfigError, p string, obj map[string]any) Entry {
 				continue
 			}
 			e.Dimensions = make(map[string]string, len(m))
-			for _, dk := range sortedAnyKeys(m) {
-				e.Dimensions[dk] = str(errs, kp+"."+dk, m[dk])
+			bad := false
+			for dk, dv := range m {
+				sv, ok := dv.(string)
+				e.Dimensions[dk] = sv
+				bad = bad || !ok
+			}
+			if bad { // report in a stable order
+				for _, dk := range sortedAnyKeys(m) {
+					str(errs, kp+"."+dk, m[dk])
+				}
 			}
 		case "requests":
 			e.Requests = parseRates(errs, kp, v)

@@ -2,10 +2,14 @@ package stack
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"hash/maphash"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -17,24 +21,29 @@ var errNegativeCost = errors.New("stack: negative token cost")
 
 // item is one bucket that applies to the request being decided.
 type item struct {
-	lim    *limit
-	ent    *entry
-	rb     *rateBucket
-	vals   int32 // offset of the limit's resolved values in the values buffer
-	k0, k1 int32 // the per-value bucket key in the key buffer (tables only)
-	cost   int
+	rb     *rateBucket // and through it, its entry and limit
+	k0, k1 int32       // the per-value bucket key (appendBucketKey) in the key buffer (tables only)
+	rank   int32       // rb.rank, kept here for the sort
 	taken  bool
+	cost   int
 	lease  uint64 // connections: the lease taken
 }
 
+// take takes the item's cost from its bucket (a probe after a denial).
 func (it *item) take(kb []byte, t time.Time, s *Stack) bucket.Result {
 	rb := it.rb
-	switch {
-	case rb.shared != nil:
+	if rb.shared != nil {
 		return rb.shared.TakeN(t, it.cost)
-	case rb.table != nil:
-		return rb.table.TakeBytes(kb[it.k0:it.k1], t, it.cost)
 	}
+	if rb.table != nil {
+		return rb.table.get().TakeBytes(kb[it.k0:it.k1], t, it.cost)
+	}
+	return it.takeConn(kb, t, s)
+}
+
+// takeConn takes a slot of a connections limit.
+func (it *item) takeConn(kb []byte, t time.Time, s *Stack) bucket.Result {
+	rb := it.rb
 	var ok bool
 	var left int64
 	it.lease = s.leaseSeq.Add(1)
@@ -66,20 +75,17 @@ func (it *item) refund(kb []byte, t time.Time) {
 	}
 }
 
-// before orders evaluation: customer before service limits, more dimension
-// keys first, then the stricter rate first (rate/period compared exactly).
-func (it *item) before(o *item) bool {
-	if it.lim.service != o.lim.service {
-		return !it.lim.service
-	}
-	if len(it.lim.keys) != len(o.lim.keys) {
-		return len(it.lim.keys) > len(o.lim.keys)
-	}
-	return it.rb.rate*o.rb.period < o.rb.rate*it.rb.period
-}
-
-// evaluate decides one request against c. Buffers live on the stack so the
-// allowed path allocates nothing for ordinary configurations.
+// evaluate decides one request against c's plan. Buffers live on the stack
+// so the allowed path allocates nothing for ordinary configurations.
+//
+// Each distinct dimension name is looked up in keys once and its value
+// hashed at most once (for matching); limits with the same keys as the one
+// visited before share its values, hashes and encoding. A wildcard entry's
+// bucket key is the request's value at its "*" position, or a keyed
+// 128-bit digest of its values (appendBucketKey), so the memory of a
+// bucket never grows with the length of the values. Items arrive nearly in
+// rank order (c.order) and are kept sorted by an insertion on their
+// precomputed rank.
 //
 // With r non-nil (Reserve), connections limits are evaluated too, and on an
 // allowed decision the buckets taken are recorded in r for settlement.
@@ -87,45 +93,155 @@ func (it *item) before(o *item) bool {
 // The decision is written into *d (zero on entry), saving copies of a large
 // struct on the hot path.
 func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, r *reservation, d *sluice.Decision) error {
+	if c.big {
+		// More than the stack buffers hold: pooled buffers, so that large
+		// configurations do not allocate per request either.
+		sc := scratchPool.Get().(*scratch)
+		b := bufs{items: sc.items[:0], kb: sc.kb[:0], dims: dimCache{val: sc.dimVal[:], hash: sc.dimHash[:]}, vals: sc.vals[:], hashes: sc.hashes[:]}
+		items, kb, err := s.evaluateInto(ctx, c, keys, t, tokens, r, d, &b)
+		clear(items) // drop pointers into the configuration and the request
+		clear(sc.dimVal[:])
+		clear(sc.vals[:])
+		sc.items, sc.kb = items[:0], kb[:0]
+		scratchPool.Put(sc)
+		return err
+	}
+	// Sized for ordinary configurations; compile sets big beyond.
 	var (
-		valsArr  [16]string
-		itemsArr [8]item
-		keyArr   [128]byte
+		items   [inlineItems]item
+		kb      [inlineKeyBytes]byte
+		dimVal  [inlineDims]string
+		dimHash [inlineDims]uint64
+		vals    [inlineDims]string
+		hashes  [inlineDims]uint64
 	)
-	vals, items, kb := valsArr[:0], itemsArr[:0], keyArr[:0]
+	var b bufs // filled field by field, not copied from a literal (see evaluateInto)
+	b.items, b.kb = items[:0], kb[:0]
+	b.dims.val, b.dims.hash = dimVal[:], dimHash[:]
+	b.vals, b.hashes = vals[:], hashes[:]
+	_, _, err := s.evaluateInto(ctx, c, keys, t, tokens, r, d, &b)
+	return err
+}
 
-	for _, l := range c.limits {
-		start := len(vals)
-		resolved := true
-		for _, name := range l.keys {
-			v, ok := keys.Get(name)
+// Stack buffers of evaluate: a configuration whose requests may need more
+// (compiled.big) uses pooled ones.
+const (
+	inlineItems    = 4   // buckets per request
+	inlineKeyBytes = 128 // per-value bucket keys per request
+	inlineDims     = 4   // distinct dimension names, and keys of one limit
+	// pooledDims is how many distinct dimension names a pooled buffer
+	// resolves and hashes once each; names beyond are resolved per limit.
+	pooledDims = 64
+)
+
+// bufs are evaluate's buffers: items and kb grow by append; dimVal and
+// dimHash cache each distinct dimension's value and hash (len ≥ the
+// number of names cached, at most 64); vals and hashes hold one limit's
+// (len ≥ the keys of any limit).
+type bufs struct {
+	items  []item
+	kb     []byte
+	dims   dimCache
+	vals   []string
+	hashes []uint64
+}
+
+// scratch holds pooled buffers of evaluate.
+type scratch struct {
+	items   []item
+	kb      []byte
+	dimVal  [pooledDims]string
+	dimHash [pooledDims]uint64
+	vals    [match.MaxKeys]string
+	hashes  [match.MaxKeys]uint64
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// evaluateInto is evaluate with its buffers given; it returns items and kb
+// as grown.
+func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, r *reservation, d *sluice.Decision, b *bufs) ([]item, []byte, error) {
+	items, kb := b.items, b.kb
+	dc := &b.dims
+	vals, hashes := b.vals, b.hashes
+	var (
+		prev      *limit // the last limit whose values are in vals
+		hashedTo  int    // hashes[:hashedTo] are those of vals
+		encodedTo int    // enc holds the encoding of vals[:encodedTo]
+		ends      [match.MaxKeys + 1]int
+		pre       [match.MaxKeys + 1]uint64 // pre[p]: prefix hash of vals[:p], p ≤ hashedTo
+		encArr    [128]byte
+	)
+	enc := encArr[:0]
+
+	for _, l := range c.order {
+		var (
+			en     *entry
+			k0, k1 int32
+		)
+		if l.single {
+			// One key and only the all-wildcard entry (per-caller,
+			// per-target…): no matching, the value is the bucket key.
+			v, ok := dc.get(keys, l.dim[0], l.keys[0])
 			if !ok {
-				resolved = false // a missing dimension skips the limit
-				break
+				continue // a missing dimension skips the limit
 			}
-			vals = append(vals, v)
-		}
-		if !resolved {
-			vals = vals[:start]
-			continue
-		}
-		idx, ok := l.matcher.Match(vals[start:])
-		if !ok {
-			vals = vals[:start] // no entry: the limit does not apply
-			continue
-		}
-		en := l.entries[idx]
-		var k0, k1 int32
-		if en.exact < len(l.keys) {
+			en = l.entries[l.all]
 			k0 = int32(len(kb))
-			if wild := vals[start+en.exact:]; len(wild) == 1 {
-				kb = append(kb, wild[0]...) // one value per table key: no encoding needed
-			} else {
-				for _, v := range wild {
-					kb = match.AppendValue(kb, v)
+			kb = appendBucketKey1(kb, v)
+			k1 = int32(len(kb))
+		} else {
+			n := len(l.keys)
+			if !l.sameDims || prev != l.prev {
+				// Resolve this limit's values (hashing as deep as it
+				// matches); a limit with the same dimension keys as the one
+				// visited just before reuses them.
+				prev, hashedTo, encodedTo, enc = nil, 0, 0, enc[:0]
+				missing := false
+				for k, di := range l.dim {
+					v, ok := dc.get(keys, di, l.keys[k])
+					if !ok {
+						missing = true // a missing dimension skips the limit
+						break
+					}
+					vals[k] = v
+				}
+				if missing {
+					continue
 				}
 			}
-			k1 = int32(len(kb))
+			for ; hashedTo < l.depth; hashedTo++ {
+				hashes[hashedTo] = dc.hashOf(l.dim[hashedTo], vals[hashedTo])
+				pre[hashedTo+1] = match.NextPrefix(pre[hashedTo], hashes[hashedTo])
+				// The encoding too, while it fits: a hit is then confirmed
+				// by one comparison, not one per value.
+				if encodedTo == hashedTo && len(enc)+len(vals[hashedTo])+binary.MaxVarintLen64 <= cap(enc) {
+					enc = match.AppendValue(enc, vals[hashedTo])
+					encodedTo++
+					ends[encodedTo] = len(enc)
+				}
+			}
+			prev = l
+			idx := l.all // only an all-wildcard entry: nothing to match
+			if l.depth > 0 {
+				var i int
+				var ok bool
+				if encodedTo >= l.depth {
+					i, ok = l.matcher.MatchEncoded(vals[:n], pre[:], enc, ends[:])
+				} else {
+					i, ok = l.matcher.MatchHashed(vals[:n], hashes[:l.depth])
+				}
+				if !ok {
+					continue // no entry: the limit does not apply
+				}
+				idx = i
+			}
+			en = l.entries[idx]
+			if en.exact < n {
+				k0 = int32(len(kb))
+				kb = appendBucketKey(kb, vals[en.exact:n])
+				k1 = int32(len(kb))
+			}
 		}
 		for _, rb := range en.rates {
 			cost := 1
@@ -140,11 +256,14 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 			if rb.rate == 0 && cost == 0 {
 				cost = 1 // rate 0 blocks every matching request, whatever it costs
 			}
-			it := item{lim: l, ent: en, rb: rb, vals: int32(start), k0: k0, k1: k1, cost: cost}
-			// Insertion keeps the list ordered; it is short.
+			// Built in place: a struct literal copied in would be read back
+			// in 16-byte moves from 8-byte stores (a store-forwarding stall).
 			i := len(items)
-			items = append(items, it)
-			for i > 0 && items[i].before(&items[i-1]) {
+			items = append(items, item{})
+			it := &items[i]
+			it.rb, it.k0, it.k1, it.rank, it.cost = rb, k0, k1, rb.rank, cost
+			// Insertion by rank; items arrive nearly sorted.
+			for i > 0 && items[i].rank < items[i-1].rank {
 				items[i], items[i-1] = items[i-1], items[i]
 				i--
 			}
@@ -152,7 +271,7 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 	}
 
 	if s.backend != nil && len(items) > 0 {
-		return s.decideBackend(ctx, items, vals, t, r, d)
+		return items, kb, s.decideBackend(ctx, items, keys, t, r, d)
 	}
 
 	tight := -1
@@ -160,25 +279,36 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 	denied := -1
 	for i := range items {
 		it := &items[i]
-		res := it.take(kb, t, s)
+		var res bucket.Result
+		if rb := it.rb; rb.shared != nil { // item.take, one call level less
+			res = rb.shared.TakeN(t, it.cost)
+		} else if rb.table != nil {
+			res = rb.table.get().TakeBytes(kb[it.k0:it.k1], t, it.cost)
+		} else {
+			res = it.takeConn(kb, t, s)
+		}
 		if res.OK {
 			it.taken = true
 			if r != nil {
 				r.setResult(i, res)
 			}
-			if !it.lim.shadow && it.rb.kind != kindConnections && (tight < 0 || res.Remaining < tightRemaining) {
+			if !it.rb.shadow && it.rb.kind != kindConnections && (tight < 0 || res.Remaining < tightRemaining) {
 				tight, tightRemaining = i, res.Remaining
 			}
 			continue
 		}
-		if it.lim.shadow {
-			d.Shadowed = append(d.Shadowed, limitKey(it, vals))
+		if it.rb.shadow {
+			d.Shadowed = append(d.Shadowed, limitKey(it, keys))
 			continue
 		}
 		denied = i
 		d.RetryAfter = res.RetryAfter
 		d.Permanent = res.Permanent || res.OverBurst
 		d.OverBurst = res.OverBurst && it.rb.burst > 0
+		if res.BudgetFull { // WithMaxBuckets: no room for this request's bucket
+			d.Capacity, d.Permanent = true, false
+			d.RetryAfter = max(res.RetryAfter, c.maxWindow)
+		}
 		break
 	}
 
@@ -187,7 +317,7 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 		if tight >= 0 {
 			rb := items[tight].rb
 			d.Limit, d.Remaining, d.Window = rb.burst, max(tightRemaining, 0), rb.window
-			d.LimitID = items[tight].lim.id
+			d.LimitID = items[tight].rb.lim.id
 		}
 		if r != nil {
 			r.record(items, kb, t)
@@ -205,7 +335,7 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 		if !d.Permanent {
 			for j := denied + 1; j < len(items); j++ {
 				o := &items[j]
-				if o.lim.shadow {
+				if o.rb.shadow {
 					continue
 				}
 				if o.rb.metric == sluice.MetricConnections {
@@ -215,9 +345,11 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 				switch {
 				case res.OK:
 					o.refund(kb, t)
-				case res.OverBurst || res.Permanent:
+				case res.OverBurst || (res.Permanent && !res.BudgetFull):
 					d.Permanent, d.RetryAfter = true, 0
 					d.OverBurst = o.rb.burst > 0
+				case res.BudgetFull:
+					d.RetryAfter = max(d.RetryAfter, res.RetryAfter, c.maxWindow)
 				default:
 					d.RetryAfter = max(d.RetryAfter, res.RetryAfter)
 				}
@@ -226,35 +358,45 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 				}
 			}
 		}
-		fillDenial(d, it, vals)
+		fillDenial(d, it, keys)
 	}
 	if sluice.EvaluatedRequested(ctx) {
 		n := len(items)
 		if denied >= 0 {
 			n = denied + 1
 		}
-		d.Evaluated = evaluatedList(items[:n], vals)
+		d.Evaluated = evaluatedList(items[:n], keys)
 	}
-	return nil
+	return items, kb, nil
 }
 
-func fillDenial(d *sluice.Decision, it *item, vals []string) {
-	d.LimitID = it.lim.id
-	d.LimitKey = limitKey(it, vals)
+func fillDenial(d *sluice.Decision, it *item, keys *sluice.Keys) {
+	d.LimitID = it.rb.lim.id
+	d.LimitKey = limitKey(it, keys)
 	d.Metric = it.rb.metric
-	d.MatchedEntry = it.ent.values
-	d.ResolvedValues = slices.Clone(vals[it.vals : int(it.vals)+len(it.lim.keys)])
+	d.MatchedEntry = it.rb.ent.values
+	d.ResolvedValues = resolvedValues(it.rb.lim, keys)
 	d.Limit, d.Remaining, d.Window = it.rb.burst, 0, it.rb.window
+}
+
+// resolvedValues looks up the request's value of each of l's keys again:
+// only denials and reports need them, so the hot path keeps no copy.
+func resolvedValues(l *limit, keys *sluice.Keys) []string {
+	out := make([]string, len(l.keys))
+	for k, name := range l.keys {
+		out[k], _ = keys.Get(name)
+	}
+	return out
 }
 
 // evaluatedList renders "{rateLimitId}:{metric}:{v1,v2}" for each item, in
 // evaluation order (the order the seed's example shows: the stricter limit
 // first), once each: two rates of one metric of one limit are one entry.
-func evaluatedList(items []item, vals []string) []string {
+func evaluatedList(items []item, keys *sluice.Keys) []string {
 	out := make([]string, 0, len(items))
 	for i := range items {
 		it := &items[i]
-		e := it.lim.id + ":" + it.rb.metric + ":" + strings.Join(vals[it.vals:int(it.vals)+len(it.lim.keys)], ",")
+		e := it.rb.lim.id + ":" + it.rb.metric + ":" + strings.Join(resolvedValues(it.rb.lim, keys), ",")
 		if !slices.Contains(out, e) {
 			out = append(out, e)
 		}
@@ -263,15 +405,15 @@ func evaluatedList(items []item, vals []string) []string {
 }
 
 // decideBackend hands the ordered buckets to the backend in one call.
-func (s *Stack) decideBackend(ctx context.Context, items []item, vals []string, t time.Time, r *reservation, d *sluice.Decision) error {
+func (s *Stack) decideBackend(ctx context.Context, items []item, keys *sluice.Keys, t time.Time, r *reservation, d *sluice.Decision) error {
 	ops := make([]Op, len(items))
 	for i := range items {
 		it := &items[i]
 		key := it.rb.keyPrefix
-		if it.ent.exact < len(it.lim.keys) {
-			key = wildcardKey(key, vals[int(it.vals)+it.ent.exact:int(it.vals)+len(it.lim.keys)])
+		if it.rb.ent.exact < len(it.rb.lim.keys) {
+			key = wildcardKey(key, resolvedValues(it.rb.lim, keys)[it.rb.ent.exact:])
 		}
-		ops[i] = Op{Key: key, Rate: it.rb.rate, Period: time.Duration(it.rb.period), Burst: it.rb.burst, Cost: int64(it.cost), Shadow: it.lim.shadow}
+		ops[i] = Op{Key: key, Rate: it.rb.rate, Period: time.Duration(it.rb.period), Burst: it.rb.burst, Cost: int64(it.cost), Shadow: it.rb.shadow}
 	}
 	out, err := s.backend.Take(ctx, t, ops)
 	if err != nil {
@@ -286,20 +428,20 @@ func (s *Stack) decideBackend(ctx context.Context, items []item, vals []string, 
 	}
 	for _, i := range out.ShadowDenied {
 		if i >= 0 && i < len(items) {
-			d.Shadowed = append(d.Shadowed, limitKey(&items[i], vals))
+			d.Shadowed = append(d.Shadowed, limitKey(&items[i], keys))
 		}
 	}
 	n := len(items)
 	if out.Denied >= 0 && out.Denied < len(items) {
 		it := &items[out.Denied]
 		d.RetryAfter, d.Permanent, d.OverBurst = out.RetryAfter, out.Permanent, out.OverBurst
-		fillDenial(d, it, vals)
+		fillDenial(d, it, keys)
 		n = out.Denied + 1
 	} else {
 		d.Allowed = true
 		tight := -1
 		for i := range items {
-			if items[i].lim.shadow || i >= len(out.Remaining) {
+			if items[i].rb.shadow || i >= len(out.Remaining) {
 				continue
 			}
 			if tight < 0 || out.Remaining[i] < out.Remaining[tight] {
@@ -309,7 +451,7 @@ func (s *Stack) decideBackend(ctx context.Context, items []item, vals []string, 
 		if tight >= 0 {
 			rb := items[tight].rb
 			d.Limit, d.Remaining, d.Window = rb.burst, max(out.Remaining[tight], 0), rb.window
-			d.LimitID = items[tight].lim.id
+			d.LimitID = items[tight].rb.lim.id
 		}
 		if r != nil {
 			r.at = t
@@ -323,7 +465,7 @@ func (s *Stack) decideBackend(ctx context.Context, items []item, vals []string, 
 		}
 	}
 	if sluice.EvaluatedRequested(ctx) {
-		d.Evaluated = evaluatedList(items[:n], vals)
+		d.Evaluated = evaluatedList(items[:n], keys)
 	}
 	return nil
 }
@@ -345,18 +487,130 @@ func wildcardKey(prefix string, values []string) string {
 }
 
 // limitKey renders "<rateLimitId>/<key>=<value>[,<key>=<value>…]" with the
-// request's resolved values.
-func limitKey(it *item, vals []string) string {
-	var b strings.Builder
-	b.WriteString(it.lim.id)
-	b.WriteByte('/')
-	for k, name := range it.lim.keys {
+// request's resolved values. Names and values are escaped (see appendEscaped)
+// so the rendering is unambiguous: ("p,route=q", "r") and ("p", "q,route=r")
+// give different keys, while plain values render unchanged.
+func limitKey(it *item, keys *sluice.Keys) string {
+	b := make([]byte, 0, 64)
+	b = append(b, it.rb.lim.id...)
+	b = append(b, '/')
+	for k, name := range it.rb.lim.keys {
 		if k > 0 {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
-		b.WriteString(name)
-		b.WriteByte('=')
-		b.WriteString(vals[int(it.vals)+k])
+		v, _ := keys.Get(name)
+		b = appendEscaped(b, name)
+		b = append(b, '=')
+		b = appendEscaped(b, v)
 	}
-	return b.String()
+	return string(b)
+}
+
+// appendEscaped appends s to b with the LimitKey separators ',' '=' '/' and
+// the escape character '%' percent-encoded (%2C %3D %2F %25); every other
+// byte is kept as is.
+func appendEscaped(b []byte, s string) []byte {
+	const hex = "0123456789ABCDEF"
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case ',', '=', '/', '%':
+			b = append(b, '%', hex[c>>4], hex[c&15])
+		default:
+			b = append(b, c)
+		}
+	}
+	return b
+}
+
+// dimCache resolves each distinct dimension name of a request once and
+// hashes its value at most once. Names with an index beyond the buffers are
+// resolved and hashed each time.
+type dimCache struct {
+	val                       []string
+	hash                      []uint64
+	resolved, present, hashed uint64 // bit i: dimension i looked up, found, hashed
+}
+
+func (dc *dimCache) get(keys *sluice.Keys, di int32, name string) (string, bool) {
+	if bit := uint64(1) << uint(di); dc.resolved&bit != 0 { // di < 64 and cached: di < len(val)
+		return dc.val[di], dc.present&bit != 0
+	}
+	return dc.resolve(keys, di, name)
+}
+
+func (dc *dimCache) resolve(keys *sluice.Keys, di int32, name string) (string, bool) {
+	v, ok := keys.Get(name)
+	if int(di) < len(dc.val) {
+		dc.resolved |= 1 << di
+		if ok {
+			dc.present |= 1 << di
+			dc.val[di] = v
+		}
+	}
+	return v, ok
+}
+
+// hashOf returns match.Hash(v) for dimension di's value v.
+func (dc *dimCache) hashOf(di int32, v string) uint64 {
+	if dc.hashed&(uint64(1)<<uint(di)) != 0 { // set only for di < len(hash)
+		return dc.hash[di]
+	}
+	return dc.hashSlow(di, v)
+}
+
+func (dc *dimCache) hashSlow(di int32, v string) uint64 {
+	h := match.Hash(v)
+	if int(di) < len(dc.hash) {
+		dc.hashed |= 1 << di
+		dc.hash[di] = h
+	}
+	return h
+}
+
+// appendBucketKey1 is appendBucketKey for a single value.
+func appendBucketKey1(kb []byte, v string) []byte {
+	if len(v) <= rawMax {
+		return append(kb, v...)
+	}
+	return appendBucketKey(kb, []string{v})
+}
+
+// digestLen is the length of a digest key; rawMax the longest value used
+// as its own key.
+const (
+	digestLen = 16
+	rawMax    = 32
+)
+
+// Two independent process-random seeds: a digest key is a keyed 128-bit
+// digest, so callers can neither choose colliding values nor learn the
+// seeds from decisions.
+var digestSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
+
+// appendBucketKey appends the key of the bucket that values (the request's
+// values at an entry's "*" positions, in order) select, at most rawMax
+// bytes whatever the values' length. A single value of up to rawMax bytes is
+// its own key (no hashing; most per-caller limits); otherwise the key is a
+// 16-byte keyed digest. Each value is hashed whole and the per-value hashes
+// are folded in order, so ("a,b", "c") and ("a", "b,c") differ. Two
+// different value lists share a bucket only if a 128-bit digest equals
+// another digest or a raw value: with random seeds about 2^-128 per pair,
+// and even then the two only share one bucket (stricter, never more).
+func appendBucketKey(kb []byte, values []string) []byte {
+	if len(values) == 1 && len(values[0]) <= rawMax {
+		return append(kb, values[0]...)
+	}
+	var a, b uint64
+	for _, v := range values {
+		a = fold(a, maphash.String(digestSeeds[0], v))
+		b = fold(b, maphash.String(digestSeeds[1], v))
+	}
+	kb = binary.LittleEndian.AppendUint64(kb, a)
+	return binary.LittleEndian.AppendUint64(kb, b)
+}
+
+// fold mixes the hash h of the next value into acc, order-dependently.
+func fold(acc, h uint64) uint64 {
+	acc = (bits.RotateLeft64(acc, 31) ^ h) * 0xBF58476D1CE4E5B9
+	return acc ^ acc>>29
 }

@@ -30,6 +30,11 @@
 //
 // The configuration can be replaced while traffic flows (Reload): limits and
 // entries that keep their identity keep their consumed state.
+//
+// A denial's LimitKey is "<rateLimitId>/<key>=<value>[,<key>=<value>…]" with
+// ',' '=' '/' and '%' inside names and values percent-encoded (%2C %3D %2F
+// %25), so two different requests never render the same key; values without
+// those characters render as they are.
 package stack
 
 import (
@@ -58,6 +63,7 @@ type Stack struct {
 	onError    func(error)
 	leaseTTL   time.Duration
 	leaseSeq   atomic.Uint64
+	budget     *bucket.Budget // WithMaxBuckets; nil: unbounded
 }
 
 // Option configures a Stack.
@@ -65,11 +71,20 @@ type Option interface{ apply(*Stack) }
 
 type nowOption func() time.Time
 
-func (o nowOption) apply(s *Stack) { s.now = o }
+func (o nowOption) apply(s *Stack) {
+	if o != nil {
+		s.now = o
+	}
+}
 
-// WithNow sets the clock Allow reads. The default is the wall clock advanced
-// by the monotonic clock only (a wall-clock step never moves it). Tests pass a
-// fake clock; AllowAt takes an explicit instant instead.
+// WithClock sets the clock Allow, AllowN and Reserve read. The default is
+// the wall clock advanced by the monotonic clock only (a wall-clock step
+// never moves it). Tests pass a fake clock; AllowAt takes an explicit
+// instant instead. Per-value buckets are reclaimed by instants from this
+// clock, so every instant given to AllowAt should come from it too.
+func WithClock(now func() time.Time) Option { return nowOption(now) }
+
+// WithNow is WithClock under its earlier name.
 func WithNow(now func() time.Time) Option { return nowOption(now) }
 
 type backendOption struct{ b Backend }
@@ -112,28 +127,69 @@ func (o leaseTTLOption) apply(s *Stack) {
 // DefaultLeaseTTL). Set it above your longest request.
 func WithLeaseTTL(d time.Duration) Option { return leaseTTLOption(d) }
 
+type maxBucketsOption int
+
+func (o maxBucketsOption) apply(s *Stack) {
+	s.budget = nil
+	if o > 0 {
+		s.budget = bucket.NewBudget(int(o))
+	}
+}
+
+// WithMaxBuckets bounds the per-value buckets the Stack holds in memory to
+// n, across all its limits and reloads (n ≤ 0: no bound, the default).
+// Per-value buckets are those of entries with "*" positions, one per
+// distinct combination of values callers send; without a bound their
+// number follows the callers (each costs at most 64 bytes, whatever the
+// length of the values, and a bucket that has refilled is reclaimed).
+// Buckets of exact entries are bounded by the configuration and not
+// counted; nor are the slots of connections limits, which are bounded by
+// the requests in flight.
+//
+// When the Stack holds n buckets and a request needs a new one, buckets
+// that have refilled are reclaimed first (a full bucket carries no state:
+// dropping it changes no decision). If none can be freed, the request is
+// denied — never admitted beyond a limit, and never by evicting a bucket
+// that still holds consumption, which would forget it. The denial has
+// Decision.Capacity set; it names the limit that needed the bucket
+// (LimitID, LimitKey, Metric, MatchedEntry, ResolvedValues), with Remaining
+// 0, and consumes nothing. Its RetryAfter is the longest time any per-value
+// bucket of the configuration takes to refill from empty: by then every
+// bucket not in token debt (tokens limits settled above their estimate) has
+// refilled and can be reclaimed, unless new requests have taken the room.
+// Size n above the callers expected to be active within that window.
+//
+// Buckets of limits or entries that a Reload removed keep counting until
+// the garbage collector frees them. Only in-memory buckets are bounded;
+// with WithBackend the backend holds the state and the option has no
+// effect.
+func WithMaxBuckets(n int) Option { return maxBucketsOption(n) }
+
 // New builds a Stack from cfg. It returns a *match.ConfigError listing every
 // problem when cfg is invalid.
 func New(cfg Config, opts ...Option) (*Stack, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return newValid(cfg, opts), nil
+}
+
+func newValid(cfg Config, opts []Option) *Stack {
 	s := &Stack{now: monoclock.Now, leaseTTL: DefaultLeaseTTL}
 	for _, o := range opts {
 		o.apply(s)
 	}
-	c, err := compile(cfg, nil, s.now())
-	if err != nil {
-		return nil, err
-	}
-	s.cfg.Store(c)
-	return s, nil
+	s.cfg.Store(compileValid(cfg, nil, s.now(), s.backend != nil, s.budget))
+	return s
 }
 
 // Load parses the gateway JSON in data (see Parse) and builds a Stack.
 func Load(data []byte, opts ...Option) (*Stack, error) {
-	cfg, err := Parse(data)
+	cfg, err := Parse(data) // validates
 	if err != nil {
 		return nil, err
 	}
-	return New(cfg, opts...)
+	return newValid(cfg, opts), nil
 }
 
 // Reload replaces the configuration atomically. Limits that keep their id and
@@ -145,34 +201,74 @@ func Load(data []byte, opts ...Option) (*Stack, error) {
 // If cfg is invalid, Reload returns a *match.ConfigError listing every
 // problem and the previous configuration stays in force.
 func (s *Stack) Reload(cfg Config) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, err := compile(cfg, s.cfg.Load(), s.now())
-	if err != nil {
+	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	s.cfg.Store(c)
+	s.reloadValid(cfg)
 	return nil
+}
+
+func (s *Stack) reloadValid(cfg Config) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cfg.Store(compileValid(cfg, s.cfg.Load(), s.now(), s.backend != nil, s.budget))
 }
 
 // ReloadJSON parses data (see Parse) and reloads; on any error the previous
 // configuration stays in force.
 func (s *Stack) ReloadJSON(data []byte) error {
-	cfg, err := Parse(data)
+	cfg, err := Parse(data) // validates
 	if err != nil {
 		return err
 	}
-	return s.Reload(cfg)
+	s.reloadValid(cfg)
+	return nil
 }
 
-// Config returns the configuration in force.
-func (s *Stack) Config() Config { return s.cfg.Load().src }
+// Config returns the configuration in force. It is rebuilt from the
+// compiled form on each call (the Stack does not keep the Config it was
+// given, which for a large configuration is most of its memory).
+func (s *Stack) Config() Config { return s.cfg.Load().config() }
+
+// config rebuilds the Config that c was compiled from.
+func (c *compiled) config() Config {
+	var cfg Config
+	for _, l := range c.limits {
+		rl := RateLimit{RateLimitID: l.id, Description: l.description, DimensionKeys: slices.Clone(l.keys), Shadow: l.shadow}
+		for _, en := range l.entries {
+			e := Entry{Dimensions: make(map[string]string, len(l.keys))}
+			for k, name := range l.keys {
+				e.Dimensions[name] = en.values[k]
+			}
+			for _, rb := range en.rates {
+				switch rb.kind {
+				case kindRequests:
+					e.Requests = append(e.Requests, rb.cfg)
+				case kindTokens:
+					e.Tokens = append(e.Tokens, rb.cfg)
+				default:
+					e.Connections = append(e.Connections, rb.cfg)
+				}
+			}
+			rl.Entries = append(rl.Entries, e)
+		}
+		if l.service {
+			cfg.ServiceLimits = append(cfg.ServiceLimits, rl)
+		} else {
+			cfg.RateLimits = append(cfg.RateLimits, rl)
+		}
+	}
+	return cfg
+}
 
 // Allow decides one request costing one unit of every "requests" limit and
 // nothing of "tokens" limits (a tokens bucket already in debt still denies).
 // It implements sluice.Limiter.
-func (s *Stack) Allow(ctx context.Context, keys sluice.Keys) (sluice.Decision, error) {
-	return s.decide(ctx, &keys, s.now(), 0)
+func (s *Stack) Allow(ctx context.Context, keys sluice.Keys) (d sluice.Decision, err error) {
+	if err = ctx.Err(); err == nil {
+		err = s.evaluate(ctx, s.cfg.Load(), &keys, s.now(), 0, nil, &d)
+	}
+	return d, err
 }
 
 // AllowN decides one request that costs one unit of every "requests" limit
@@ -199,21 +295,42 @@ func (s *Stack) decide(ctx context.Context, keys *sluice.Keys, t time.Time, toke
 	return d, err
 }
 
-// compiled is one immutable configuration.
+// compiled is one immutable configuration, precompiled into a plan: the
+// distinct dimension names (each resolved and hashed at most once per
+// request), the limits in the order they are visited, and every bucket's
+// rank in the evaluation order.
 type compiled struct {
-	src    Config
 	limits []*limit // customer limits, then service limits, in config order
-	maxDim int
-	conns  bool // some entry has a connections limit (see ReserveSlots)
+	// order is limits sorted by the ordering criteria known per limit
+	// (customer first, more dimension keys first): visiting them in this
+	// order, the items of a request arrive almost sorted by rank.
+	order []*limit
+	dims  []string // distinct dimension names, indexed by limit.dim
+	// big is set when a request may need more items or key bytes than
+	// evaluate's stack buffers hold.
+	big bool
+	// maxWindow is the longest refill-from-empty time of any per-value
+	// bucket: the RetryAfter of a Capacity denial (WithMaxBuckets).
+	maxWindow time.Duration
+	conns     bool // some entry has a connections limit (see ReserveSlots)
 }
 
 type limit struct {
-	id      string
-	keys    []string
-	matcher *match.Matcher
-	entries []*entry
-	shadow  bool
-	service bool
+	id          string
+	description string
+	keys        []string
+	dim         []int32 // index in compiled.dims of each key
+	depth       int     // matcher.Depth(): how many leading values matching hashes
+	all         int     // matcher.All(), the entry when depth is 0
+	single      bool    // one key and only the all-wildcard entry
+	// prev is the limit visited before this one (compiled.order) when it
+	// has the same dimension keys (sameDims): its resolved values serve.
+	prev     *limit
+	sameDims bool
+	matcher  *match.Matcher
+	entries  []*entry
+	shadow   bool
+	service  bool
 }
 
 type entry struct {
@@ -222,25 +339,108 @@ type entry struct {
 	rates  []*rateBucket
 }
 
-// rateBucket is one {rate, period} of one metric of one entry.
+// rateBucket is one {rate, period} of one metric of one entry. The fields
+// every decision reads come first, in the first cache line.
 type rateBucket struct {
-	metric string
-	kind   metricKind
-	cfg    Rate
 	// One of shared (exact entry) or table (wildcard entry); for the
 	// connections metric, conn or connTab instead.
-	shared  *bucket.Bucket
-	table   *bucket.Table
-	conn    *connPool
-	connTab *connTable
-	burst   int64
-	window  time.Duration // time to refill from empty
+	shared *bucket.Bucket
+	table  *lazyTable
+	// rank is the bucket's position in the evaluation order of the whole
+	// configuration (see before), computed once per compile.
+	rank   int32
+	kind   metricKind
+	shadow bool // lim.shadow
 	// rate and period (ns) order strictness without floats: rate/period
 	// values are compared by cross-multiplication.
-	rate   int64
-	period int64
-	// keyPrefix is BucketKey without the request values, for backends.
+	rate    int64
+	burst   int64
+	lim     *limit
+	ent     *entry
+	period  int64
+	window  time.Duration // time to refill from empty
+	conn    *connPool
+	connTab *connTable
+	metric  string
+	cfg     Rate
+	// keyPrefix is BucketKey without the request values, for backends
+	// (computed only when the Stack has one).
 	keyPrefix string
+}
+
+// lazyTable is the Table of one rate of a wildcard entry, created on first
+// use: a configuration of 50 limits × 1,000 "*" entries holds no Table for
+// entries no request has reached. A reload that keeps the entry shares the
+// lazyTable, so a request still deciding on the previous configuration and
+// one on the new see the same buckets, whichever creates the Table.
+type lazyTable struct {
+	p      atomic.Pointer[bucket.Table]
+	mu     sync.Mutex // serializes creation and reconfiguration
+	lim    rate.Limit
+	burst  int
+	budget *bucket.Budget // the Stack's WithMaxBuckets bound, or nil
+}
+
+func newLazyTable(lim rate.Limit, burst int, budget *bucket.Budget) *lazyTable {
+	return &lazyTable{lim: lim, burst: burst, budget: budget}
+}
+
+// get returns the Table, creating it with the current parameters.
+func (z *lazyTable) get() *bucket.Table {
+	if t := z.p.Load(); t != nil {
+		return t
+	}
+	return z.create()
+}
+
+func (z *lazyTable) create() *bucket.Table {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if t := z.p.Load(); t != nil {
+		return t
+	}
+	var opts []bucket.Option
+	if z.budget != nil {
+		opts = append(opts, bucket.WithBudget(z.budget))
+	}
+	t := bucket.NewTable(z.lim, z.burst, opts...)
+	z.p.Store(t)
+	return t
+}
+
+// reconfigure changes the parameters, of the Table too if it exists.
+func (z *lazyTable) reconfigure(now time.Time, lim rate.Limit, burst int) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	z.lim, z.burst = lim, burst
+	if t := z.p.Load(); t != nil {
+		t.Reconfigure(now, lim, burst)
+	}
+}
+
+// TakeBytes takes from key's bucket (see bucket.Table.TakeBytes).
+func (z *lazyTable) TakeBytes(key []byte, at time.Time, n int) bucket.Result {
+	return z.get().TakeBytes(key, at, n)
+}
+
+// ChargeBytes charges key's bucket (see bucket.Table.ChargeBytes).
+func (z *lazyTable) ChargeBytes(key []byte, at time.Time, n int) {
+	z.get().ChargeBytes(key, at, n)
+}
+
+// RefundBytes refunds key's bucket; without a Table nothing was taken.
+func (z *lazyTable) RefundBytes(key []byte, at time.Time, n int) {
+	if t := z.p.Load(); t != nil {
+		t.RefundBytes(key, at, n)
+	}
+}
+
+// RefundTakeBytes is bucket.Table.RefundTakeBytes; without a Table nothing
+// was taken.
+func (z *lazyTable) RefundTakeBytes(key []byte, res bucket.Result, at time.Time, n int) {
+	if t := z.p.Load(); t != nil {
+		t.RefundTakeBytes(key, res, at, n)
+	}
 }
 
 // metricKind is the metric as a small integer, for the per-request switch.
@@ -276,45 +476,125 @@ func (r *rateBucket) burstOf() int {
 	return int(r.cfg.Rate)
 }
 
-func compile(cfg Config, prev *compiled, now time.Time) (*compiled, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
+// compileValid compiles a configuration already validated.
+func compileValid(cfg Config, prev *compiled, now time.Time, withKeys bool, budget *bucket.Budget) *compiled {
 	old := map[string]*limit{}
 	if prev != nil {
 		for _, l := range prev.limits {
 			old[l.id] = l
 		}
 	}
-	c := &compiled{src: cfg}
+	c := &compiled{}
+	dimIndex := map[string]int32{}
 	add := func(rls []RateLimit, service bool) {
 		for i := range rls {
-			l := compileLimit(&rls[i], old[rls[i].RateLimitID], now)
+			l := compileLimit(&rls[i], old[rls[i].RateLimitID], now, withKeys, budget)
 			l.service = service
-			c.limits = append(c.limits, l)
-			if len(l.keys) > c.maxDim {
-				c.maxDim = len(l.keys)
+			l.dim = make([]int32, len(l.keys))
+			for k, name := range l.keys {
+				di, ok := dimIndex[name]
+				if !ok {
+					di = int32(len(c.dims))
+					dimIndex[name] = di
+					c.dims = append(c.dims, name)
+				}
+				l.dim[k] = di
 			}
+			c.limits = append(c.limits, l)
 		}
 	}
 	add(cfg.RateLimits, false)
 	add(cfg.ServiceLimits, true)
+
+	// Rank every bucket in evaluation order. The sort is stable over the
+	// configuration order (limit, entry, rate), which breaks ties exactly as
+	// evaluation in configuration order would.
+	var all []*rateBucket
+	owner := map[*rateBucket]*limit{}
+	for _, l := range c.limits {
+		for _, en := range l.entries {
+			for _, rb := range en.rates {
+				all = append(all, rb)
+				owner[rb] = l
+				if rb.table != nil {
+					c.maxWindow = max(c.maxWindow, rb.window)
+				}
+			}
+		}
+	}
+	slices.SortStableFunc(all, func(a, b *rateBucket) int {
+		switch {
+		case before(owner[a], a, owner[b], b):
+			return -1
+		case before(owner[b], b, owner[a], a):
+			return 1
+		}
+		return 0
+	})
+	for i, rb := range all {
+		rb.rank = int32(i)
+	}
+	all, owner = nil, nil
+	maxItems, maxKey, maxKeys := 0, 0, 0
+	for _, l := range c.limits {
+		maxKeys = max(maxKeys, len(l.keys))
+		most, wild := 0, false
+		for _, en := range l.entries {
+			most = max(most, len(en.rates))
+			wild = wild || en.exact < len(l.keys)
+		}
+		maxItems += most
+		if wild {
+			maxKey += rawMax
+		}
+	}
+	c.big = maxItems > inlineItems || maxKey > inlineKeyBytes || maxKeys > inlineDims || len(c.dims) > inlineDims
+	c.order = slices.Clone(c.limits)
+	slices.SortStableFunc(c.order, func(a, b *limit) int {
+		if a.service != b.service {
+			if !a.service {
+				return -1
+			}
+			return 1
+		}
+		return len(b.keys) - len(a.keys)
+	})
+	for i := 1; i < len(c.order); i++ {
+		l, p := c.order[i], c.order[i-1]
+		if slices.Equal(l.keys, p.keys) {
+			l.prev, l.sameDims = p, true
+		}
+	}
 	c.conns = hasConnections(c)
-	return c, nil
+	return c
 }
 
-func compileLimit(rl *RateLimit, prev *limit, now time.Time) *limit {
+// before orders evaluation: customer before service limits, more dimension
+// keys first, then the stricter rate first (rate/period compared exactly).
+func before(la *limit, a *rateBucket, lb *limit, b *rateBucket) bool {
+	if la.service != lb.service {
+		return !la.service
+	}
+	if len(la.keys) != len(lb.keys) {
+		return len(la.keys) > len(lb.keys)
+	}
+	return a.rate*b.period < b.rate*a.period
+}
+
+func compileLimit(rl *RateLimit, prev *limit, now time.Time, withKeys bool, budget *bucket.Budget) *limit {
 	l := &limit{
-		id:     rl.RateLimitID,
-		keys:   slices.Clone(rl.DimensionKeys),
-		shadow: rl.Shadow,
+		id:          rl.RateLimitID,
+		description: rl.Description,
+		keys:        slices.Clone(rl.DimensionKeys),
+		shadow:      rl.Shadow,
 	}
 	if prev != nil && !slices.Equal(prev.keys, l.keys) {
 		prev = nil // dimension keys changed: a different limit
 	}
 	tuples := make([][]string, len(rl.Entries))
+	flat := make([]string, len(rl.Entries)*len(l.keys)) // one allocation for every tuple
 	for i, e := range rl.Entries {
-		t := make([]string, len(l.keys))
+		t := flat[i*len(l.keys) : (i+1)*len(l.keys) : (i+1)*len(l.keys)]
 		for k, name := range l.keys {
 			t[k] = e.Dimensions[name]
 		}
@@ -325,6 +605,9 @@ func compileLimit(rl *RateLimit, prev *limit, now time.Time) *limit {
 		panic("stack: validated configuration failed to compile: " + err.Error())
 	}
 	l.matcher = m
+	l.depth, l.all = m.Depth(), m.All()
+	l.single = len(l.keys) == 1 && l.depth == 0
+	l.entries = make([]*entry, 0, len(rl.Entries))
 	for i, e := range rl.Entries {
 		en := &entry{values: tuples[i], exact: match.ExactPrefix(tuples[i])}
 		var prevEntry *entry
@@ -335,8 +618,10 @@ func compileLimit(rl *RateLimit, prev *limit, now time.Time) *limit {
 		}
 		addRates := func(metric string, rates []Rate) {
 			for idx, r := range rates {
-				rb := &rateBucket{metric: metric, kind: kindOf(metric), cfg: r, rate: r.Rate, period: int64(r.Period.Duration()),
-					keyPrefix: BucketKey(l.id, metric, idx, en.values, nil)}
+				rb := &rateBucket{lim: l, ent: en, shadow: l.shadow, metric: metric, kind: kindOf(metric), cfg: r, rate: r.Rate, period: int64(r.Period.Duration())}
+				if withKeys {
+					rb.keyPrefix = BucketKey(l.id, metric, idx, en.values, nil)
+				}
 				rb.burst = int64(rb.burstOf())
 				if r.Rate > 0 {
 					rb.window = time.Duration(float64(rb.burst) / float64(r.Rate) * float64(r.Period.Duration()))
@@ -378,13 +663,13 @@ func compileLimit(rl *RateLimit, prev *limit, now time.Time) *limit {
 						if rb.shared != nil {
 							rb.shared.Reconfigure(now, lim, b)
 						} else {
-							rb.table.Reconfigure(now, lim, b)
+							rb.table.reconfigure(now, lim, b)
 						}
 					}
 				case en.exact == len(l.keys):
 					rb.shared = bucket.New(lim, b)
 				default:
-					rb.table = bucket.NewTable(lim, b)
+					rb.table = newLazyTable(lim, b, budget)
 				}
 				en.rates = append(en.rates, rb)
 			}

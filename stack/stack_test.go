@@ -19,7 +19,7 @@ import (
 
 func newStack(t testing.TB, cfg stack.Config, clock *limitertest.Clock) *stack.Stack {
 	t.Helper()
-	s, err := stack.New(cfg, stack.WithNow(clock.Now))
+	s, err := stack.New(cfg, stack.WithClock(clock.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,6 +374,129 @@ func TestEvaluatedInEvaluationOrder(t *testing.T) {
 	d, _ := s.Allow(sluice.WithEvaluated(context.Background()), sluice.NewKeys("targetName", "my-target", "caller", "alice"))
 	want := []string{"per-target-rps:requests:my-target", "per-caller-rpm:requests:alice"}
 	if !slices.Equal(d.Evaluated, want) {
+		t.Errorf("Evaluated = %q, want %q", d.Evaluated, want)
+	}
+}
+
+// LimitKey escapes its separators inside values, so that two different
+// requests never render the same key; plain values render unchanged.
+func TestLimitKeyIsUnambiguous(t *testing.T) {
+	clock := limitertest.NewClock(limitertest.Start)
+	s := newStack(t, stack.Config{RateLimits: []stack.RateLimit{{
+		RateLimitID: "rl", DimensionKeys: []string{"path", "route"},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"path": "*", "route": "*"}, Requests: []stack.Rate{{Rate: 0, Period: "second"}}}},
+	}}}, clock)
+	for _, c := range []struct{ path, route, want string }{
+		{"p,route=q", "r", "rl/path=p%2Croute%3Dq,route=r"},
+		{"p", "q,route=r", "rl/path=p,route=q%2Croute%3Dr"},
+		{"a/b%2C", "50%", "rl/path=a%2Fb%252C,route=50%25"},
+		{"my-target", "read.Data_1", "rl/path=my-target,route=read.Data_1"},
+	} {
+		d, err := s.Allow(context.Background(), sluice.NewKeys("path", c.path, "route", c.route))
+		if err != nil || d.Allowed {
+			t.Fatalf("(%q, %q): %+v %v", c.path, c.route, d, err)
+		}
+		if d.LimitKey != c.want {
+			t.Errorf("(%q, %q): LimitKey %q, want %q", c.path, c.route, d.LimitKey, c.want)
+		}
+		if !slices.Equal(d.ResolvedValues, []string{c.path, c.route}) {
+			t.Errorf("ResolvedValues %q keep the raw values", d.ResolvedValues)
+		}
+	}
+}
+
+// Per-value buckets are keyed by the values whatever their length and
+// content: values that concatenate alike, and long values (keyed by a
+// digest), still get a bucket each, and the same values share one.
+func TestPerValueBucketsAreDistinct(t *testing.T) {
+	clock := limitertest.NewClock(limitertest.Start)
+	s := newStack(t, stack.Config{RateLimits: []stack.RateLimit{
+		{RateLimitID: "pair", DimensionKeys: []string{"x", "y"},
+			Entries: []stack.Entry{{Dimensions: map[string]string{"x": "*", "y": "*"}, Requests: []stack.Rate{{Rate: 1, Period: "minute"}}}}},
+		{RateLimitID: "one", DimensionKeys: []string{"z"},
+			Entries: []stack.Entry{{Dimensions: map[string]string{"z": "*"}, Requests: []stack.Rate{{Rate: 1, Period: "minute"}}}}},
+	}}, clock)
+	long := strings.Repeat("k", 10_000)
+	reqs := []sluice.Keys{
+		sluice.NewKeys("x", "a,b", "y", "c"),
+		sluice.NewKeys("x", "a", "y", "b,c"),
+		sluice.NewKeys("x", "ab", "y", "c"),
+		sluice.NewKeys("x", "", "y", "abc"),
+		sluice.NewKeys("z", long),
+		sluice.NewKeys("z", long+"!"),
+		sluice.NewKeys("z", strings.Repeat("k", 32)),
+		sluice.NewKeys("z", strings.Repeat("k", 33)),
+	}
+	for i, k := range reqs {
+		if d, _ := s.Allow(context.Background(), k); !d.Allowed {
+			t.Errorf("request %d (%v) denied: it shares a bucket with an earlier one", i, k)
+		}
+	}
+	// The same values (a fresh copy of the long one too) find their bucket empty.
+	for i, k := range []sluice.Keys{sluice.NewKeys("x", "a,b", "y", "c"), sluice.NewKeys("z", strings.Clone(long))} {
+		if d, _ := s.Allow(context.Background(), k); d.Allowed {
+			t.Errorf("repeat %d allowed: the same values must share their bucket", i)
+		}
+	}
+}
+
+// WithClock is the clock Allow reads; a nil clock keeps the default.
+func TestWithClock(t *testing.T) {
+	clock := limitertest.NewClock(limitertest.Start)
+	cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "per-caller", DimensionKeys: []string{"caller"},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 1, Period: "minute"}}}}}}}
+	s, err := stack.New(cfg, stack.WithClock(clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := sluice.NewKeys("caller", "alice")
+	if d, _ := s.Allow(context.Background(), keys); !d.Allowed {
+		t.Fatal(d)
+	}
+	if d, _ := s.Allow(context.Background(), keys); d.Allowed || d.RetryAfter < 59*time.Second || d.RetryAfter > time.Minute {
+		t.Fatalf("second request: %+v, want a denial for about a minute", d)
+	}
+	clock.Advance(time.Minute) // the Stack reads this clock: the bucket has refilled
+	if d, _ := s.Allow(context.Background(), keys); !d.Allowed {
+		t.Fatalf("after a minute on the Stack's clock: %+v", d)
+	}
+	if _, err := stack.New(cfg, stack.WithClock(nil)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Limits with the same dimension keys share one resolution of the request
+// (and its hashes) but each matches its own entries, whatever their depth.
+func TestLimitsSharingDimensionKeys(t *testing.T) {
+	clock := limitertest.NewClock(limitertest.Start)
+	lim := func(id string, entries ...[2]string) stack.RateLimit {
+		rl := stack.RateLimit{RateLimitID: id, DimensionKeys: []string{"a", "b"}}
+		for _, e := range entries {
+			rl.Entries = append(rl.Entries, stack.Entry{Dimensions: map[string]string{"a": e[0], "b": e[1]}, Requests: []stack.Rate{{Rate: 10, Period: "minute"}}})
+		}
+		return rl
+	}
+	s := newStack(t, stack.Config{RateLimits: []stack.RateLimit{
+		lim("none", [2]string{"x", "y"}),                        // (x, z) matches nothing here
+		lim("shallow", [2]string{"x", "*"}),                     // depth 1
+		lim("deep", [2]string{"x", "z"}, [2]string{"*", "*"}),   // depth 2, after a depth-1 limit
+		lim("other", [2]string{"q", "*"}, [2]string{"x", "zz"}), // no match for (x, z)
+	}}, clock)
+	d, err := s.Allow(sluice.WithEvaluated(context.Background()), sluice.NewKeys("a", "x", "b", "z"))
+	if err != nil || !d.Allowed {
+		t.Fatal(d, err)
+	}
+	want := []string{"shallow:requests:x,z", "deep:requests:x,z"}
+	if !slices.Equal(d.Evaluated, want) {
+		t.Errorf("Evaluated = %q, want %q", d.Evaluated, want)
+	}
+	// A request without b skips all four; one with other values matches
+	// only the catch-all of "deep".
+	if d, _ := s.Allow(sluice.WithEvaluated(context.Background()), sluice.NewKeys("a", "x")); len(d.Evaluated) != 0 {
+		t.Errorf("a request without b was evaluated against %q", d.Evaluated)
+	}
+	d, _ = s.Allow(sluice.WithEvaluated(context.Background()), sluice.NewKeys("a", "p", "b", "y"))
+	if want := []string{"deep:requests:p,y"}; !slices.Equal(d.Evaluated, want) {
 		t.Errorf("Evaluated = %q, want %q", d.Evaluated, want)
 	}
 }

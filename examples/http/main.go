@@ -15,7 +15,7 @@
 //	HTTP/1.1 429 Too Many Requests
 //	Retry-After: 30
 //	…
-//	{"type":"error","error":{"type":"rate_limit_error","message":"Rate limit exceeded","limitKey":"per-route/route=GET /report","metric":"requests","retryAfter":30}}
+//	{"type":"error","error":{"type":"rate_limit_error","message":"Rate limit exceeded","limitKey":"per-route/route=GET %2Freport","metric":"requests","retryAfter":30}}
 //
 // The middleware is mounted after routing, on each route: a request for a
 // path that has no route gets a 404 and uses up nothing.

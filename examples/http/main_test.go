@@ -69,7 +69,7 @@ func TestHTTPExample(t *testing.T) {
 	get("/report", "carol")
 	get("/report", "dave")
 	res, body = get("/report", "erin")
-	if res.StatusCode != 429 || body != `{"error":"Rate limit exceeded","success":false,"limitKey":"per-route/route=GET /report","metric":"requests","retryAfter":30}` {
+	if res.StatusCode != 429 || body != `{"error":"Rate limit exceeded","success":false,"limitKey":"per-route/route=GET %2Freport","metric":"requests","retryAfter":30}` {
 		t.Errorf("third /report: %d %s", res.StatusCode, body)
 	}
 	if got := res.Header.Get("RateLimit-Policy"); got != `"per-route";q=2;w=60` {
@@ -85,7 +85,7 @@ func TestHTTPExample(t *testing.T) {
 // Every -format answers the third /report of the minute in its own shape,
 // with the same 30 s wait.
 func TestFormats(t *testing.T) {
-	const key = `"limitKey":"per-route/route=GET /report","metric":"requests","retryAfter":30`
+	const key = `"limitKey":"per-route/route=GET %2Freport","metric":"requests","retryAfter":30`
 	for _, tt := range []struct {
 		format      string
 		status      int

@@ -1,0 +1,106 @@
+package match
+
+import (
+	"fmt"
+	"testing"
+)
+
+// A level whose hashes collide falls back to exact encoded keys; matching
+// must not change. Collisions of a seeded 64-bit hash cannot be produced on
+// purpose, so the test forces the fallback on every level.
+func TestCollisionFallbackMatchesTheSame(t *testing.T) {
+	keys := []string{"a", "b", "c"}
+	var entries [][]string
+	for i := 0; i < 20; i++ {
+		entries = append(entries,
+			[]string{fmt.Sprint("x", i), fmt.Sprint("y", i), fmt.Sprint("z", i)},
+			[]string{fmt.Sprint("x", i), fmt.Sprint("y", i), Wildcard},
+			[]string{fmt.Sprint("x", i), Wildcard, Wildcard})
+	}
+	entries = append(entries, []string{Wildcard, Wildcard, Wildcard})
+	hashed, err := New(keys, entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forced, _ := New(keys, entries)
+	for p := 1; p <= 3; p++ {
+		forced.rehashLevel(p)
+	}
+	for i := 0; i < 22; i++ {
+		for _, v := range [][]string{
+			{fmt.Sprint("x", i), fmt.Sprint("y", i), fmt.Sprint("z", i)},
+			{fmt.Sprint("x", i), fmt.Sprint("y", i), "other"},
+			{fmt.Sprint("x", i), "other", fmt.Sprint("z", i)},
+			{"other", fmt.Sprint("y", i), fmt.Sprint("z", i)},
+		} {
+			a, aok := hashed.Match(v)
+			b, bok := forced.Match(v)
+			if a != b || aok != bok || !aok {
+				t.Fatalf("Match(%q): hashed %d %v, fallback %d %v", v, a, aok, b, bok)
+			}
+			if e := entries[a]; ExactPrefix(e) > 0 && e[0] != v[0] {
+				t.Fatalf("Match(%q) = entry %q", v, e)
+			}
+		}
+	}
+}
+
+// A hash hit on values that differ from the entry's is rejected: mix is
+// not injective on purpose-built hashes, and equality is what decides.
+func TestHashHitIsConfirmed(t *testing.T) {
+	m, err := New([]string{"a"}, [][]string{{"x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Claim "y" has x's hash: the lookup hits, the comparison refuses.
+	if _, ok := m.MatchHashed([]string{"y"}, []uint64{Hash("x")}); ok {
+		t.Fatal("a hash hit on different values matched")
+	}
+	if i, ok := m.MatchHashed([]string{"x"}, []uint64{Hash("x")}); !ok || i != 0 {
+		t.Fatalf("MatchHashed(x) = %d, %v", i, ok)
+	}
+}
+
+// MatchEncoded confirms a hit by the encoding: values that concatenate
+// alike but differ do not match.
+func TestMatchEncodedConfirmsByEncoding(t *testing.T) {
+	m, err := New([]string{"a", "b", "c"}, [][]string{{"x,y", "z", Wildcard}, {"x", Wildcard, Wildcard}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prepare := func(values ...string) ([]uint64, []byte, []int) {
+		var enc []byte
+		ends := make([]int, len(values)+1)
+		pre := make([]uint64, len(values)+1)
+		for i, v := range values {
+			pre[i+1] = NextPrefix(pre[i], Hash(v))
+			enc = AppendValue(enc, v)
+			ends[i+1] = len(enc)
+		}
+		return pre, enc, ends
+	}
+	for _, c := range []struct {
+		values []string
+		want   int
+		ok     bool
+	}{
+		{[]string{"x,y", "z", "q"}, 0, true},
+		{[]string{"x", "y,z", "q"}, 1, true}, // same bytes, other split: (x, *, *)
+		{[]string{"w", "z", "q"}, 0, false},
+	} {
+		hs, enc, ends := prepare(c.values...)
+		i, ok := m.MatchEncoded(c.values, hs, enc, ends)
+		if ok != c.ok || (ok && i != c.want) {
+			t.Errorf("MatchEncoded(%q) = %d, %v; want %d, %v", c.values, i, ok, c.want, c.ok)
+		}
+		if j, jok := m.Match(c.values); j != i || jok != ok {
+			t.Errorf("MatchEncoded(%q) = %d, %v but Match = %d, %v", c.values, i, ok, j, jok)
+		}
+	}
+	// A forged hash hit is refused by the encoding.
+	_, enc, ends := prepare("w", "z", "q")
+	forged := []uint64{0, NextPrefix(0, Hash("x,y")), NextPrefix(NextPrefix(0, Hash("x,y")), Hash("z"))}
+	if _, ok := m.MatchEncoded([]string{"w", "z", "q"}, forged, enc, ends); ok {
+		t.Error("a hash hit with a different encoding matched")
+	}
+}
