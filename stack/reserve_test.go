@@ -259,7 +259,7 @@ func BenchmarkReserve(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			// Time advances with the benchmark so it stays on the allowed path.
 			at := limitertest.Start.Add(time.Duration(i) * 20 * time.Microsecond)
-			if d, _ := s.AllowAt(ctx, llmKeys, at, 2); !d.Allowed {
+			if d, _ := s.AllowAt(ctx, at, llmKeys, 2); !d.Allowed {
 				b.Fatal("denied")
 			}
 		}

@@ -277,8 +277,10 @@ func (s *Stack) AllowN(ctx context.Context, keys sluice.Keys, tokens int) (sluic
 	return s.decide(ctx, &keys, s.now(), tokens)
 }
 
-// AllowAt is AllowN at an explicit instant.
-func (s *Stack) AllowAt(ctx context.Context, keys sluice.Keys, t time.Time, tokens int) (sluice.Decision, error) {
+// AllowAt is AllowN at the explicit instant t. Like every explicit-time
+// method in sluice (ReserveAt, bucket's AllowN, category's AllowAt), it takes
+// the instant first after the context.
+func (s *Stack) AllowAt(ctx context.Context, t time.Time, keys sluice.Keys, tokens int) (sluice.Decision, error) {
 	return s.decide(ctx, &keys, t, tokens)
 }
 
