@@ -15,7 +15,7 @@ import (
 // The Backend path must decide exactly as the in-memory path does.
 func TestConformanceThroughMemoryBackend(t *testing.T) {
 	limitertest.Run(t, func(t *testing.T, cfg stack.Config, clock *limitertest.Clock) sluice.Limiter {
-		s, err := stack.New(cfg, stack.WithNow(clock.Now), stack.WithBackend(stack.NewMemoryBackend()))
+		s, err := stack.New(cfg, stack.WithClock(clock.Now), stack.WithBackend(stack.NewMemoryBackend()))
 		if err != nil {
 			t.Fatal(err)
 		}

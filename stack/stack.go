@@ -85,6 +85,8 @@ func (o nowOption) apply(s *Stack) {
 func WithClock(now func() time.Time) Option { return nowOption(now) }
 
 // WithNow is WithClock under its earlier name.
+//
+// Deprecated: use WithClock.
 func WithNow(now func() time.Time) Option { return nowOption(now) }
 
 type backendOption struct{ b Backend }
