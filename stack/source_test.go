@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/match"
 	"github.com/sluicehq/sluice/stack"
 )
 
@@ -154,9 +153,9 @@ func TestSourceKeepsLastGoodConfiguration(t *testing.T) {
 	}
 	f.advance(time.Minute)
 	se := f.refreshFails(t, stack.SourceLoad)
-	var ce *match.ConfigError
+	var ce *stack.ConfigError
 	if !errors.As(se, &ce) {
-		t.Errorf("an empty file: %v, want a *match.ConfigError", se)
+		t.Errorf("an empty file: %v, want a *stack.ConfigError", se)
 	}
 
 	// Half written: every proper prefix of a valid document.

@@ -167,8 +167,9 @@ func (o maxBucketsOption) apply(s *Stack) {
 // effect.
 func WithMaxBuckets(n int) Option { return maxBucketsOption(n) }
 
-// New builds a Stack from cfg. It returns a *match.ConfigError listing every
-// problem when cfg is invalid.
+// New builds a Stack from cfg. When cfg is invalid it returns a
+// *ConfigError listing the problems with their paths; find it with
+// errors.As(err, &ce) where ce is a *stack.ConfigError.
 func New(cfg Config, opts ...Option) (*Stack, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -185,7 +186,10 @@ func newValid(cfg Config, opts []Option) *Stack {
 	return s
 }
 
-// Load parses the gateway JSON in data (see Parse) and builds a Stack.
+// Load parses the gateway JSON in data (see Parse) and builds a Stack. When
+// data is not a valid configuration it returns a *ConfigError listing the
+// problems with their paths; find it with errors.As(err, &ce) where ce is a
+// *stack.ConfigError.
 func Load(data []byte, opts ...Option) (*Stack, error) {
 	cfg, err := Parse(data) // validates
 	if err != nil {
@@ -200,8 +204,9 @@ func Load(data []byte, opts ...Option) (*Stack, error) {
 // the new burst. Removed limits stop applying at once. Decisions already in
 // progress finish on the configuration they started with.
 //
-// If cfg is invalid, Reload returns a *match.ConfigError listing every
-// problem and the previous configuration stays in force.
+// If cfg is invalid, Reload returns a *ConfigError listing the problems
+// (errors.As(err, &ce) where ce is a *stack.ConfigError) and the previous
+// configuration stays in force.
 func (s *Stack) Reload(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -216,7 +221,8 @@ func (s *Stack) reloadValid(cfg Config) {
 	s.cfg.Store(compileValid(cfg, s.cfg.Load(), s.now(), s.backend != nil, s.budget))
 }
 
-// ReloadJSON parses data (see Parse) and reloads; on any error the previous
+// ReloadJSON parses data (see Parse) and reloads; on any error (a
+// *ConfigError when data is not a valid configuration) the previous
 // configuration stays in force.
 func (s *Stack) ReloadJSON(data []byte) error {
 	cfg, err := Parse(data) // validates
