@@ -9,6 +9,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/sluicehq/sluice/bucket"
+	"github.com/sluicehq/sluice/match"
 )
 
 // Backend computes bucket decisions outside this process's memory, so that
@@ -193,4 +194,28 @@ func (m *MemoryBackend) Adjust(ctx context.Context, at time.Time, ops []Op) erro
 		}
 	}
 	return nil
+}
+
+// checkBackendConfig refuses, when a backend decides, a configuration with
+// connections limits: their slots are held in process memory, so a fleet
+// sharing a backend would not share them. Refusing is better than enforcing
+// a per-process limit the configuration does not say.
+func checkBackendConfig(b Backend, cfg *Config) error {
+	if b == nil {
+		return nil
+	}
+	var errs match.ConfigError
+	layer := func(name string, limits []RateLimit) {
+		for i := range limits {
+			for j := range limits[i].Entries {
+				if len(limits[i].Entries[j].Connections) > 0 {
+					errs.Add(name+"["+strconv.Itoa(i)+"].entries["+strconv.Itoa(j)+"].connections",
+						"connections limits are not supported with a backend (WithBackend): slots would not be shared by the fleet")
+				}
+			}
+		}
+	}
+	layer("rateLimits", cfg.RateLimits)
+	layer("serviceLimits", cfg.ServiceLimits)
+	return errs.Err()
 }

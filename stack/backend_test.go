@@ -3,11 +3,13 @@ package stack_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/match"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
 )
@@ -74,5 +76,35 @@ func TestBackendFailurePolicy(t *testing.T) {
 	}
 	if bb.calls.Load() != before {
 		t.Error("the backend was called for a request with no applicable limit")
+	}
+}
+
+// A Stack with a backend refuses connections limits (New and Reload) with
+// an error naming where they are, instead of skipping them silently.
+func TestBackendRefusesConnectionsLimits(t *testing.T) {
+	conn := stack.Config{ServiceLimits: []stack.RateLimit{{RateLimitID: "conc", DimensionKeys: []string{"caller"},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"},
+			Requests:    []stack.Rate{{Rate: 10, Period: stack.PeriodSecond}},
+			Connections: []stack.Rate{{Rate: 2, Period: stack.PeriodSecond}}}}}}}
+	_, err := stack.New(conn, stack.WithBackend(stack.NewMemoryBackend()))
+	var ce *match.ConfigError
+	if !errors.As(err, &ce) || len(ce.Problems) != 1 || ce.Problems[0].Path != "serviceLimits[0].entries[0].connections" ||
+		!strings.Contains(err.Error(), "not supported with a backend") {
+		t.Fatalf("New with connections and a backend: %v", err)
+	}
+	if _, err := stack.New(conn); err != nil {
+		t.Fatalf("in memory, connections limits are supported: %v", err)
+	}
+	plain := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "rl", DimensionKeys: []string{"caller"},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 10, Period: stack.PeriodSecond}}}}}}}
+	s, err := stack.New(plain, stack.WithBackend(stack.NewMemoryBackend()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reload(conn); err == nil || !strings.Contains(err.Error(), "serviceLimits[0].entries[0].connections") {
+		t.Fatalf("Reload with connections and a backend: %v", err)
+	}
+	if got := s.Config().ServiceLimits; len(got) != 0 {
+		t.Fatalf("refused Reload changed the configuration: %+v", got)
 	}
 }

@@ -119,6 +119,9 @@ func New(cfg Config, opts ...Option) (*Stack, error) {
 	for _, o := range opts {
 		o.apply(s)
 	}
+	if err := checkBackendConfig(s.backend, &cfg); err != nil {
+		return nil, err
+	}
 	c, err := compile(cfg, nil, s.now())
 	if err != nil {
 		return nil, err
@@ -147,6 +150,9 @@ func Load(data []byte, opts ...Option) (*Stack, error) {
 func (s *Stack) Reload(cfg Config) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := checkBackendConfig(s.backend, &cfg); err != nil {
+		return err
+	}
 	c, err := compile(cfg, s.cfg.Load(), s.now())
 	if err != nil {
 		return err
