@@ -65,6 +65,10 @@ type Outcome struct {
 	Remaining []int64
 	// ShadowDenied lists the indexes of shadow ops that could not give their cost.
 	ShadowDenied []int
+	// Notices are events for the Stack's error handler (WithErrorHandler)
+	// that do not change the decision, such as a *FallbackError when the
+	// backend enters or leaves its local fallback.
+	Notices []error
 }
 
 // BucketKey renders the identity of one bucket as

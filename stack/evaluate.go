@@ -284,6 +284,11 @@ func (s *Stack) decideBackend(ctx context.Context, items []item, vals []string, 
 		d.Allowed = true // fail open
 		return nil
 	}
+	if s.onError != nil {
+		for _, n := range out.Notices {
+			s.onError(n)
+		}
+	}
 	for _, i := range out.ShadowDenied {
 		if i >= 0 && i < len(items) {
 			d.Shadowed = append(d.Shadowed, limitKey(&items[i], vals))

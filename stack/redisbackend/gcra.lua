@@ -1,8 +1,10 @@
 -- sluice GCRA decision inside Redis: all buckets of one decision, atomically.
 --
--- KEYS[i]  the bucket keys, in evaluation order (one hash slot).
--- ARGV[1]  "t" (take: all or nothing, in order) or "a" (adjust: forced
---          charge / exact refund).
+-- KEYS[i]  the bucket keys, in evaluation order (one hash slot); for "c",
+--          then a probe key the call writes.
+-- ARGV[1]  "t" (take: all or nothing, in order), "a" (adjust: forced
+--          charge / exact refund) or "c" (pay a local fallback's
+--          decisions: a charge that stops at zero).
 -- ARGV[2]  the instant in microseconds since the Unix epoch, or "" to use
 --          the server's TIME.
 -- ARGV[3+6(i-1) ...] for KEYS[i]: T R U n cost shadow
@@ -18,7 +20,7 @@
 --
 -- Take returns {denied, retry_us, permanent, overburst, #shadow, shadow...,
 -- remaining...} with 0-based indexes (denied = -1: all passed; remaining is
--- only present then). Adjust returns 0.
+-- only present then). Adjust and pay return 0.
 
 local MAXDEBT = 2251799813685248 -- 2^51 ticks
 local NF = 6
@@ -164,6 +166,26 @@ local function try(h, q, cost)
 end
 
 local nops = #KEYS
+if mode == 'c' then
+  nops = nops - 1 -- the last key is the probe key
+  -- pay: charge what was decided locally, down to zero at most (a bucket
+  -- already in debt keeps its debt)
+  for i = 1, nops do
+    local q, cost = op(i)
+    local s, err = state(KEYS[i], q)
+    if not s then return err end
+    if cost > 0 then
+      local h = math.min(s.held, q.n * q.T)
+      s.held = math.max(h - cost * q.T, math.min(h, 0))
+      s.dirty = true
+    end
+  end
+  commit(work)
+  -- the probe write: fails as a decision would on a server that cannot
+  -- take writes
+  redis.call('SET', KEYS[nops + 1], '1', 'PX', 1000)
+  return 0
+end
 if mode == 'a' then
   for i = 1, nops do
     local q, cost = op(i)
