@@ -55,8 +55,12 @@ type fallbackState struct {
 }
 
 // owedOp is the op of one local bucket (Redis parameters) with, as Cost,
-// the units taken locally and not yet charged to Redis.
-type owedOp struct{ op stack.Op }
+// the units taken locally and not yet charged to Redis. inMem reports
+// whether the bucket exists (drained) in the current fb.mem.
+type owedOp struct {
+	op    stack.Op
+	inMem bool
+}
 
 // rejoinPeriod is how long a process that reaches Redis again keeps its
 // local buckets as a second bound: long enough for the other processes of
@@ -95,8 +99,14 @@ func (b *Backend) fail(err error) {
 	if prev != stateDown {
 		b.state.Store(stateDown)
 		fb.failures, fb.local = 0, 0
-		if prev == stateUp || fb.mem == nil {
-			fb.mem, fb.owed = stack.NewMemoryBackend(), map[string]*owedOp{}
+		// New local buckets, empty: those of a rejoin period may hold
+		// units Redis denied and were given back.
+		fb.mem = stack.NewMemoryBackend()
+		if fb.owed == nil {
+			fb.owed = map[string]*owedOp{}
+		}
+		for _, o := range fb.owed {
+			o.inMem = false
 		}
 		fb.failures++
 		if b.share > 0 {
@@ -166,6 +176,9 @@ func (b *Backend) ensureLocal(ctx context.Context, at time.Time, ops []stack.Op)
 			}
 			o = &owedOp{}
 			fb.owed[op.Key] = o
+		}
+		if !o.inMem {
+			o.inMem = true
 			if s := b.scaledOp(op); s.Burst > 0 {
 				s.Cost = s.Burst // a new local bucket starts empty
 				drain = append(drain, s)
