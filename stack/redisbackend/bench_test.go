@@ -2,6 +2,7 @@ package redisbackend_test
 
 import (
 	"context"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -55,11 +56,21 @@ func evalshaStats(b *testing.B, c *redis.Client) (calls, usec float64) {
 	return calls, usec
 }
 
+type limiter struct {
+	name   string
+	decide func(b *testing.B)
+}
+
+type benchGroup struct {
+	name  string
+	sides []limiter
+}
+
 // BenchmarkRedis compares sluice's Redis backend with
 // github.com/go-redis/redis_rate v10 on one redis-server: one limit, and
 // three stacked limits (sluice: one script call; redis_rate: three Allow
-// calls), from one goroutine and from 16. Run with -count N: the sides
-// alternate within each round. Metrics: ns/op per decision, server-µs/call
+// calls), from one goroutine and from 16. SLUICE_BENCH_ROUNDS=N runs N
+// rounds, each running every side once, so that the sides alternate. Metrics: ns/op per decision, server-µs/call
 // (usec_per_call of EVALSHA in INFO commandstats, reset before each run)
 // and calls/op.
 func BenchmarkRedis(b *testing.B) {
@@ -67,10 +78,6 @@ func BenchmarkRedis(b *testing.B) {
 	client, _ := newClient(b, srv.Addr)
 	ctx := context.Background()
 	rl := redis_rate.NewLimiter(client)
-	type limiter struct {
-		name   string
-		decide func(b *testing.B)
-	}
 	sluiceSide := func(cfg stack.Config, keys sluice.Keys) func(b *testing.B) {
 		be, err := redisbackend.New(client, redisbackend.WithKeyPrefix(uniquePrefix("bench")), redisbackend.WithTimeout(5*time.Second))
 		if err != nil {
@@ -108,14 +115,25 @@ func BenchmarkRedis(b *testing.B) {
 			}
 		}
 	}
-	groups := []struct {
-		name  string
-		sides []limiter
-	}{
+	groups := []benchGroup{
 		{"1limit", []limiter{{"sluice", sluiceSide(oneLimit, threeKeys)}, {"redis_rate", rrSide(1)}}},
 		{"3limits", []limiter{{"sluice", sluiceSide(benchLimits, threeKeys)}, {"redis_rate", rrSide(3)}}},
 	}
 	par := (16 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0)
+	rounds := 1
+	if n, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_ROUNDS")); err == nil && n > 0 {
+		rounds = n
+	}
+	for range rounds {
+		runRound(b, groups, par, client)
+	}
+}
+
+// runRound runs every side of every group once, in order: rounds
+// interleave the sides (go test's -count would repeat each side before
+// the next).
+func runRound(b *testing.B, groups []benchGroup, par int, client *redis.Client) {
+	ctx := context.Background()
 	for _, g := range groups {
 		for _, conc := range []int{1, 16} {
 			for _, side := range g.sides {

@@ -314,9 +314,13 @@ func (b *Backend) takeSlow(ctx context.Context, at time.Time, ops []stack.Op, ke
 	case stateRejoin:
 		if now >= fb.rejoinUntil {
 			b.state.Store(stateUp)
+			owed := b.takeOwed() // a local decision that raced the rejoin
 			fb.mem, fb.owed = nil, nil
 			notices := b.takeNotices()
 			fb.mu.Unlock()
+			if len(owed) > 0 {
+				_ = b.pay(ctx, owed) // best effort: Redis just answered
+			}
 			out, err := b.Take(ctx, at, ops)
 			out.Notices = append(notices, out.Notices...)
 			return out, err
@@ -326,11 +330,13 @@ func (b *Backend) takeSlow(ctx context.Context, at time.Time, ops []stack.Op, ke
 	}
 	// Down.
 	if now < fb.nextProbe {
-		fb.mu.Unlock()
 		if b.share > 0 {
+			fb.mu.Unlock()
 			return b.takeLocal(ctx, at, ops)
 		}
-		return stack.Outcome{}, b.downErr()
+		err := fmt.Errorf("%w (not retried for up to %v): %w", ErrUnavailable, b.probe, fb.lastErr)
+		fb.mu.Unlock()
+		return stack.Outcome{}, err
 	}
 	fb.nextProbe = now + int64(b.probe) // this call probes; the others wait
 	owed := b.takeOwed()

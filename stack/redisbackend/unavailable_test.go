@@ -187,13 +187,13 @@ func TestRepliesThatCannotDecideFollowThePolicy(t *testing.T) {
 			must(admin.ConfigSet(ctx, "maxmemory", "1"))
 		}, func() { must(admin.ConfigSet(ctx, "maxmemory", "0")) }},
 		{"READONLY", func() {
-			must(admin.SlaveOf(ctx, "127.0.0.1", strconv.Itoa(deadPort(t))))
-		}, func() { must(admin.SlaveOf(ctx, "NO", "ONE")) }},
+			must(admin.ReplicaOf(ctx, "127.0.0.1", strconv.Itoa(deadPort(t))))
+		}, func() { must(admin.ReplicaOf(ctx, "NO", "ONE")) }},
 		{"MASTERDOWN", func() {
 			must(admin.ConfigSet(ctx, "replica-serve-stale-data", "no"))
-			must(admin.SlaveOf(ctx, "127.0.0.1", strconv.Itoa(deadPort(t))))
+			must(admin.ReplicaOf(ctx, "127.0.0.1", strconv.Itoa(deadPort(t))))
 		}, func() {
-			must(admin.SlaveOf(ctx, "NO", "ONE"))
+			must(admin.ReplicaOf(ctx, "NO", "ONE"))
 			must(admin.ConfigSet(ctx, "replica-serve-stale-data", "yes"))
 		}},
 		{"BUSY", func() {
