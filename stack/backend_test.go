@@ -108,3 +108,50 @@ func TestBackendRefusesConnectionsLimits(t *testing.T) {
 		t.Fatalf("refused Reload changed the configuration: %+v", got)
 	}
 }
+
+// noticeBackend is a MemoryBackend whose every Take carries a notice.
+type noticeBackend struct {
+	*stack.MemoryBackend
+	n atomic.Int64
+}
+
+func (b *noticeBackend) Take(ctx context.Context, at time.Time, ops []stack.Op) (stack.Outcome, error) {
+	out, err := b.MemoryBackend.Take(ctx, at, ops)
+	out.Notices = append(out.Notices, &stack.FallbackError{Active: true, Failures: b.n.Add(1), Local: 1})
+	return out, err
+}
+
+// A backend's notices reach the error handler and do not change the
+// decision.
+func TestBackendNoticesReachTheErrorHandler(t *testing.T) {
+	cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "rl", DimensionKeys: []string{"caller"},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 2, Period: stack.PeriodMinute}}}}}}}
+	var heard []error
+	clock := limitertest.NewClock(limitertest.Start)
+	s, err := stack.New(cfg, stack.WithNow(clock.Now), stack.WithBackend(&noticeBackend{MemoryBackend: stack.NewMemoryBackend()}),
+		stack.WithErrorHandler(func(err error) { heard = append(heard, err) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var allowed []bool
+	for i := 0; i < 3; i++ {
+		d, err := s.Allow(context.Background(), sluice.NewKeys("caller", "c"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		allowed = append(allowed, d.Allowed)
+	}
+	if !allowed[0] || !allowed[1] || allowed[2] {
+		t.Errorf("decisions %v, want true true false (burst 2)", allowed)
+	}
+	if len(heard) != 3 {
+		t.Fatalf("handler heard %d notices, want 3", len(heard))
+	}
+	var fe *stack.FallbackError
+	if !errors.As(heard[2], &fe) || fe.Failures != 3 || !fe.Active {
+		t.Errorf("third notice %v", heard[2])
+	}
+	if got := fe.Error(); got != "stack: backend unavailable, deciding locally (3 failures, 1 local decisions)" {
+		t.Errorf("Error() = %q", got)
+	}
+}
