@@ -79,25 +79,32 @@ func TestBackendFailurePolicy(t *testing.T) {
 	}
 }
 
-// A Stack with a backend refuses connections limits (New and Reload) with
-// an error naming where they are, instead of skipping them silently.
+// A Stack with a backend that does not share connections slots refuses
+// connections limits (New and Reload) with an error naming where they are,
+// instead of skipping them silently.
 func TestBackendRefusesConnectionsLimits(t *testing.T) {
 	conn := stack.Config{ServiceLimits: []stack.RateLimit{{RateLimitID: "conc", DimensionKeys: []string{"caller"},
 		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"},
 			Requests:    []stack.Rate{{Rate: 10, Period: stack.PeriodSecond}},
 			Connections: []stack.Rate{{Rate: 2, Period: stack.PeriodSecond}}}}}}}
-	_, err := stack.New(conn, stack.WithBackend(stack.NewMemoryBackend()))
+	// A Backend that is not a ConnBackend (the embedding hides the
+	// MemoryBackend's SharesConnections).
+	plainBackend := struct{ stack.Backend }{stack.NewMemoryBackend()}
+	_, err := stack.New(conn, stack.WithBackend(plainBackend))
 	var ce *match.ConfigError
 	if !errors.As(err, &ce) || len(ce.Problems) != 1 || ce.Problems[0].Path != "serviceLimits[0].entries[0].connections" ||
-		!strings.Contains(err.Error(), "not supported with a backend") {
+		!strings.Contains(err.Error(), "need a backend that shares slots") {
 		t.Fatalf("New with connections and a backend: %v", err)
 	}
 	if _, err := stack.New(conn); err != nil {
 		t.Fatalf("in memory, connections limits are supported: %v", err)
 	}
+	if _, err := stack.New(conn, stack.WithBackend(stack.NewMemoryBackend())); err != nil {
+		t.Fatalf("a ConnBackend shares connections limits: %v", err)
+	}
 	plain := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "rl", DimensionKeys: []string{"caller"},
 		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 10, Period: stack.PeriodSecond}}}}}}}
-	s, err := stack.New(plain, stack.WithBackend(stack.NewMemoryBackend()))
+	s, err := stack.New(plain, stack.WithBackend(plainBackend))
 	if err != nil {
 		t.Fatal(err)
 	}

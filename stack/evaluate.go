@@ -131,8 +131,8 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 			cost := 1
 			switch rb.kind {
 			case kindConnections:
-				if r == nil || s.backend != nil {
-					continue // enforced by Reserve, in memory only
+				if r == nil {
+					continue // enforced by Reserve only
 				}
 			case kindTokens:
 				cost = tokens
@@ -272,6 +272,9 @@ func (s *Stack) decideBackend(ctx context.Context, items []item, vals []string, 
 			key = wildcardKey(key, vals[int(it.vals)+it.ent.exact:int(it.vals)+len(it.lim.keys)])
 		}
 		ops[i] = Op{Key: key, Rate: it.rb.rate, Period: time.Duration(it.rb.period), Burst: it.rb.burst, Cost: int64(it.cost), Shadow: it.lim.shadow}
+		if it.rb.kind == kindConnections {
+			ops[i] = Op{Key: key, Burst: it.rb.burst, Cost: 1, Shadow: it.lim.shadow, Conn: true, Lease: s.newLease(), TTL: s.leaseTTL}
+		}
 	}
 	out, err := s.backend.Take(ctx, t, ops)
 	if err != nil {
@@ -304,7 +307,7 @@ func (s *Stack) decideBackend(ctx context.Context, items []item, vals []string, 
 		d.Allowed = true
 		tight := -1
 		for i := range items {
-			if items[i].lim.shadow || i >= len(out.Remaining) {
+			if items[i].lim.shadow || i >= len(out.Remaining) || items[i].rb.kind == kindConnections {
 				continue
 			}
 			if tight < 0 || out.Remaining[i] < out.Remaining[tight] {

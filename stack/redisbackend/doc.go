@@ -85,7 +85,19 @@
 // same script call as the other limits, Reconcile and Cancel settle with
 // Adjust (a forced charge into debt, or a refund bounded by what refill
 // has not yet covered, never above full). Connections limits (concurrent
-// in-flight slots) are not shared through Redis yet: a Stack with a
-// backend refuses a configuration that has them, with an error naming
-// each one.
+// in-flight requests) are shared by the fleet too: each slot is a lease in
+// a sorted set per bucket, taken in the same atomic call as the rate
+// limits, released by Reconcile or Cancel, and expired after the Stack's
+// lease TTL (stack.WithLeaseTTL) when a process dies holding it. While
+// Redis cannot decide, a local fallback holds its share of the slots
+// locally; a slot taken in Redis before the outage and released during it
+// stays held in Redis until its lease expires.
+//
+// # Batching
+//
+// Decisions that one process makes concurrently go to Redis together: a
+// decision is sent at once while fewer than two script calls are in flight,
+// and the ones that arrive meanwhile wait and go in one call (up to
+// WithMaxBatch), each still evaluated atomically and in order. A lone
+// caller never waits.
 package redisbackend

@@ -179,7 +179,7 @@ func (b *Backend) ensureLocal(ctx context.Context, at time.Time, ops []stack.Op)
 		}
 		if !o.inMem {
 			o.inMem = true
-			if s := b.scaledOp(op); s.Burst > 0 {
+			if s := b.scaledOp(op); s.Burst > 0 && !op.Conn {
 				s.Cost = s.Burst // a new local bucket starts empty
 				drain = append(drain, s)
 			}
@@ -223,7 +223,7 @@ func (b *Backend) takeLocal(ctx context.Context, at time.Time, ops []stack.Op) (
 // owe adds what ops took locally to the debt to Redis, under fb.mu.
 func (b *Backend) owe(ops []stack.Op, skip []int) {
 	for i, op := range ops {
-		if !slices.Contains(skip, i) {
+		if !op.Conn && !slices.Contains(skip, i) { // a slot is no charge
 			b.fb.owed[op.Key].op.Cost += op.Cost
 		}
 	}
@@ -402,6 +402,18 @@ func (b *Backend) takeBoth(ctx context.Context, at time.Time, ops []stack.Op, ke
 			}
 		}
 		_ = mem.Adjust(ctx, lat, refund)
+	} else {
+		// Redis holds the slots now: the local ones would only leak.
+		var release []stack.Op
+		for _, op := range sc {
+			if op.Conn {
+				op.Cost = -1
+				release = append(release, op)
+			}
+		}
+		if len(release) > 0 {
+			_ = mem.Adjust(ctx, lat, release)
+		}
 	}
 	fb.mu.Lock()
 	out.Notices = append(out.Notices, b.takeNotices()...)

@@ -11,6 +11,11 @@
 --   T  ticks per token, R ticks per time unit (0: no refill), U microseconds
 --   per time unit, n burst in tokens (capacity tau = n*T ticks, at most 2^50),
 --   cost in tokens, shadow "1" for a shadow op.
+--   A connections slot has T 0, R the lease TTL in microseconds, U the
+--   lease id, n the number of slots, cost 1 (take; adjust: -1 releases). Its
+--   key is a sorted set of lease ids scored by their expiry.
+-- "m" (a batch of takes) has ARGV[3] the number of decisions, then for each
+-- a count of ops and their fields; its keys are the decisions' in order.
 --
 -- A stored bucket is the string "T R U n w held": the tokens held, in ticks,
 -- at instant w (in time units of U microseconds). A missing key is a full
@@ -40,7 +45,7 @@ end
 
 -- The commonest decision, one bucket taken at its stored parameters,
 -- without building any table or closure (the same arithmetic as fast).
-if mode == 't' and #KEYS == 1 and ARGV[8] == '0' then
+if mode == 't' and #KEYS == 1 and ARGV[8] == '0' and ARGV[3] ~= '0' then
   local T, R, U, n = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
   local cost = tonumber(ARGV[7])
   local tau = n * T
@@ -85,8 +90,25 @@ local KO, AO = 0, 2
 
 local function op(i)
   local b = AO + (i - 1) * NF
+  if ARGV[b + 1] == '0' then
+    -- a connections slot: T 0, R the lease TTL in microseconds, U the lease
+    return {T = 0, ttl = tonumber(ARGV[b + 2]), lease = ARGV[b + 3], n = tonumber(ARGV[b + 4])},
+      tonumber(ARGV[b + 5]), ARGV[b + 6] == '1'
+  end
   return {T = tonumber(ARGV[b + 1]), R = tonumber(ARGV[b + 2]), U = tonumber(ARGV[b + 3]),
     n = tonumber(ARGV[b + 4])}, tonumber(ARGV[b + 5]), ARGV[b + 6] == '1'
+end
+
+-- slot checks whether a connections slot is free (leases past their expiry
+-- are dropped): 0, slots left after taking one | 1 (no slot at all) |
+-- 3, retry in microseconds (a slot frees when a request ends, which no
+-- clock predicts: one second).
+local function slot(key, q)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now_us)
+  local held = redis.call('ZCARD', key)
+  if held < q.n then return 0, q.n - held - 1 end
+  if q.n <= 0 then return 1 end
+  return 3, 1000000
 end
 
 local function same(p, q)
@@ -215,12 +237,22 @@ local function take(nops)
   orig, work = {}, {}
   local rem = {}
   local shadowed = {}
+  local slots = {}
   for i = 1, nops do
     local q, cost, shadow = op(i)
-    local s, err = state(KEYS[KO + i], q)
-    if not s then return err end
-    local st, v = try(s.held, q, cost)
-    if st == 0 then
+    local s, st, v
+    if q.T == 0 then
+      st, v = slot(KEYS[KO + i], q)
+    else
+      local err
+      s, err = state(KEYS[KO + i], q)
+      if not s then return err end
+      st, v = try(s.held, q, cost)
+    end
+    if st == 0 and q.T == 0 then
+      slots[#slots + 1] = i
+      rem[i] = v
+    elseif st == 0 then
       if cost > 0 then
         s.held = v
         s.dirty = true
@@ -241,11 +273,13 @@ local function take(nops)
       -- The wait after which all ops would pass: probe the later ones
       -- against the state before this call (nothing is taken).
       local touched = {}
-      for k = 1, i do touched[#touched + 1] = k end
+      for k = 1, i do
+        if op(k).T ~= 0 then touched[#touched + 1] = k end
+      end
       for j = i + 1, nops do
         if perm then break end
         local qj, cj, sj = op(j)
-        if not sj then
+        if not sj and qj.T ~= 0 then -- a probe cannot tell when a slot frees
           touched[#touched + 1] = j
           local hj, e = fresh(KEYS[KO + j], qj)
           if hj == nil then return e end
@@ -274,6 +308,11 @@ local function take(nops)
     end
   end
   commit(work)
+  for _, i in ipairs(slots) do
+    local q = op(i)
+    redis.call('ZADD', KEYS[KO + i], now_us + q.ttl, q.lease)
+    redis.call('PEXPIRE', KEYS[KO + i], math.ceil(q.ttl / 1000) + 1000)
+  end
   local out = {-1, 0, 0, 0, #shadowed}
   for _, x in ipairs(shadowed) do out[#out + 1] = x end
   for i = 1, nops do out[#out + 1] = rem[i] end
@@ -296,6 +335,7 @@ local function fast(nops)
       seen[k] = true
     end
     local b = AO + (i - 1) * NF
+    if ARGV[b + 1] == '0' then return nil end -- a connections slot
     local T, R, U, n = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
     local tau = n * T
     local h = tau
@@ -440,15 +480,20 @@ end
 if mode == 'a' then
   for i = 1, nops do
     local q, cost = op(i)
-    local s, err = state(KEYS[i], q)
-    if not s then return err end
-    local tau = q.n * q.T
-    if cost > 0 then
-      s.held = math.max(math.min(s.held, tau) - cost * q.T, -MAXDEBT)
-      s.dirty = true
-    elseif cost < 0 then
-      s.held = math.min(s.held - cost * q.T, tau)
-      s.dirty = true
+    if q.T == 0 then
+      -- a connections slot: a negative cost releases the lease
+      if cost < 0 then redis.call('ZREM', KEYS[i], q.lease) end
+    else
+      local s, err = state(KEYS[i], q)
+      if not s then return err end
+      local tau = q.n * q.T
+      if cost > 0 then
+        s.held = math.max(math.min(s.held, tau) - cost * q.T, -MAXDEBT)
+        s.dirty = true
+      elseif cost < 0 then
+        s.held = math.min(s.held - cost * q.T, tau)
+        s.dirty = true
+      end
     end
   end
   commit(work)

@@ -88,7 +88,13 @@ type Backend struct {
 	batch    batcher
 }
 
-var _ stack.Backend = (*Backend)(nil)
+var _ stack.ConnBackend = (*Backend)(nil)
+
+// SharesConnections implements stack.ConnBackend: connections slots are
+// leases in a Redis sorted set per bucket, shared by the fleet, released by
+// Reconcile and Cancel, and expired after the Stack's lease TTL
+// (stack.WithLeaseTTL) when a process dies holding them.
+func (b *Backend) SharesConnections() bool { return true }
 
 // Option configures New.
 type Option func(*Backend) error
@@ -291,14 +297,21 @@ func (b *Backend) request(mode string, ops []stack.Op) ([]string, []any, error) 
 		args[1] = ""
 	}
 	for i, op := range ops {
-		p, err := paramsOf(op)
-		if err != nil {
-			return nil, nil, err
-		}
 		keys[i] = b.keyPrefix + op.Key
 		shadow := "0"
 		if op.Shadow {
 			shadow = "1"
+		}
+		if op.Conn {
+			if op.Lease == "" || op.TTL < time.Microsecond {
+				return nil, nil, fmt.Errorf("redisbackend: connections slot %q without a lease or a TTL", op.Key)
+			}
+			args = append(args, 0, int64(op.TTL/time.Microsecond), op.Lease, max(op.Burst, 0), op.Cost, shadow)
+			continue
+		}
+		p, err := paramsOf(op)
+		if err != nil {
+			return nil, nil, err
 		}
 		args = append(args, p.t, p.r, p.u, p.n, op.Cost, shadow)
 	}
