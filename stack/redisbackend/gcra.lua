@@ -51,14 +51,21 @@ if mode == 't' and #KEYS == 1 and ARGV[8] == '0' and ARGV[3] ~= '0' then
   local tau = n * T
   local h = tau
   local ok = true
+  -- the stored parameters, as the text they were written with
+  local sig = ARGV[3] .. ' ' .. ARGV[4] .. ' ' .. ARGV[5] .. ' ' .. ARGV[6] .. ' '
   local v = redis.call('GET', KEYS[1])
   if v then
-    local sT, sR, sU, sn, w, sh = string.match(v, '^(%d+) (%d+) (%d+) (%d+) (%-?%d+) (%-?%d+)$')
-    if not sT or tonumber(sT) ~= T or tonumber(sR) ~= R or tonumber(sU) ~= U or tonumber(sn) ~= n then
-      ok = false
+    local ls = #sig
+    local sp = string.find(v, ' ', ls + 1, true)
+    local w, sh
+    if sp and string.sub(v, 1, ls) == sig then
+      w, sh = tonumber(string.sub(v, ls + 1, sp - 1)), tonumber(string.sub(v, sp + 1))
+    end
+    if not sh or not w then
+      ok = false -- other parameters: the general path converts
     else
-      h = tonumber(sh)
-      if R > 0 then h = h + (math.floor(now_us / U) - tonumber(w)) * R end
+      h = sh
+      if R > 0 then h = h + (math.floor(now_us / U) - w) * R end
       if h > tau then h = tau elseif h < -MAXDEBT then h = -MAXDEBT end
     end
   end
@@ -69,7 +76,7 @@ if mode == 't' and #KEYS == 1 and ARGV[8] == '0' and ARGV[3] ~= '0' then
       if held >= tau then
         redis.call('DEL', KEYS[1])
       else
-        local val = string.format('%d %d %d %d %d %d', T, R, U, n, math.floor(now_us / U), held)
+        local val = sig .. string.format('%d %d', math.floor(now_us / U), held)
         if R > 0 then
           redis.call('SET', KEYS[1], val, 'PX', math.ceil(math.ceil((tau - held) / R) * U / 1000) + 1000)
         else
@@ -341,12 +348,14 @@ local function fast(nops)
     local h = tau
     local v = redis.call('GET', k)
     if v then
-      local sT, sR, sU, sn, w, sh = string.match(v, '^(%d+) (%d+) (%d+) (%d+) (%-?%d+) (%-?%d+)$')
-      if not sT or tonumber(sT) ~= T or tonumber(sR) ~= R or tonumber(sU) ~= U or tonumber(sn) ~= n then
-        return nil
-      end
-      h = tonumber(sh)
-      if R > 0 then h = h + (math.floor(now_us / U) - tonumber(w)) * R end
+      local sig = ARGV[b + 1] .. ' ' .. ARGV[b + 2] .. ' ' .. ARGV[b + 3] .. ' ' .. ARGV[b + 4] .. ' '
+      local ls = #sig
+      local sp = string.find(v, ' ', ls + 1, true)
+      if not sp or string.sub(v, 1, ls) ~= sig then return nil end
+      local w, sh = tonumber(string.sub(v, ls + 1, sp - 1)), tonumber(string.sub(v, sp + 1))
+      if not w or not sh then return nil end
+      h = sh
+      if R > 0 then h = h + (math.floor(now_us / U) - w) * R end
       if h > tau then h = tau elseif h < -MAXDEBT then h = -MAXDEBT end
     end
     H[i] = h
@@ -413,7 +422,8 @@ local function fast(nops)
       if held >= tau then
         redis.call('DEL', KEYS[KO + i])
       else
-        local val = string.format('%d %d %d %d %d %d', T, R, U, n, math.floor(now_us / U), held)
+        local val = ARGV[b + 1] .. ' ' .. ARGV[b + 2] .. ' ' .. ARGV[b + 3] .. ' ' .. ARGV[b + 4] .. ' ' ..
+          string.format('%d %d', math.floor(now_us / U), held)
         if R > 0 then
           redis.call('SET', KEYS[KO + i], val, 'PX', math.ceil(math.ceil((tau - held) / R) * U / 1000) + 1000)
         else
