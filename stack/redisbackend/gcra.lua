@@ -331,10 +331,42 @@ end
 -- twice, exactly as take would, reading each bucket once and writing only
 -- what a successful take changed. It returns nil, having written nothing,
 -- in any other case.
+-- In a batch (mode "m") the fast path keeps each bucket it reads or
+-- changes in cache (key -> {sig, T, R, U, n, h = held at now, dirty}) and
+-- writes it once, when the batch ends or before the general path runs:
+-- now is the same for the whole batch, so a hot bucket is read and written
+-- once per batch instead of once per decision.
+local cache = nil
+
+-- put stores held ticks of a bucket with parameters sig (their text).
+local function put(k, sig, T, R, U, n, held)
+  local tau = n * T
+  if held >= tau then
+    redis.call('DEL', k)
+    return
+  end
+  local val = sig .. string.format('%d %d', math.floor(now_us / U), held)
+  if R > 0 then
+    redis.call('SET', k, val, 'PX', math.ceil(math.ceil((tau - held) / R) * U / 1000) + 1000)
+  else
+    redis.call('SET', k, val)
+  end
+end
+
+-- flush writes the changed buckets of the cache and empties it.
+local function flush()
+  if cache then
+    for k, c in pairs(cache) do
+      if c.dirty then put(k, c.sig, c.T, c.R, c.U, c.n, c.h) end
+    end
+    cache = {}
+  end
+end
+
 local function fast(nops)
   local seen = nil
   if nops > 1 then seen = {} end
-  local H = {}
+  local H, S = {}, {}
   for i = 1, nops do
     local k = KEYS[KO + i]
     if seen then
@@ -346,19 +378,26 @@ local function fast(nops)
     local T, R, U, n = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
     local tau = n * T
     local h = tau
-    local v = redis.call('GET', k)
-    if v then
-      local sig = ARGV[b + 1] .. ' ' .. ARGV[b + 2] .. ' ' .. ARGV[b + 3] .. ' ' .. ARGV[b + 4] .. ' '
-      local ls = #sig
-      local sp = string.find(v, ' ', ls + 1, true)
-      if not sp or string.sub(v, 1, ls) ~= sig then return nil end
-      local w, sh = tonumber(string.sub(v, ls + 1, sp - 1)), tonumber(string.sub(v, sp + 1))
-      if not w or not sh then return nil end
-      h = sh
-      if R > 0 then h = h + (math.floor(now_us / U) - w) * R end
-      if h > tau then h = tau elseif h < -MAXDEBT then h = -MAXDEBT end
+    local sig = ARGV[b + 1] .. ' ' .. ARGV[b + 2] .. ' ' .. ARGV[b + 3] .. ' ' .. ARGV[b + 4] .. ' '
+    local c = cache and cache[k]
+    if c then
+      if c.sig ~= sig then return nil end
+      h = c.h
+    else
+      local v = redis.call('GET', k)
+      if v then
+        local ls = #sig
+        local sp = string.find(v, ' ', ls + 1, true)
+        if not sp or string.sub(v, 1, ls) ~= sig then return nil end
+        local w, sh = tonumber(string.sub(v, ls + 1, sp - 1)), tonumber(string.sub(v, sp + 1))
+        if not w or not sh then return nil end
+        h = sh
+        if R > 0 then h = h + (math.floor(now_us / U) - w) * R end
+        if h > tau then h = tau elseif h < -MAXDEBT then h = -MAXDEBT end
+      end
+      if cache then cache[k] = {sig = sig, T = T, R = R, U = U, n = n, h = h, dirty = false} end
     end
-    H[i] = h
+    H[i], S[i] = h, sig
   end
   local denied, retry, perm, over = -1, 0, false, false
   local shadowed = {}
@@ -416,19 +455,13 @@ local function fast(nops)
   for i = 1, nops do
     local held = newH[i]
     if held then
-      local b = AO + (i - 1) * NF
-      local T, R, U, n = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
-      local tau = n * T
-      if held >= tau then
-        redis.call('DEL', KEYS[KO + i])
+      local k = KEYS[KO + i]
+      if cache then
+        local c = cache[k]
+        c.h, c.dirty = held, true
       else
-        local val = ARGV[b + 1] .. ' ' .. ARGV[b + 2] .. ' ' .. ARGV[b + 3] .. ' ' .. ARGV[b + 4] .. ' ' ..
-          string.format('%d %d', math.floor(now_us / U), held)
-        if R > 0 then
-          redis.call('SET', KEYS[KO + i], val, 'PX', math.ceil(math.ceil((tau - held) / R) * U / 1000) + 1000)
-        else
-          redis.call('SET', KEYS[KO + i], val)
-        end
+        local b = AO + (i - 1) * NF
+        put(k, S[i], tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), held)
       end
     end
   end
@@ -452,16 +485,22 @@ if mode == 'm' then
   local D = tonumber(ARGV[3])
   local res = {}
   KO, AO = 0, 3
+  cache = {}
   for _ = 1, D do
     local c = tonumber(ARGV[AO + 1])
     AO = AO + 1
-    local out = decide(c)
+    local out = fast(c)
+    if not out then
+      flush() -- the general path reads and writes Redis itself
+      out = take(c)
+    end
     if out.err then return out end
     res[#res + 1] = #out
     for _, x in ipairs(out) do res[#res + 1] = x end
     KO = KO + c
     AO = AO + c * NF
   end
+  flush()
   return res
 end
 
