@@ -5,18 +5,20 @@
 // nothing, rate 0 blocks, "*" per-value buckets, cost, refund, debt,
 // RetryAfter never early).
 //
+//	redis.SetLogger(redisbackend.QuietLogger(nil)) // see Quiet logs
 //	client := redis.NewClient(&redis.Options{Addr: "redis:6379",
 //		ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
 //	b, err := redisbackend.New(client, redisbackend.WithLocalFallback(1.0/6))
 //	...
-//	limiter, err := stack.New(cfg, stack.WithBackend(b))
+//	limiter, err := stack.New(cfg, stack.WithBackend(b), stack.WithErrorHandler(report))
 //
 // # One round trip
 //
-// Every decision is one EVALSHA of one Lua script that evaluates and commits
-// all of the decision's buckets atomically, whatever their number (EVAL
-// once when the server lost the script, e.g. after SCRIPT FLUSH or a
-// restart). All keys of a Backend share one hash tag ("sluice:{sluice}:…"
+// Every decision is at most one EVALSHA of one Lua script that evaluates
+// and commits all of the decision's buckets atomically, whatever their
+// number (EVAL once when the server lost the script, e.g. after SCRIPT
+// FLUSH or a restart); concurrent decisions of one process share a call
+// (see Batching). All keys of a Backend share one hash tag ("sluice:{sluice}:…"
 // by default), so the script is legal on Redis Cluster; one Backend's keys
 // therefore live in one slot.
 //

@@ -46,9 +46,10 @@ const (
 
 // Backend is a stack.Backend that keeps every bucket in Redis, so that all
 // the processes using the same Redis (and key prefix) share one limit. Each
-// decision is one round trip: a Lua script evaluates and commits all the
-// stacked buckets atomically (EVALSHA, with EVAL when the server does not
-// have the script cached).
+// decision is at most one round trip: a Lua script evaluates and commits all
+// the stacked buckets atomically (EVALSHA, with EVAL when the server does not
+// have the script cached), and concurrent decisions share a call
+// (WithMaxBatch). Connections slots are shared too (stack.ConnBackend).
 //
 // Semantics are those of stack.MemoryBackend (package bucket's GCRA): a new
 // bucket is full, a denied decision takes nothing, rate 0 blocks, a cost
