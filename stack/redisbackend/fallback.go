@@ -384,8 +384,10 @@ func (b *Backend) takeBoth(ctx context.Context, at time.Time, ops []stack.Op, ke
 		// Redis failed again: the local decision stands, and is owed.
 		b.fail(err)
 		fb.mu.Lock()
-		if fb.mem == mem {
-			b.owe(ops, loc.ShadowDenied)
+		if fb.owed != nil { // kept across the switch (the local buckets are new)
+			if err := b.ensureLocal(ctx, lat, ops); err == nil {
+				b.owe(ops, loc.ShadowDenied)
+			}
 			fb.local++
 		}
 		loc.Notices = b.takeNotices()
