@@ -2,13 +2,17 @@ package stack
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
 
 	"github.com/sluicehq/sluice/bucket"
+	"github.com/sluicehq/sluice/match"
 )
 
 // Backend computes bucket decisions outside this process's memory, so that
@@ -46,6 +50,24 @@ type Op struct {
 	Cost int64
 	// Shadow marks an op of a shadow-mode limit: reported, never denying.
 	Shadow bool
+	// Conn marks a connections slot instead of a bucket (only for a
+	// ConnBackend): Burst is the number of slots, Rate and Period are
+	// unused. Take with Cost 1 holds a slot for Lease if fewer than Burst
+	// are held (a denial has RetryAfter one second, or is permanent when
+	// Burst is 0); the slot is freed by Adjust with Cost -1 and the same
+	// Lease, or when TTL has passed since it was taken.
+	Conn  bool
+	Lease string
+	TTL   time.Duration
+}
+
+// ConnBackend is a Backend that also holds connections slots (Op.Conn)
+// shared by every process using it. A Stack with a backend that is not a
+// ConnBackend, or whose SharesConnections reports false, refuses
+// configurations with connections limits.
+type ConnBackend interface {
+	Backend
+	SharesConnections() bool
 }
 
 // Outcome is the result of Backend.Take.
@@ -64,6 +86,10 @@ type Outcome struct {
 	Remaining []int64
 	// ShadowDenied lists the indexes of shadow ops that could not give their cost.
 	ShadowDenied []int
+	// Notices are events for the Stack's error handler (WithErrorHandler)
+	// that do not change the decision, such as a *FallbackError when the
+	// backend enters or leaves its local fallback.
+	Notices []error
 }
 
 // BucketKey renders the identity of one bucket as
@@ -98,6 +124,49 @@ func BucketKey(limitID, metric string, rateIndex int, entry, values []string) st
 type MemoryBackend struct {
 	mu      sync.Mutex
 	buckets map[string]*memBucket
+	leases  map[string]map[string]int64 // conn key → lease → expiry (ns)
+}
+
+var _ ConnBackend = (*MemoryBackend)(nil)
+
+// SharesConnections implements ConnBackend.
+func (m *MemoryBackend) SharesConnections() bool { return true }
+
+// acquire holds a slot of op for op.Lease at at, if one is free.
+func (m *MemoryBackend) acquire(at time.Time, op Op) (bool, int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := at.UnixNano()
+	held := m.leases[op.Key]
+	for id, exp := range held {
+		if exp <= now {
+			delete(held, id)
+		}
+	}
+	if int64(len(held)) >= op.Burst {
+		return false, 0
+	}
+	if held == nil {
+		if m.leases == nil {
+			m.leases = map[string]map[string]int64{}
+		}
+		held = map[string]int64{}
+		m.leases[op.Key] = held
+	}
+	held[op.Lease] = now + int64(op.TTL)
+	return true, op.Burst - int64(len(held))
+}
+
+// release frees op.Lease; freeing twice does nothing.
+func (m *MemoryBackend) release(op Op) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if held := m.leases[op.Key]; held != nil {
+		delete(held, op.Lease)
+		if len(held) == 0 {
+			delete(m.leases, op.Key)
+		}
+	}
 }
 
 type memBucket struct {
@@ -136,8 +205,20 @@ func (m *MemoryBackend) Take(ctx context.Context, at time.Time, ops []Op) (Outco
 	out := Outcome{Denied: -1, Remaining: make([]int64, len(ops))}
 	taken := make([]bool, len(ops))
 	for i, op := range ops {
-		b := m.get(at, op)
-		res := b.TakeN(at, int(op.Cost))
+		var res bucket.Result
+		if op.Conn {
+			ok, left := m.acquire(at, op)
+			switch {
+			case ok:
+				res = bucket.Result{OK: true, Remaining: left}
+			case op.Burst == 0:
+				res = bucket.Result{Permanent: true}
+			default:
+				res = bucket.Result{RetryAfter: connRetryAfter}
+			}
+		} else {
+			res = m.get(at, op).TakeN(at, int(op.Cost))
+		}
 		if res.OK {
 			taken[i] = true
 			out.Remaining[i] = res.Remaining
@@ -152,13 +233,17 @@ func (m *MemoryBackend) Take(ctx context.Context, at time.Time, ops []Op) (Outco
 		out.Permanent = res.Permanent || res.OverBurst
 		out.OverBurst = res.OverBurst && op.Burst > 0
 		for j := i - 1; j >= 0; j-- {
-			if taken[j] {
+			switch {
+			case !taken[j]:
+			case ops[j].Conn:
+				m.release(ops[j])
+			default:
 				m.get(at, ops[j]).RefundN(at, int(ops[j].Cost))
 			}
 		}
 		for j := i + 1; j < len(ops) && !out.Permanent; j++ {
-			if ops[j].Shadow {
-				continue
+			if ops[j].Shadow || ops[j].Conn {
+				continue // a probe cannot tell when a slot frees
 			}
 			ob := m.get(at, ops[j])
 			r := ob.TakeN(at, int(ops[j].Cost))
@@ -184,6 +269,12 @@ func (m *MemoryBackend) Adjust(ctx context.Context, at time.Time, ops []Op) erro
 		return err
 	}
 	for _, op := range ops {
+		if op.Conn {
+			if op.Cost < 0 {
+				m.release(op)
+			}
+			continue
+		}
 		b := m.get(at, op)
 		switch {
 		case op.Cost > 0:
@@ -193,4 +284,46 @@ func (m *MemoryBackend) Adjust(ctx context.Context, at time.Time, ops []Op) erro
 		}
 	}
 	return nil
+}
+
+// checkBackendConfig refuses, when a backend that does not share
+// connections slots (ConnBackend) decides, a configuration with connections
+// limits: a fleet sharing the backend would not share them. Refusing is
+// better than enforcing a per-process limit the configuration does not say.
+func checkBackendConfig(b Backend, cfg *Config) error {
+	if b == nil {
+		return nil
+	}
+	if cb, ok := b.(ConnBackend); ok && cb.SharesConnections() {
+		return nil
+	}
+	var errs match.ConfigError
+	layer := func(name string, limits []RateLimit) {
+		for i := range limits {
+			for j := range limits[i].Entries {
+				if len(limits[i].Entries[j].Connections) > 0 {
+					errs.Add(name+"["+strconv.Itoa(i)+"].entries["+strconv.Itoa(j)+"].connections",
+						"connections limits need a backend that shares slots (stack.ConnBackend); this one would not share them with the fleet")
+				}
+			}
+		}
+	}
+	layer("rateLimits", cfg.RateLimits)
+	layer("serviceLimits", cfg.ServiceLimits)
+	return errs.Err()
+}
+
+// leaseProcess makes lease ids unique across the processes of a fleet.
+var leaseProcess = func() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}()
+
+// leaseSeq numbers the leases of this process, over all its Stacks.
+var leaseSeq atomic.Uint64
+
+// newLease returns a lease id no other Stack, process or call uses.
+func (s *Stack) newLease() string {
+	return leaseProcess + "-" + strconv.FormatUint(leaseSeq.Add(1), 10)
 }

@@ -3,11 +3,13 @@ package stack_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/match"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
 )
@@ -74,5 +76,89 @@ func TestBackendFailurePolicy(t *testing.T) {
 	}
 	if bb.calls.Load() != before {
 		t.Error("the backend was called for a request with no applicable limit")
+	}
+}
+
+// A Stack with a backend that does not share connections slots refuses
+// connections limits (New and Reload) with an error naming where they are,
+// instead of skipping them silently.
+func TestBackendRefusesConnectionsLimits(t *testing.T) {
+	conn := stack.Config{ServiceLimits: []stack.RateLimit{{RateLimitID: "conc", DimensionKeys: []string{"caller"},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"},
+			Requests:    []stack.Rate{{Rate: 10, Period: stack.PeriodSecond}},
+			Connections: []stack.Rate{{Rate: 2, Period: stack.PeriodSecond}}}}}}}
+	// A Backend that is not a ConnBackend (the embedding hides the
+	// MemoryBackend's SharesConnections).
+	plainBackend := struct{ stack.Backend }{stack.NewMemoryBackend()}
+	_, err := stack.New(conn, stack.WithBackend(plainBackend))
+	var ce *match.ConfigError
+	if !errors.As(err, &ce) || len(ce.Problems) != 1 || ce.Problems[0].Path != "serviceLimits[0].entries[0].connections" ||
+		!strings.Contains(err.Error(), "need a backend that shares slots") {
+		t.Fatalf("New with connections and a backend: %v", err)
+	}
+	if _, err := stack.New(conn); err != nil {
+		t.Fatalf("in memory, connections limits are supported: %v", err)
+	}
+	if _, err := stack.New(conn, stack.WithBackend(stack.NewMemoryBackend())); err != nil {
+		t.Fatalf("a ConnBackend shares connections limits: %v", err)
+	}
+	plain := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "rl", DimensionKeys: []string{"caller"},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 10, Period: stack.PeriodSecond}}}}}}}
+	s, err := stack.New(plain, stack.WithBackend(plainBackend))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reload(conn); err == nil || !strings.Contains(err.Error(), "serviceLimits[0].entries[0].connections") {
+		t.Fatalf("Reload with connections and a backend: %v", err)
+	}
+	if got := s.Config().ServiceLimits; len(got) != 0 {
+		t.Fatalf("refused Reload changed the configuration: %+v", got)
+	}
+}
+
+// noticeBackend is a MemoryBackend whose every Take carries a notice.
+type noticeBackend struct {
+	*stack.MemoryBackend
+	n atomic.Int64
+}
+
+func (b *noticeBackend) Take(ctx context.Context, at time.Time, ops []stack.Op) (stack.Outcome, error) {
+	out, err := b.MemoryBackend.Take(ctx, at, ops)
+	out.Notices = append(out.Notices, &stack.FallbackError{Active: true, Failures: b.n.Add(1), Local: 1})
+	return out, err
+}
+
+// A backend's notices reach the error handler and do not change the
+// decision.
+func TestBackendNoticesReachTheErrorHandler(t *testing.T) {
+	cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "rl", DimensionKeys: []string{"caller"},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 2, Period: stack.PeriodMinute}}}}}}}
+	var heard []error
+	clock := limitertest.NewClock(limitertest.Start)
+	s, err := stack.New(cfg, stack.WithNow(clock.Now), stack.WithBackend(&noticeBackend{MemoryBackend: stack.NewMemoryBackend()}),
+		stack.WithErrorHandler(func(err error) { heard = append(heard, err) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var allowed []bool
+	for i := 0; i < 3; i++ {
+		d, err := s.Allow(context.Background(), sluice.NewKeys("caller", "c"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		allowed = append(allowed, d.Allowed)
+	}
+	if !allowed[0] || !allowed[1] || allowed[2] {
+		t.Errorf("decisions %v, want true true false (burst 2)", allowed)
+	}
+	if len(heard) != 3 {
+		t.Fatalf("handler heard %d notices, want 3", len(heard))
+	}
+	var fe *stack.FallbackError
+	if !errors.As(heard[2], &fe) || fe.Failures != 3 || !fe.Active {
+		t.Errorf("third notice %v", heard[2])
+	}
+	if got := fe.Error(); got != "stack: backend unavailable, deciding locally (3 failures, 1 local decisions)" {
+		t.Errorf("Error() = %q", got)
 	}
 }

@@ -247,8 +247,8 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 			cost := 1
 			switch rb.kind {
 			case kindConnections:
-				if r == nil || s.backend != nil {
-					continue // enforced by Reserve, in memory only
+				if r == nil {
+					continue // enforced by Reserve only
 				}
 			case kindTokens:
 				cost = tokens
@@ -414,6 +414,9 @@ func (s *Stack) decideBackend(ctx context.Context, items []item, keys *sluice.Ke
 			key = wildcardKey(key, resolvedValues(it.rb.lim, keys)[it.rb.ent.exact:])
 		}
 		ops[i] = Op{Key: key, Rate: it.rb.rate, Period: time.Duration(it.rb.period), Burst: it.rb.burst, Cost: int64(it.cost), Shadow: it.rb.shadow}
+		if it.rb.kind == kindConnections {
+			ops[i] = Op{Key: key, Burst: it.rb.burst, Cost: 1, Shadow: it.rb.shadow, Conn: true, Lease: s.newLease(), TTL: s.leaseTTL}
+		}
 	}
 	out, err := s.backend.Take(ctx, t, ops)
 	if err != nil {
@@ -425,6 +428,11 @@ func (s *Stack) decideBackend(ctx context.Context, items []item, keys *sluice.Ke
 		}
 		d.Allowed = true // fail open
 		return nil
+	}
+	if s.onError != nil {
+		for _, n := range out.Notices {
+			s.onError(n)
+		}
 	}
 	for _, i := range out.ShadowDenied {
 		if i >= 0 && i < len(items) {
@@ -441,7 +449,7 @@ func (s *Stack) decideBackend(ctx context.Context, items []item, keys *sluice.Ke
 		d.Allowed = true
 		tight := -1
 		for i := range items {
-			if items[i].rb.shadow || i >= len(out.Remaining) {
+			if items[i].rb.shadow || i >= len(out.Remaining) || items[i].rb.kind == kindConnections {
 				continue
 			}
 			if tight < 0 || out.Remaining[i] < out.Remaining[tight] {

@@ -15,6 +15,8 @@ type FallbackError struct {
 	Active bool
 	// Failures counts the store's failures since the fallback began.
 	Failures int64
+	// Local counts the decisions made locally since the fallback began.
+	Local int64
 	// Err is the latest failure, nil on the way back.
 	Err error
 }
@@ -24,7 +26,7 @@ func (e *FallbackError) Error() string {
 	if e.Active {
 		s = "stack: backend unavailable, deciding locally"
 	}
-	s += " (" + strconv.FormatInt(e.Failures, 10) + " failures)"
+	s += " (" + strconv.FormatInt(e.Failures, 10) + " failures, " + strconv.FormatInt(e.Local, 10) + " local decisions)"
 	if e.Err != nil {
 		s += ": " + e.Err.Error()
 	}

@@ -254,6 +254,8 @@ func (r *reservation) settle(delta int64, cancel bool) error {
 		elapsed := now.Sub(r.at)
 		for i, op := range r.ops {
 			switch {
+			case op.Conn:
+				op.Cost = -1 // release the slot
 			case cancel:
 				op.Cost = -outstanding(op, elapsed, op.Cost)
 			case r.opTokens[i] && delta < 0:

@@ -174,16 +174,19 @@ func New(cfg Config, opts ...Option) (*Stack, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return newValid(cfg, opts), nil
+	return newValid(cfg, opts)
 }
 
-func newValid(cfg Config, opts []Option) *Stack {
+func newValid(cfg Config, opts []Option) (*Stack, error) {
 	s := &Stack{now: monoclock.Now, leaseTTL: DefaultLeaseTTL}
 	for _, o := range opts {
 		o.apply(s)
 	}
+	if err := checkBackendConfig(s.backend, &cfg); err != nil {
+		return nil, err
+	}
 	s.cfg.Store(compileValid(cfg, nil, s.now(), s.backend != nil, s.budget))
-	return s
+	return s, nil
 }
 
 // Load parses the gateway JSON in data (see Parse) and builds a Stack. When
@@ -195,7 +198,7 @@ func Load(data []byte, opts ...Option) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newValid(cfg, opts), nil
+	return newValid(cfg, opts)
 }
 
 // Reload replaces the configuration atomically. Limits that keep their id and
@@ -211,14 +214,17 @@ func (s *Stack) Reload(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	s.reloadValid(cfg)
-	return nil
+	return s.reloadValid(cfg)
 }
 
-func (s *Stack) reloadValid(cfg Config) {
+func (s *Stack) reloadValid(cfg Config) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := checkBackendConfig(s.backend, &cfg); err != nil {
+		return err
+	}
 	s.cfg.Store(compileValid(cfg, s.cfg.Load(), s.now(), s.backend != nil, s.budget))
+	return nil
 }
 
 // ReloadJSON parses data (see Parse) and reloads; on any error (a
@@ -229,8 +235,7 @@ func (s *Stack) ReloadJSON(data []byte) error {
 	if err != nil {
 		return err
 	}
-	s.reloadValid(cfg)
-	return nil
+	return s.reloadValid(cfg)
 }
 
 // Config returns the configuration in force. It is rebuilt from the

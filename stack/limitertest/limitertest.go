@@ -368,4 +368,69 @@ var cases = []tcase{
 			}
 		},
 	},
+	{
+		name: "connections: slots held by Reserve, released by Reconcile and Cancel, reclaimed after the lease TTL",
+		cfg: stack.Config{RateLimits: []stack.RateLimit{
+			{RateLimitID: "in-flight", DimensionKeys: []string{"targetName"},
+				Entries: []stack.Entry{{Dimensions: dims("targetName", "*"), Connections: []stack.Rate{{Rate: 2, Period: stack.PeriodSecond}}}}},
+			{RateLimitID: "per-tool", DimensionKeys: []string{"targetName", "toolName"},
+				Entries: []stack.Entry{{Dimensions: dims("targetName", "t", "toolName", "blocked"), Requests: rps(0)}}},
+		}},
+		run: func(t *testing.T, l sluice.Limiter, clock *Clock) {
+			rs, ok := l.(sluice.Reserver)
+			if !ok {
+				t.Fatal("a limiter built from a stack.Config must implement sluice.Reserver")
+			}
+			keys := func(tool string) sluice.Keys { return sluice.NewKeys("targetName", "t", "toolName", tool) }
+			res := func(tool string) (sluice.Reservation, sluice.Decision) {
+				r, d, err := rs.Reserve(context.Background(), keys(tool), 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return r, d
+			}
+			for i := 0; i < 3; i++ { // denied by another limit: holds no slot
+				if _, d := res("blocked"); d.Allowed {
+					t.Fatal("rate 0 allowed")
+				}
+			}
+			r1, d1 := res("a")
+			r2, d2 := res("b")
+			_, d3 := res("c")
+			if !d1.Allowed || !d2.Allowed || d3.Allowed || d3.Metric != sluice.MetricConnections ||
+				d3.LimitKey != "in-flight/targetName=t" || d3.RetryAfter <= 0 || d3.Permanent {
+				t.Fatalf("two slots: %v %v %+v", d1.Allowed, d2.Allowed, d3)
+			}
+			if d := allow(t, l, keys("d")); !d.Allowed { // Allow takes no slot
+				t.Errorf("Allow with the slots full: %+v", d)
+			}
+			if err := r1.Reconcile(0); err != nil {
+				t.Fatal(err)
+			}
+			r1.Cancel() // no effect after Reconcile: must not free r2's slot
+			r4, d4 := res("e")
+			if !d4.Allowed {
+				t.Fatalf("a released slot was not reusable: %+v", d4)
+			}
+			if _, d := res("f"); d.Allowed {
+				t.Fatal("a double release freed a second slot")
+			}
+			r2.Cancel()
+			if _, d := res("g"); !d.Allowed { // held until the lease TTL
+				t.Fatal("a cancelled slot was not released")
+			}
+			_ = r4
+			if _, d := res("h"); d.Allowed {
+				t.Fatal("three slots held at once")
+			}
+			clock.Advance(stack.DefaultLeaseTTL + time.Second) // nobody settled r4 and g
+			r5, d5 := res("i")
+			r6, d6 := res("j")
+			if !d5.Allowed || !d6.Allowed {
+				t.Fatalf("after the lease TTL the slots must be reclaimed: %+v %+v", d5, d6)
+			}
+			r5.Cancel()
+			r6.Cancel()
+		},
+	},
 }

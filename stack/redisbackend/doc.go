@@ -5,18 +5,20 @@
 // nothing, rate 0 blocks, "*" per-value buckets, cost, refund, debt,
 // RetryAfter never early).
 //
+//	redis.SetLogger(redisbackend.QuietLogger(nil)) // see Quiet logs
 //	client := redis.NewClient(&redis.Options{Addr: "redis:6379",
 //		ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
 //	b, err := redisbackend.New(client, redisbackend.WithLocalFallback(1.0/6))
 //	...
-//	limiter, err := stack.New(cfg, stack.WithBackend(b))
+//	limiter, err := stack.New(cfg, stack.WithBackend(b), stack.WithErrorHandler(report))
 //
 // # One round trip
 //
-// Every decision is one EVALSHA of one Lua script that evaluates and commits
-// all of the decision's buckets atomically, whatever their number (EVAL
-// once when the server lost the script, e.g. after SCRIPT FLUSH or a
-// restart). All keys of a Backend share one hash tag ("sluice:{sluice}:…"
+// Every decision is at most one EVALSHA of one Lua script that evaluates
+// and commits all of the decision's buckets atomically, whatever their
+// number (EVAL once when the server lost the script, e.g. after SCRIPT
+// FLUSH or a restart); concurrent decisions of one process share a call
+// (see Batching). All keys of a Backend share one hash tag ("sluice:{sluice}:…"
 // by default), so the script is legal on Redis Cluster; one Backend's keys
 // therefore live in one slot.
 //
@@ -41,18 +43,63 @@
 // # Failures
 //
 // Each call has a timeout (WithTimeout, default 50 ms; the client needs
-// ContextTimeoutEnabled for it to bound reads). When Redis does not answer,
-// Take returns an error matching ErrUnavailable and the Stack fails open
-// (default) or closed (stack.WithFailClosed); for WithProbeInterval after a
-// failure calls do not wait on Redis at all, then one call probes it.
-// WithLocalFallback decides with in-process buckets at a share of each
-// limit meanwhile, and returns to Redis by itself when it answers. The
-// Backend starts no goroutine and needs no Close.
+// ContextTimeoutEnabled for it to bound reads). Every reply that means
+// Redis cannot decide now is treated alike: no reply (connection refused or
+// reset, timeout, a stopped server) and the error replies OOM, BUSY,
+// LOADING, READONLY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, MISCONF, NOREPLICAS
+// and a NOSCRIPT that EVAL did not cure. Take then returns an error
+// matching ErrUnavailable and the Stack fails open (default) or closed
+// (stack.WithFailClosed); for WithProbeInterval after a failure calls do
+// not wait on Redis at all, then one call probes it. Other error replies
+// (a key holding something that is not a bucket) are errors too, never
+// taken for unavailability.
 //
-// # Not yet through Redis
+// With WithLocalFallback the backend decides with in-process buckets at a
+// share of each limit instead, and switching never creates tokens: a local
+// bucket starts empty, the probe that ends the outage charges Redis with
+// what was decided locally (down to zero), and for a rejoin period a
+// decision must pass both Redis and the local bucket. Over any window the
+// fleet then admits at most what one limiter would, b + r·Δt, plus one
+// burst if Redis restarted without persistence (it forgot what was taken),
+// as long as every process of the fleet sees the outage (a process cut off
+// from a Redis the others still reach adds its share). The Stack's error
+// handler hears a *stack.FallbackError on entering the fallback, at most
+// once a second while in it (failures and local decisions so far) and on
+// leaving it. The Backend starts no goroutine and needs no Close.
 //
-// Reservations (reserve an estimate, reconcile the actual cost) and
-// concurrent-connection limits do not exist in the engine yet; Adjust, which
-// their settlement will use, is implemented (forced charge into debt, exact
-// refund never above full).
+// # Quiet logs
+//
+// go-redis logs every failed dial ("connection pool: failed to dial"),
+// many lines a second while Redis is down. The recommended setup:
+//
+//	redis.SetLogger(redisbackend.QuietLogger(nil)) // or wrap your logger
+//	client := redis.NewClient(&redis.Options{Addr: addr,
+//		ContextTimeoutEnabled: true, // WithTimeout bounds reads too
+//		MaxRetries:            -1,   // the backend decides what a failure means
+//		DialerRetries:         1})   // one dial per probe, not several
+//
+// QuietLogger drops only the dial messages; the error handler reports the
+// outage instead.
+//
+// # Reservations and connections
+//
+// Reservations work through Redis: Stack.Reserve takes the estimate in the
+// same script call as the other limits, Reconcile and Cancel settle with
+// Adjust (a forced charge into debt, or a refund bounded by what refill
+// has not yet covered, never above full). Connections limits (concurrent
+// in-flight requests) are shared by the fleet too: each slot is a lease in
+// a sorted set per bucket, taken in the same atomic call as the rate
+// limits, released by Reconcile or Cancel, and expired after the Stack's
+// lease TTL (stack.WithLeaseTTL) when a process dies holding it. While
+// Redis cannot decide, a local fallback holds its share of the slots
+// locally; a slot taken in Redis before the outage and released during it
+// stays held in Redis until its lease expires.
+//
+// # Batching
+//
+// Decisions that one process makes concurrently go to Redis together: a
+// decision is sent at once while fewer than two script calls are in flight,
+// and the ones that arrive meanwhile wait and go in one call (up to
+// WithMaxBatch), each still evaluated atomically and in order. A lone
+// caller never waits.
 package redisbackend

@@ -1,6 +1,7 @@
 package redisbackend_test
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -35,4 +36,20 @@ func Example() {
 	// Output:
 	// keys: api:{api}:per-caller|requests|0|1:*|5:alice
 	// redisbackend: fallback share 2 is not in (0, 1]
+}
+
+type printLogger struct{}
+
+func (printLogger) Printf(_ context.Context, format string, v ...any) { fmt.Printf(format+"\n", v...) }
+
+// QuietLogger drops go-redis's per-failure dial messages and passes the
+// rest to your logger; install it once with redis.SetLogger.
+func ExampleQuietLogger() {
+	l := redisbackend.QuietLogger(printLogger{})
+	ctx := context.Background()
+	l.Printf(ctx, "redis: connection pool: failed to dial after %d attempts: %v", 1, "connection refused")
+	l.Printf(ctx, "redis: %s", "another message")
+	// redis.SetLogger(l)
+	// Output:
+	// redis: another message
 }

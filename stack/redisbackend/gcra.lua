@@ -1,14 +1,21 @@
 -- sluice GCRA decision inside Redis: all buckets of one decision, atomically.
 --
--- KEYS[i]  the bucket keys, in evaluation order (one hash slot).
--- ARGV[1]  "t" (take: all or nothing, in order) or "a" (adjust: forced
---          charge / exact refund).
+-- KEYS[i]  the bucket keys, in evaluation order (one hash slot); for "c",
+--          then a probe key the call writes.
+-- ARGV[1]  "t" (take: all or nothing, in order), "a" (adjust: forced
+--          charge / exact refund) or "c" (pay a local fallback's
+--          decisions: a charge that stops at zero).
 -- ARGV[2]  the instant in microseconds since the Unix epoch, or "" to use
 --          the server's TIME.
 -- ARGV[3+6(i-1) ...] for KEYS[i]: T R U n cost shadow
 --   T  ticks per token, R ticks per time unit (0: no refill), U microseconds
 --   per time unit, n burst in tokens (capacity tau = n*T ticks, at most 2^50),
 --   cost in tokens, shadow "1" for a shadow op.
+--   A connections slot has T 0, R the lease TTL in microseconds, U the
+--   lease id, n the number of slots, cost 1 (take; adjust: -1 releases). Its
+--   key is a sorted set of lease ids scored by their expiry.
+-- "m" (a batch of takes) has ARGV[3] the number of decisions, then for each
+-- a count of ops and their fields; its keys are the decisions' in order.
 --
 -- A stored bucket is the string "T R U n w held": the tokens held, in ticks,
 -- at instant w (in time units of U microseconds). A missing key is a full
@@ -18,7 +25,7 @@
 --
 -- Take returns {denied, retry_us, permanent, overburst, #shadow, shadow...,
 -- remaining...} with 0-based indexes (denied = -1: all passed; remaining is
--- only present then). Adjust returns 0.
+-- only present then). Adjust and pay return 0.
 
 local MAXDEBT = 2251799813685248 -- 2^51 ticks
 local NF = 6
@@ -36,10 +43,79 @@ else
   now_us = tonumber(ARGV[2])
 end
 
+-- The commonest decision, one bucket taken at its stored parameters,
+-- without building any table or closure (the same arithmetic as fast).
+if mode == 't' and #KEYS == 1 and ARGV[8] == '0' and ARGV[3] ~= '0' then
+  local T, R, U, n = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+  local cost = tonumber(ARGV[7])
+  local tau = n * T
+  local h = tau
+  local ok = true
+  -- the stored parameters, as the text they were written with
+  local sig = ARGV[3] .. ' ' .. ARGV[4] .. ' ' .. ARGV[5] .. ' ' .. ARGV[6] .. ' '
+  local v = redis.call('GET', KEYS[1])
+  if v then
+    local ls = #sig
+    local sp = string.find(v, ' ', ls + 1, true)
+    local w, sh
+    if sp and string.sub(v, 1, ls) == sig then
+      w, sh = tonumber(string.sub(v, ls + 1, sp - 1)), tonumber(string.sub(v, sp + 1))
+    end
+    if not sh or not w then
+      ok = false -- other parameters: the general path converts
+    else
+      h = sh
+      if R > 0 then h = h + (math.floor(now_us / U) - w) * R end
+      if h > tau then h = tau elseif h < -MAXDEBT then h = -MAXDEBT end
+    end
+  end
+  if ok and cost > 0 and cost <= n then
+    local need = cost * T
+    if h >= need then
+      local held = h - need
+      if held >= tau then
+        redis.call('DEL', KEYS[1])
+      else
+        local val = sig .. string.format('%d %d', math.floor(now_us / U), held)
+        if R > 0 then
+          redis.call('SET', KEYS[1], val, 'PX', math.ceil(math.ceil((tau - held) / R) * U / 1000) + 1000)
+        else
+          redis.call('SET', KEYS[1], val)
+        end
+      end
+      return {-1, 0, 0, 0, 0, math.floor(held / T)}
+    end
+    if R > 0 then
+      return {0, math.ceil((need - h) / R) * U, 0, 0, 0}
+    end
+  end
+end
+
+-- KO and AO locate the decision being evaluated: its i-th key is
+-- KEYS[KO + i] and its i-th op's fields are ARGV[AO + (i-1)*NF + 1 ...].
+local KO, AO = 0, 2
+
 local function op(i)
-  local b = 2 + (i - 1) * NF
+  local b = AO + (i - 1) * NF
+  if ARGV[b + 1] == '0' then
+    -- a connections slot: T 0, R the lease TTL in microseconds, U the lease
+    return {T = 0, ttl = tonumber(ARGV[b + 2]), lease = ARGV[b + 3], n = tonumber(ARGV[b + 4])},
+      tonumber(ARGV[b + 5]), ARGV[b + 6] == '1'
+  end
   return {T = tonumber(ARGV[b + 1]), R = tonumber(ARGV[b + 2]), U = tonumber(ARGV[b + 3]),
     n = tonumber(ARGV[b + 4])}, tonumber(ARGV[b + 5]), ARGV[b + 6] == '1'
+end
+
+-- slot checks whether a connections slot is free (leases past their expiry
+-- are dropped): 0, slots left after taking one | 1 (no slot at all) |
+-- 3, retry in microseconds (a slot frees when a request ends, which no
+-- clock predicts: one second).
+local function slot(key, q)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now_us)
+  local held = redis.call('ZCARD', key)
+  if held < q.n then return 0, q.n - held - 1 end
+  if q.n <= 0 then return 1 end
+  return 3, 1000000
 end
 
 local function same(p, q)
@@ -79,7 +155,7 @@ local function convert(p, h, q)
   return clamp(nh, qtau)
 end
 
-local orig = {}
+local orig
 local function original(key)
   local o = orig[key]
   if o == nil then
@@ -108,7 +184,7 @@ local function fresh(key, q)
   return convert(o, h, q), true
 end
 
-local work = {}
+local work
 local function state(key, q, w)
   w = w or work
   local s = w[key]
@@ -163,87 +239,314 @@ local function try(h, q, cost)
   return 3, math.ceil((need - h) / q.R) * q.U
 end
 
+-- take evaluates one decision of nops ops (general path).
+local function take(nops)
+  orig, work = {}, {}
+  local rem = {}
+  local shadowed = {}
+  local slots = {}
+  for i = 1, nops do
+    local q, cost, shadow = op(i)
+    local s, st, v
+    if q.T == 0 then
+      st, v = slot(KEYS[KO + i], q)
+    else
+      local err
+      s, err = state(KEYS[KO + i], q)
+      if not s then return err end
+      st, v = try(s.held, q, cost)
+    end
+    if st == 0 and q.T == 0 then
+      slots[#slots + 1] = i
+      rem[i] = v
+    elseif st == 0 then
+      if cost > 0 then
+        s.held = v
+        s.dirty = true
+      end
+      rem[i] = math.floor(v / q.T)
+    elseif shadow then
+      shadowed[#shadowed + 1] = i - 1
+      rem[i] = 0
+    else
+      local perm, over, retry = false, false, 0
+      if st == 1 then
+        perm = true
+      elseif st == 2 then
+        perm, over = true, v
+      else
+        retry = v
+      end
+      -- The wait after which all ops would pass: probe the later ones
+      -- against the state before this call (nothing is taken).
+      local touched = {}
+      for k = 1, i do
+        if op(k).T ~= 0 then touched[#touched + 1] = k end
+      end
+      for j = i + 1, nops do
+        if perm then break end
+        local qj, cj, sj = op(j)
+        if not sj and qj.T ~= 0 then -- a probe cannot tell when a slot frees
+          touched[#touched + 1] = j
+          local hj, e = fresh(KEYS[KO + j], qj)
+          if hj == nil then return e end
+          local stj, vj = try(hj, qj, cj)
+          if stj == 1 then
+            perm, over, retry = true, false, 0
+          elseif stj == 2 then
+            perm, over, retry = true, vj, 0
+          elseif stj == 3 and vj > retry then
+            retry = vj
+          end
+        end
+      end
+      -- Nothing is taken, but a bucket whose rate or burst changed keeps
+      -- its new parameters (as bucket.Reconfigure would have it).
+      local conv = {}
+      for _, k in ipairs(touched) do
+        local qk = op(k)
+        local sk, e = state(KEYS[KO + k], qk, conv)
+        if not sk then return e end
+      end
+      commit(conv)
+      local out = {i - 1, retry, perm and 1 or 0, over and 1 or 0, #shadowed}
+      for _, x in ipairs(shadowed) do out[#out + 1] = x end
+      return out
+    end
+  end
+  commit(work)
+  for _, i in ipairs(slots) do
+    local q = op(i)
+    redis.call('ZADD', KEYS[KO + i], now_us + q.ttl, q.lease)
+    redis.call('PEXPIRE', KEYS[KO + i], math.ceil(q.ttl / 1000) + 1000)
+  end
+  local out = {-1, 0, 0, 0, #shadowed}
+  for _, x in ipairs(shadowed) do out[#out + 1] = x end
+  for i = 1, nops do out[#out + 1] = rem[i] end
+  return out
+end
+
+-- fast decides one decision of nops ops when every bucket is missing or
+-- stored with the parameters given (nothing to convert) and no key comes
+-- twice, exactly as take would, reading each bucket once and writing only
+-- what a successful take changed. It returns nil, having written nothing,
+-- in any other case.
+-- In a batch (mode "m") the fast path keeps each bucket it reads or
+-- changes in cache (key -> {sig, T, R, U, n, h = held at now, dirty}) and
+-- writes it once, when the batch ends or before the general path runs:
+-- now is the same for the whole batch, so a hot bucket is read and written
+-- once per batch instead of once per decision.
+local cache = nil
+
+-- put stores held ticks of a bucket with parameters sig (their text).
+local function put(k, sig, T, R, U, n, held)
+  local tau = n * T
+  if held >= tau then
+    redis.call('DEL', k)
+    return
+  end
+  local val = sig .. string.format('%d %d', math.floor(now_us / U), held)
+  if R > 0 then
+    redis.call('SET', k, val, 'PX', math.ceil(math.ceil((tau - held) / R) * U / 1000) + 1000)
+  else
+    redis.call('SET', k, val)
+  end
+end
+
+-- flush writes the changed buckets of the cache and empties it.
+local function flush()
+  if cache then
+    for k, c in pairs(cache) do
+      if c.dirty then put(k, c.sig, c.T, c.R, c.U, c.n, c.h) end
+    end
+    cache = {}
+  end
+end
+
+local function fast(nops)
+  local seen = nil
+  if nops > 1 then seen = {} end
+  local H, S = {}, {}
+  for i = 1, nops do
+    local k = KEYS[KO + i]
+    if seen then
+      if seen[k] then return nil end
+      seen[k] = true
+    end
+    local b = AO + (i - 1) * NF
+    if ARGV[b + 1] == '0' then return nil end -- a connections slot
+    local T, R, U, n = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
+    local tau = n * T
+    local h = tau
+    local sig = ARGV[b + 1] .. ' ' .. ARGV[b + 2] .. ' ' .. ARGV[b + 3] .. ' ' .. ARGV[b + 4] .. ' '
+    local c = cache and cache[k]
+    if c then
+      if c.sig ~= sig then return nil end
+      h = c.h
+    else
+      local v = redis.call('GET', k)
+      if v then
+        local ls = #sig
+        local sp = string.find(v, ' ', ls + 1, true)
+        if not sp or string.sub(v, 1, ls) ~= sig then return nil end
+        local w, sh = tonumber(string.sub(v, ls + 1, sp - 1)), tonumber(string.sub(v, sp + 1))
+        if not w or not sh then return nil end
+        h = sh
+        if R > 0 then h = h + (math.floor(now_us / U) - w) * R end
+        if h > tau then h = tau elseif h < -MAXDEBT then h = -MAXDEBT end
+      end
+      if cache then cache[k] = {sig = sig, T = T, R = R, U = U, n = n, h = h, dirty = false} end
+    end
+    H[i], S[i] = h, sig
+  end
+  local denied, retry, perm, over = -1, 0, false, false
+  local shadowed = {}
+  local newH = {}
+  for i = 1, nops do
+    local b = AO + (i - 1) * NF
+    local T, R, U, n = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
+    local cost, shadow = tonumber(ARGV[b + 5]), ARGV[b + 6] == '1'
+    local h = H[i]
+    local st, val = 0, h
+    if cost <= 0 then
+      if h < 0 then
+        if R == 0 then st = 1 else st, val = 3, math.ceil((0 - h) / R) * U end
+      end
+    elseif cost > n then
+      st, val = 2, n > 0
+    else
+      local need = cost * T
+      if h >= need then
+        val = h - need
+      elseif R == 0 then
+        st = 1
+      else
+        st, val = 3, math.ceil((need - h) / R) * U
+      end
+    end
+    if denied < 0 then
+      if st == 0 then
+        if cost > 0 then newH[i] = val end
+        H[i] = math.floor(val / T)
+      elseif shadow then
+        shadowed[#shadowed + 1] = i - 1
+        H[i] = 0
+      else
+        denied = i
+        if st == 1 then perm = true elseif st == 2 then perm, over = true, val else retry = val end
+      end
+    elseif not perm and not shadow then
+      if st == 1 then
+        perm, over, retry = true, false, 0
+      elseif st == 2 then
+        perm, over, retry = true, val, 0
+      elseif st == 3 and val > retry then
+        retry = val
+      end
+    end
+    if denied >= 0 and perm then break end
+  end
+  local out
+  if denied >= 0 then
+    out = {denied - 1, retry, perm and 1 or 0, over and 1 or 0, #shadowed}
+    for _, x in ipairs(shadowed) do out[#out + 1] = x end
+    return out
+  end
+  for i = 1, nops do
+    local held = newH[i]
+    if held then
+      local k = KEYS[KO + i]
+      if cache then
+        local c = cache[k]
+        c.h, c.dirty = held, true
+      else
+        local b = AO + (i - 1) * NF
+        put(k, S[i], tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), held)
+      end
+    end
+  end
+  out = {-1, 0, 0, 0, #shadowed}
+  for _, x in ipairs(shadowed) do out[#out + 1] = x end
+  for i = 1, nops do out[#out + 1] = H[i] end
+  return out
+end
+
+-- decide evaluates one take decision, fast when it can.
+local function decide(nops)
+  local out = fast(nops)
+  if out then return out end
+  return take(nops)
+end
+
+if mode == 'm' then
+  -- a batch: ARGV[3] decisions, each a count c then c ops; the reply is
+  -- each decision's reply prefixed by its length. Decisions are evaluated
+  -- in order, each seeing the ones before it.
+  local D = tonumber(ARGV[3])
+  local res = {}
+  KO, AO = 0, 3
+  cache = {}
+  for _ = 1, D do
+    local c = tonumber(ARGV[AO + 1])
+    AO = AO + 1
+    local out = fast(c)
+    if not out then
+      flush() -- the general path reads and writes Redis itself
+      out = take(c)
+    end
+    if out.err then return out end
+    res[#res + 1] = #out
+    for _, x in ipairs(out) do res[#res + 1] = x end
+    KO = KO + c
+    AO = AO + c * NF
+  end
+  flush()
+  return res
+end
+
 local nops = #KEYS
-if mode == 'a' then
+orig, work = {}, {}
+if mode == 'c' then
+  nops = nops - 1 -- the last key is the probe key
+  -- pay: charge what was decided locally, down to zero at most (a bucket
+  -- already in debt keeps its debt)
   for i = 1, nops do
     local q, cost = op(i)
     local s, err = state(KEYS[i], q)
     if not s then return err end
-    local tau = q.n * q.T
     if cost > 0 then
-      s.held = math.max(math.min(s.held, tau) - cost * q.T, -MAXDEBT)
+      local h = math.min(s.held, q.n * q.T)
+      s.held = math.max(h - cost * q.T, math.min(h, 0))
       s.dirty = true
-    elseif cost < 0 then
-      s.held = math.min(s.held - cost * q.T, tau)
-      s.dirty = true
+    end
+  end
+  commit(work)
+  -- the probe write: fails as a decision would on a server that cannot
+  -- take writes
+  redis.call('SET', KEYS[nops + 1], '1', 'PX', 1000)
+  return 0
+end
+if mode == 'a' then
+  for i = 1, nops do
+    local q, cost = op(i)
+    if q.T == 0 then
+      -- a connections slot: a negative cost releases the lease
+      if cost < 0 then redis.call('ZREM', KEYS[i], q.lease) end
+    else
+      local s, err = state(KEYS[i], q)
+      if not s then return err end
+      local tau = q.n * q.T
+      if cost > 0 then
+        s.held = math.max(math.min(s.held, tau) - cost * q.T, -MAXDEBT)
+        s.dirty = true
+      elseif cost < 0 then
+        s.held = math.min(s.held - cost * q.T, tau)
+        s.dirty = true
+      end
     end
   end
   commit(work)
   return 0
 end
 
-local rem = {}
-local shadowed = {}
-for i = 1, nops do
-  local q, cost, shadow = op(i)
-  local s, err = state(KEYS[i], q)
-  if not s then return err end
-  local st, v = try(s.held, q, cost)
-  if st == 0 then
-    if cost > 0 then
-      s.held = v
-      s.dirty = true
-    end
-    rem[i] = math.floor(v / q.T)
-  elseif shadow then
-    shadowed[#shadowed + 1] = i - 1
-    rem[i] = 0
-  else
-    local perm, over, retry = false, false, 0
-    if st == 1 then
-      perm = true
-    elseif st == 2 then
-      perm, over = true, v
-    else
-      retry = v
-    end
-    -- The wait after which all ops would pass: probe the later ones
-    -- against the state before this call (nothing is taken).
-    local touched = {}
-    for k = 1, i do touched[#touched + 1] = k end
-    for j = i + 1, nops do
-      if perm then break end
-      local qj, cj, sj = op(j)
-      if not sj then
-        touched[#touched + 1] = j
-        local hj, e = fresh(KEYS[j], qj)
-        if hj == nil then return e end
-        local stj, vj = try(hj, qj, cj)
-        if stj == 1 then
-          perm, over, retry = true, false, 0
-        elseif stj == 2 then
-          perm, over, retry = true, vj, 0
-        elseif stj == 3 and vj > retry then
-          retry = vj
-        end
-      end
-    end
-    -- Nothing is taken, but a bucket whose rate or burst changed keeps
-    -- its new parameters (as bucket.Reconfigure would have it).
-    local conv = {}
-    for _, k in ipairs(touched) do
-      local qk = op(k)
-      local sk, e = state(KEYS[k], qk, conv)
-      if not sk then return e end
-    end
-    commit(conv)
-    local out = {i - 1, retry, perm and 1 or 0, over and 1 or 0, #shadowed}
-    for _, x in ipairs(shadowed) do out[#out + 1] = x end
-    return out
-  end
-end
-commit(work)
-local out = {-1, 0, 0, 0, #shadowed}
-for _, x in ipairs(shadowed) do out[#out + 1] = x end
-for i = 1, nops do out[#out + 1] = rem[i] end
-return out
+return decide(nops)

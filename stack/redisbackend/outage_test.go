@@ -82,7 +82,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 	srv.Stop()
 
 	// Down: every decision is prompt and follows its policy.
-	const prompt = 4 * timeout // generous for -race on a busy machine
+	const prompt = 10 * timeout // generous for -race on a loaded 2-core machine; a hang (dial retries, no deadline) takes seconds
 	fbAllowed := 0
 	downStart := time.Now()
 	for i := 0; i < 20; i++ {
@@ -104,9 +104,11 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 			t.Errorf("three decisions while down took %v", el)
 		}
 	}
-	// Half the burst (5) plus half the rate (25/s) over the loop.
-	if maxFb := 5 + int(25*time.Since(downStart).Seconds()) + 1; fbAllowed < 5 || fbAllowed > maxFb {
-		t.Errorf("local fallback admitted %d of 20, want 5 to %d (half the limit)", fbAllowed, maxFb)
+	// The local buckets start empty (a switch adds no burst): at most half
+	// the rate (25/s) over the loop. The exact share is checked with a fake
+	// clock in TestStoppedAndKilledFollowThePolicy.
+	if maxFb := int(25*time.Since(downStart).Seconds()) + 1; fbAllowed > maxFb {
+		t.Errorf("local fallback admitted %d of 20, want at most %d (half the rate)", fbAllowed, maxFb)
 	}
 	if e, _ := lastOpenErr.Load().(error); openErrs.Load() == 0 || !errors.Is(e, redisbackend.ErrUnavailable) {
 		t.Errorf("fail-open error handler saw %d errors, last %v", openErrs.Load(), e)

@@ -14,6 +14,7 @@ import (
 )
 
 func Example_fleet() {
+	redis.SetLogger(redisbackend.QuietLogger(nil)) // outages go to the error handler, not one log line per dial
 	client := redis.NewClient(&redis.Options{Addr: "redis:6379", ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
 	b, err := redisbackend.New(client, redisbackend.WithLocalFallback(1.0/6)) // six pods: 1/6 each while Redis is down
 	if err != nil {
@@ -23,12 +24,16 @@ func Example_fleet() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	limits, err := stack.New(cfg, stack.WithBackend(b)) // same config, decided inside Redis
+	limits, err := stack.New(cfg, stack.WithBackend(b), stack.WithErrorHandler(report)) // same config, decided inside Redis
 	if err != nil {
 		log.Fatal(err)
 	}
 	_ = limits // limits.Allow(ctx, keys) now decides for the whole fleet
 }
+
+// report receives backend errors and the fallback's transitions
+// (*stack.FallbackError).
+func report(err error) { log.Print(err) }
 
 var configJSON = []byte(`{"rateLimits": [
   {"rateLimitId": "per-caller", "dimensionKeys": ["caller"], "entries": [
