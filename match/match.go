@@ -90,35 +90,85 @@ func (p Problem) String() string {
 	return p.Path + ": " + p.Message
 }
 
-// ConfigError lists every problem found while validating a configuration.
+// MaxProblems is how many problems a ConfigError records; further problems
+// are only counted (ConfigError.Omitted), so that a configuration with a
+// mistake in every one of its 50,000 entries costs bounded memory.
+const MaxProblems = 2000
+
+// ErrorProblems is how many problems ConfigError.Error spells out before
+// summarising the rest as a count.
+const ErrorProblems = 20
+
+// ConfigError lists the problems found while validating a configuration.
+// Error spells out the first ErrorProblems of them and counts the rest;
+// Problems holds them programmatically.
 type ConfigError struct {
+	// Problems holds the first MaxProblems problems, in the order they were
+	// found.
 	Problems []Problem
+	// Omitted counts the problems found after Problems was full.
+	Omitted int
 }
 
-// Error lists the problems, one per line after the first.
+// Count returns how many problems were found, recorded or not.
+func (e *ConfigError) Count() int { return len(e.Problems) + e.Omitted }
+
+// Error renders the problems, one per line after the first, up to
+// ErrorProblems of them, followed by how many more there are.
 func (e *ConfigError) Error() string {
-	if len(e.Problems) == 1 {
+	if len(e.Problems) == 1 && e.Omitted == 0 {
 		return "invalid rate limit configuration: " + e.Problems[0].String()
 	}
 	var b strings.Builder
 	b.WriteString("invalid rate limit configuration: ")
-	b.WriteString(strconv.Itoa(len(e.Problems)))
+	b.WriteString(formatCount(e.Count()))
 	b.WriteString(" problems:")
-	for _, p := range e.Problems {
+	shown := e.Problems[:min(len(e.Problems), ErrorProblems)]
+	for _, p := range shown {
 		b.WriteString("\n\t")
 		b.WriteString(p.String())
+	}
+	if more := e.Count() - len(shown); more > 0 {
+		b.WriteString("\n\t… and ")
+		b.WriteString(formatCount(more))
+		if more == 1 {
+			b.WriteString(" more problem")
+		} else {
+			b.WriteString(" more problems")
+		}
 	}
 	return b.String()
 }
 
-// Add records a problem at path.
+// formatCount renders n with thousands separators (49,980).
+func formatCount(n int) string {
+	s := strconv.Itoa(n)
+	if n < 0 || len(s) <= 3 {
+		return s
+	}
+	var b []byte
+	for i := range len(s) {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b = append(b, ',')
+		}
+		b = append(b, s[i])
+	}
+	return string(b)
+}
+
+// Add records a problem at path, or only counts it once Problems holds
+// MaxProblems (the message is then not even formatted).
 func (e *ConfigError) Add(path, format string, args ...any) {
+	if len(e.Problems) >= MaxProblems {
+		e.Omitted++
+		return
+	}
 	e.Problems = append(e.Problems, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
 }
 
 // Err returns e when it holds problems and nil otherwise.
 func (e *ConfigError) Err() error {
-	if e == nil || len(e.Problems) == 0 {
+	if e == nil || e.Count() == 0 {
 		return nil
 	}
 	return e

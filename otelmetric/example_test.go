@@ -25,7 +25,7 @@ func Example() {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	st, err := stack.Load([]byte(`{"rateLimits": [{"rateLimitId": "per-caller", "dimensionKeys": ["caller"],
 	  "entries": [{"dimensions": {"caller": "*"}, "requests": [{"rate": 2, "period": "minute"}]}]}]}`),
-		stack.WithNow(func() time.Time { return t0 }),
+		stack.WithClock(func() time.Time { return t0 }),
 		stack.WithErrorHandler(m.ErrorHandler(func(err error) { log.Print(err) })))
 	if err != nil {
 		log.Fatal(err)

@@ -98,15 +98,34 @@ const (
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{2,64}$`)
 
-// Validate checks c and returns a *match.ConfigError listing every problem
+// ConfigError is the error New, Load, Parse, Validate, Reload and ReloadJSON
+// return for an invalid configuration: the problems with their paths (e.g.
+// "rateLimits[1].entries[0].requests[0].period"). Its Error spells out the
+// first match.ErrorProblems problems and counts the rest; its Problems field
+// holds up to match.MaxProblems of them and Count says how many there were.
+// Find it with errors.As:
+//
+//	var ce *stack.ConfigError
+//	if errors.As(err, &ce) {
+//		for _, p := range ce.Problems { … }
+//	}
+//
+// It is the same type as match.ConfigError.
+type ConfigError = match.ConfigError
+
+// Problem is one entry of ConfigError.Problems: a path and what is wrong
+// there. It is the same type as match.Problem.
+type Problem = match.Problem
+
+// Validate checks c and returns a *ConfigError listing every problem
 // with its path (e.g. "rateLimits[1].entries[0].requests[0].period"), or nil.
 func (c *Config) Validate() error {
-	var errs match.ConfigError
+	var errs ConfigError
 	c.validate(&errs)
 	return errs.Err()
 }
 
-func (c *Config) validate(errs *match.ConfigError) {
+func (c *Config) validate(errs *ConfigError) {
 	ids := map[string]string{}
 	layer := func(name string, limits []RateLimit) {
 		if len(limits) > MaxRateLimits {
@@ -132,7 +151,7 @@ func (c *Config) validate(errs *match.ConfigError) {
 	layer("serviceLimits", c.ServiceLimits)
 }
 
-func (rl *RateLimit) validateEntries(errs *match.ConfigError, p string) {
+func (rl *RateLimit) validateEntries(errs *ConfigError, p string) {
 	keyIndex := make(map[string]bool, len(rl.DimensionKeys))
 	for _, k := range rl.DimensionKeys {
 		keyIndex[k] = true
@@ -178,7 +197,7 @@ func (rl *RateLimit) validateEntries(errs *match.ConfigError, p string) {
 	match.Validate(errs, p, rl.DimensionKeys, tuples)
 }
 
-func validateRates(errs *match.ConfigError, entryPath func(int) string, j int, metric string, rates []Rate) {
+func validateRates(errs *ConfigError, entryPath func(int) string, j int, metric string, rates []Rate) {
 	if len(rates) > maxRatesPerMetric {
 		errs.Add(entryPath(j)+metric, "%d rates, at most %d are allowed", len(rates), maxRatesPerMetric)
 	}
@@ -209,12 +228,12 @@ func sortedKeys(m map[string]string) []string {
 // object {"rateLimits": [...], "serviceLimits": [...]}, a single rate-limit
 // object (as the gateway's CreateRateLimit takes it), or an array of them.
 //
-// Every problem is reported at once in a *match.ConfigError with its path:
+// Every problem is reported at once in a *ConfigError with its path:
 // invalid JSON (with line and column), unknown or mistyped fields, bad
 // periods, rates out of range, non-trailing wildcards, oversize
 // configurations. Parse never panics.
 func Parse(data []byte) (Config, error) {
-	var errs match.ConfigError
+	var errs ConfigError
 	if len(data) > MaxConfigBytes {
 		errs.Add("", "configuration is %d bytes, at most %d are allowed", len(data), MaxConfigBytes)
 		return Config{}, &errs
@@ -267,7 +286,7 @@ func Parse(data []byte) (Config, error) {
 	return cfg, nil
 }
 
-func parseLimits(errs *match.ConfigError, p string, arr []any) []RateLimit {
+func parseLimits(errs *ConfigError, p string, arr []any) []RateLimit {
 	out := make([]RateLimit, 0, len(arr))
 	for i, v := range arr {
 		ip := p + "[" + strconv.Itoa(i) + "]"
@@ -281,7 +300,7 @@ func parseLimits(errs *match.ConfigError, p string, arr []any) []RateLimit {
 	return out
 }
 
-func parseLimit(errs *match.ConfigError, p string, obj map[string]any) RateLimit {
+func parseLimit(errs *ConfigError, p string, obj map[string]any) RateLimit {
 	var rl RateLimit
 	for _, k := range sortedAnyKeys(obj) {
 		v := obj[k]
@@ -336,7 +355,7 @@ func parseLimit(errs *match.ConfigError, p string, obj map[string]any) RateLimit
 	return rl
 }
 
-func parseEntry(errs *match.ConfigError, p string, obj map[string]any) Entry {
+func parseEntry(errs *ConfigError, p string, obj map[string]any) Entry {
 	var e Entry
 	for _, k := range sortedAnyKeys(obj) {
 		v := obj[k]
@@ -373,7 +392,7 @@ func parseEntry(errs *match.ConfigError, p string, obj map[string]any) Entry {
 	return e
 }
 
-func parseRates(errs *match.ConfigError, p string, v any) []Rate {
+func parseRates(errs *ConfigError, p string, v any) []Rate {
 	arr, ok := v.([]any)
 	if !ok {
 		errs.Add(p, "must be an array of {rate, period}, got %s", jsonType(v))
@@ -413,7 +432,7 @@ func parseRates(errs *match.ConfigError, p string, v any) []Rate {
 	return out
 }
 
-func str(errs *match.ConfigError, p string, v any) string {
+func str(errs *ConfigError, p string, v any) string {
 	s, ok := v.(string)
 	if !ok {
 		errs.Add(p, "must be a string, got %s", jsonType(v))
@@ -421,7 +440,7 @@ func str(errs *match.ConfigError, p string, v any) string {
 	return s
 }
 
-func integer(errs *match.ConfigError, p string, v any) int64 {
+func integer(errs *ConfigError, p string, v any) int64 {
 	n, ok := v.(json.Number)
 	if !ok {
 		errs.Add(p, "must be a number, got %s", jsonType(v))

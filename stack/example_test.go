@@ -22,7 +22,7 @@ func Example() {
 	  ]}
 	]}`
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	s, err := stack.Load([]byte(cfg), stack.WithNow(func() time.Time { return now }))
+	s, err := stack.Load([]byte(cfg), stack.WithClock(func() time.Time { return now }))
 	if err != nil {
 		panic(err)
 	}

@@ -162,7 +162,7 @@ func TestConcurrentWindowsHoldAcrossReclaims(t *testing.T) {
 					// reclaimed and come back to a new bucket.
 					caller := fmt.Sprint("c", (i/100)%8*4+(i+g)%4)
 					at := clock.Now()
-					d, err := s.AllowAt(context.Background(), sluice.NewKeys("caller", caller), at, 0)
+					d, err := s.AllowAt(context.Background(), at, sluice.NewKeys("caller", caller), 0)
 					if err != nil {
 						t.Error(err)
 						return

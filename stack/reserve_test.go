@@ -34,7 +34,7 @@ func backends(t *testing.T, f func(t *testing.T, opts ...stack.Option)) {
 
 func newReserver(t *testing.T, cfg stack.Config, clock *limitertest.Clock, opts ...stack.Option) *stack.Stack {
 	t.Helper()
-	s, err := stack.New(cfg, append([]stack.Option{stack.WithNow(clock.Now)}, opts...)...)
+	s, err := stack.New(cfg, append([]stack.Option{stack.WithClock(clock.Now)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,18 +254,18 @@ func BenchmarkReserve(b *testing.B) {
 	clock := limitertest.NewClock(limitertest.Start)
 	ctx := context.Background()
 	b.Run("allow", func(b *testing.B) {
-		s, _ := stack.New(threeLimitTokens(), stack.WithNow(clock.Now))
+		s, _ := stack.New(threeLimitTokens(), stack.WithClock(clock.Now))
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
 			// Time advances with the benchmark so it stays on the allowed path.
 			at := limitertest.Start.Add(time.Duration(i) * 20 * time.Microsecond)
-			if d, _ := s.AllowAt(ctx, llmKeys, at, 2); !d.Allowed {
+			if d, _ := s.AllowAt(ctx, at, llmKeys, 2); !d.Allowed {
 				b.Fatal("denied")
 			}
 		}
 	})
 	b.Run("reserve+reconcile", func(b *testing.B) {
-		s, _ := stack.New(threeLimitTokens(), stack.WithNow(clock.Now))
+		s, _ := stack.New(threeLimitTokens(), stack.WithClock(clock.Now))
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
 			at := limitertest.Start.Add(time.Duration(i) * 20 * time.Microsecond)

@@ -153,7 +153,7 @@ type SourceError struct {
 	// Op is SourceFetch when the document could not be fetched, SourceLoad
 	// when it was fetched but is not a valid configuration.
 	Op string
-	// Err is the cause: the fetch error, or the *match.ConfigError listing
+	// Err is the cause: the fetch error, or the *ConfigError listing
 	// every problem of the document.
 	Err error
 }

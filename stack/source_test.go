@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/match"
 	"github.com/sluicehq/sluice/stack"
 )
 
@@ -57,7 +56,7 @@ func newSourceFixture(t *testing.T, opts ...stack.SourceOption) *sourceFixture {
 		t.Fatal(err)
 	}
 	f.st, err = stack.Load(data,
-		stack.WithNow(func() time.Time { return *f.now.Load() }),
+		stack.WithClock(func() time.Time { return *f.now.Load() }),
 		stack.WithErrorHandler(func(err error) {
 			select {
 			case f.errs <- err:
@@ -154,9 +153,9 @@ func TestSourceKeepsLastGoodConfiguration(t *testing.T) {
 	}
 	f.advance(time.Minute)
 	se := f.refreshFails(t, stack.SourceLoad)
-	var ce *match.ConfigError
+	var ce *stack.ConfigError
 	if !errors.As(se, &ce) {
-		t.Errorf("an empty file: %v, want a *match.ConfigError", se)
+		t.Errorf("an empty file: %v, want a *stack.ConfigError", se)
 	}
 
 	// Half written: every proper prefix of a valid document.

@@ -85,6 +85,8 @@ func (o nowOption) apply(s *Stack) {
 func WithClock(now func() time.Time) Option { return nowOption(now) }
 
 // WithNow is WithClock under its earlier name.
+//
+// Deprecated: use WithClock.
 func WithNow(now func() time.Time) Option { return nowOption(now) }
 
 type backendOption struct{ b Backend }
@@ -165,8 +167,9 @@ func (o maxBucketsOption) apply(s *Stack) {
 // effect.
 func WithMaxBuckets(n int) Option { return maxBucketsOption(n) }
 
-// New builds a Stack from cfg. It returns a *match.ConfigError listing every
-// problem when cfg is invalid.
+// New builds a Stack from cfg. When cfg is invalid it returns a
+// *ConfigError listing the problems with their paths; find it with
+// errors.As(err, &ce) where ce is a *stack.ConfigError.
 func New(cfg Config, opts ...Option) (*Stack, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -186,7 +189,10 @@ func newValid(cfg Config, opts []Option) (*Stack, error) {
 	return s, nil
 }
 
-// Load parses the gateway JSON in data (see Parse) and builds a Stack.
+// Load parses the gateway JSON in data (see Parse) and builds a Stack. When
+// data is not a valid configuration it returns a *ConfigError listing the
+// problems with their paths; find it with errors.As(err, &ce) where ce is a
+// *stack.ConfigError.
 func Load(data []byte, opts ...Option) (*Stack, error) {
 	cfg, err := Parse(data) // validates
 	if err != nil {
@@ -201,8 +207,9 @@ func Load(data []byte, opts ...Option) (*Stack, error) {
 // the new burst. Removed limits stop applying at once. Decisions already in
 // progress finish on the configuration they started with.
 //
-// If cfg is invalid, Reload returns a *match.ConfigError listing every
-// problem and the previous configuration stays in force.
+// If cfg is invalid, Reload returns a *ConfigError listing the problems
+// (errors.As(err, &ce) where ce is a *stack.ConfigError) and the previous
+// configuration stays in force.
 func (s *Stack) Reload(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -220,7 +227,8 @@ func (s *Stack) reloadValid(cfg Config) error {
 	return nil
 }
 
-// ReloadJSON parses data (see Parse) and reloads; on any error the previous
+// ReloadJSON parses data (see Parse) and reloads; on any error (a
+// *ConfigError when data is not a valid configuration) the previous
 // configuration stays in force.
 func (s *Stack) ReloadJSON(data []byte) error {
 	cfg, err := Parse(data) // validates
@@ -282,8 +290,10 @@ func (s *Stack) AllowN(ctx context.Context, keys sluice.Keys, tokens int) (sluic
 	return s.decide(ctx, &keys, s.now(), tokens)
 }
 
-// AllowAt is AllowN at an explicit instant.
-func (s *Stack) AllowAt(ctx context.Context, keys sluice.Keys, t time.Time, tokens int) (sluice.Decision, error) {
+// AllowAt is AllowN at the explicit instant t. Like every explicit-time
+// method in sluice (ReserveAt, bucket's AllowN, category's AllowAt), it takes
+// the instant first after the context.
+func (s *Stack) AllowAt(ctx context.Context, t time.Time, keys sluice.Keys, tokens int) (sluice.Decision, error) {
 	return s.decide(ctx, &keys, t, tokens)
 }
 

@@ -12,7 +12,6 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/racecheck"
-	"github.com/sluicehq/sluice/match"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
 )
@@ -70,9 +69,9 @@ func TestParseReportsEveryProblemWithItsPath(t *testing.T) {
 	  {"rateLimitId": "x", "dimensionKeys": ["a"], "entries": []}
 	], "other": {}}`
 	_, err := stack.Parse([]byte(doc))
-	var ce *match.ConfigError
+	var ce *stack.ConfigError
 	if !errors.As(err, &ce) {
-		t.Fatalf("Parse = %v, want *match.ConfigError", err)
+		t.Fatalf("Parse = %v, want *stack.ConfigError", err)
 	}
 	msg := err.Error()
 	for _, want := range []string{
@@ -130,9 +129,9 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := stack.Parse(data)
 		if err != nil {
-			var ce *match.ConfigError
+			var ce *stack.ConfigError
 			if !errors.As(err, &ce) || len(ce.Problems) == 0 {
-				t.Fatalf("error %v is not a *match.ConfigError", err)
+				t.Fatalf("error %v is not a *stack.ConfigError", err)
 			}
 			return
 		}
@@ -235,7 +234,7 @@ func TestReload(t *testing.T) {
 	// A failed reload keeps the last good configuration and lists every error.
 	bad := stack.Config{RateLimits: []stack.RateLimit{limitFor("aa", -5), limitFor("", 1)}}
 	err := s.Reload(bad)
-	var ce *match.ConfigError
+	var ce *stack.ConfigError
 	if !errors.As(err, &ce) || len(ce.Problems) != 2 {
 		t.Fatalf("bad reload: %v", err)
 	}

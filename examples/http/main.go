@@ -69,7 +69,7 @@ func main() {
 // newHandler builds the API with the rate-limit middleware mounted on each
 // route, on the clock now, answering throttled requests in format.
 func newHandler(now func() time.Time, format slerrors.Format) (http.Handler, error) {
-	limits, err := stack.Load([]byte(config), stack.WithNow(now))
+	limits, err := stack.Load([]byte(config), stack.WithClock(now))
 	if err != nil {
 		return nil, err
 	}

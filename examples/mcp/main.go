@@ -56,7 +56,7 @@ type textIn struct {
 
 // newServer returns the MCP server with its tools and the rate limits.
 func newServer(now func() time.Time, code int) (*mcp.Server, error) {
-	limits, err := stack.Load([]byte(config), stack.WithNow(now))
+	limits, err := stack.Load([]byte(config), stack.WithClock(now))
 	if err != nil {
 		return nil, err
 	}

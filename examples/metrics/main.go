@@ -86,7 +86,7 @@ func newApp(path string, now func() time.Time, opts ...stack.SourceOption) (*app
 	if err != nil {
 		return nil, err
 	}
-	limits, err := stack.Load(data, stack.WithNow(now),
+	limits, err := stack.Load(data, stack.WithClock(now),
 		// Backend errors and fallback events, and failed refreshes: counted,
 		// then logged.
 		stack.WithErrorHandler(metrics.ErrorHandler(func(err error) { log.Print(err) })))

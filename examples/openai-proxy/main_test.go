@@ -142,7 +142,7 @@ func tpmConfig(tpm int) string {
 func newHarness(t *testing.T, config string) *harness {
 	t.Helper()
 	h := &harness{clock: &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, up: newFakeUpstream(t), served: make(chan struct{}, 100)}
-	limits, err := stack.Load([]byte(config), stack.WithNow(h.clock.now))
+	limits, err := stack.Load([]byte(config), stack.WithClock(h.clock.now))
 	if err != nil {
 		t.Fatal(err)
 	}

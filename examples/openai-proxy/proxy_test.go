@@ -203,7 +203,7 @@ func TestUpstreamFailures(t *testing.T) {
 	gone := httptest.NewServer(http.NotFoundHandler())
 	gone.Close()
 	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	limits, err := stack.Load([]byte(tpmConfig(600)), stack.WithNow(c.now))
+	limits, err := stack.Load([]byte(tpmConfig(600)), stack.WithClock(c.now))
 	if err != nil {
 		t.Fatal(err)
 	}
