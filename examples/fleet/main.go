@@ -153,7 +153,7 @@ func shared(addr, prefix string, c *clock) (decider, func(), error) {
 			closeAll()
 			return nil, nil, err
 		}
-		if stacks[i], err = stack.New(cfg, stack.WithNow(c.Now), stack.WithBackend(b), stack.WithFailClosed()); err != nil {
+		if stacks[i], err = stack.New(cfg, stack.WithClock(c.Now), stack.WithBackend(b), stack.WithFailClosed()); err != nil {
 			closeAll()
 			return nil, nil, err
 		}
