@@ -1,6 +1,7 @@
 package bucket
 
 import (
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"testing"
@@ -172,4 +173,43 @@ func FuzzTableMatchesIndependentBuckets(f *testing.F) {
 	f.Fuzz(func(t *testing.T, seed uint64, nkeys uint16, shards uint8) {
 		runTableDiff(t, seed, 1+int(nkeys%1000), 3000, int(shards%17))
 	})
+}
+
+// Odd parameters, costs and instants, and Reconfigure between any two
+// parameter sets: nothing panics, the structure stays sound, and no key
+// ever holds more than the burst.
+func TestTableOddInputs(t *testing.T) {
+	rates := []rate.Limit{0, -1, rate.Limit(math.NaN()), rate.Inf, rate.Limit(math.Inf(-1)), 1e-300, 1e300, MaxRate, 1}
+	bursts := []int{-1, 0, 1, 5, math.MaxInt}
+	ns := []int{math.MinInt, -1, 0, 1, 3, math.MaxInt}
+	instants := []time.Time{{}, diffT0.AddDate(-400, 0, 0), diffT0, diffT0.Add(time.Second), diffT0.AddDate(400, 0, 0), time.Unix(1<<62, 0)}
+	for _, r := range rates {
+		for _, b := range bursts {
+			bud := NewBudget(3)
+			tab := NewTable(r, b, WithShards(1), WithBudget(bud))
+			for i, at := range instants {
+				for j, n := range ns {
+					k := strconv.Itoa((i + j) % 5)
+					tab.TakeN(k, at, n)
+					tab.AllowN(k, at, n)
+					tab.ChargeN(k, at, n)
+					res := tab.TakeBytes([]byte(k), at, n)
+					tab.RefundTakeBytes([]byte(k), res, at, n)
+					tab.RefundN(k, at, n)
+					if got := tab.TokensAt(k, at); got > float64(max(0, min(b, MaxBurst)))+1e-9 && r != rate.Inf {
+						t.Fatalf("rate %v burst %d: key %s holds %v tokens at %v", r, b, k, got, at)
+					}
+				}
+				r2 := rates[(i*7+len(ns))%len(rates)]
+				b2 := bursts[i%len(bursts)]
+				tab.Reconfigure(at, r2, b2)
+				checkTable(t, tab)
+				tab.Reconfigure(at, r, b)
+			}
+			checkTable(t, tab)
+			if bud.Len() != tab.Len() {
+				t.Fatalf("rate %v burst %d: Budget counts %d, Table holds %d", r, b, bud.Len(), tab.Len())
+			}
+		}
+	}
 }
