@@ -102,6 +102,7 @@ type shardState struct {
 	highSet bool
 	floor   int64 // the latest state of a bucket dropped (ticks), if dropped
 	dropped bool
+	swept   uint64 // slots examined by sweeps, for tests of the sweep cost
 }
 
 // slot is one bucket: the key's digest (0, 0 when the slot is empty) and the
@@ -599,12 +600,16 @@ const (
 func (t *Table) insert(set *shardSet, s *shard, d digest, ns int64, p *params, force bool) (int, insStatus) {
 	s.raise(ns)
 	if (s.live+1)*4 > len(s.slots)*3 {
-		// Full enough to grow: reclaim first, then grow (or split) only if
-		// the live buckets still need the room.
+		// Full enough to grow: reclaim first, then grow (or split) unless
+		// the reclaim made room for an eighth of the array's slots. A
+		// reclaim that freed only a few would be run again, over the whole
+		// array, by the next few inserts: when keys come and go at the same
+		// pace with the live count just under the threshold, that was a
+		// full pass per insert.
 		if s.live > 0 {
 			t.sweep(s, p, len(s.slots), reclaimGrace, ns)
 		}
-		if (s.live+1)*4 > len(s.slots)*3 {
+		if (s.live+1)*8 > len(s.slots)*5 {
 			if len(set.shards) == 1 && t.maxShards > 1 && s.live+1 >= splitAt {
 				t.split(s)
 				return -1, insMoved
@@ -663,6 +668,7 @@ func (t *Table) sweep(s *shard, p *params, k int, grace int64, cut int64) {
 	now := p.nsToTicks(cut) // drop what has been full for grace
 	c := s.cursor % n
 	freed, shrink := 0, false
+	s.swept += uint64(k)
 	for range k {
 		sl := &s.slots[c]
 		if tat := sl.tat.Load(); sl.hi|sl.lo != 0 && tat <= now {

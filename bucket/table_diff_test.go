@@ -213,3 +213,27 @@ func TestTableOddInputs(t *testing.T) {
 		}
 	}
 }
+
+// New keys arriving at the pace at which old ones are reclaimed, with the
+// live count just under the point where an insert grows the array: the
+// full sweep that an insert runs before growing must not recur at every
+// insert (it examined the whole array per insert, thousands of slots under
+// the shard's lock, at some arrival rates).
+func TestTableSweepCostPerInsertBounded(t *testing.T) {
+	for gap := 88 * time.Microsecond; gap <= 100*time.Microsecond; gap += 500 * time.Nanosecond {
+		tab := NewTable(10, 1, WithShards(1)) // a key is full 100 ms after its take
+		const n = 100_000
+		buf := make([]byte, 0, 16)
+		for i := range n {
+			buf = strconv.AppendInt(append(buf[:0], 'u'), int64(i), 10)
+			if !tab.TakeBytes(buf, diffT0.Add(time.Duration(i)*gap), 1).OK {
+				t.Fatalf("gap %v: new key %d denied", gap, i)
+			}
+		}
+		s := &tab.set.Load().shards[0]
+		if per := float64(s.swept) / n; per > 16 {
+			t.Errorf("gap %v: sweeps examined %.0f slots per insert (array of %d, %d live), want a bounded few", gap, per, len(s.slots), s.live)
+		}
+		checkTable(t, tab)
+	}
+}
