@@ -225,13 +225,40 @@ func (t *Table) TakeBytes(key []byte, at time.Time, n int) Result {
 	return t.take(t.digestBytes(key), nsOf(at), n)
 }
 
+// fits reports whether a take of n can change a bucket under p, and so
+// creates one for a key without.
+func fits(p *params, n int) bool { return n > 0 && int64(n) <= p.n && n <= p.burst }
+
+// stale reports whether slotFor found no bucket for a take of n that was
+// not allowed to create one, under parameters p (those in force under the
+// lock) that would have: a Reconfigure raised the burst in between, and
+// the take must start again rather than be answered by peek, which would
+// admit it without taking anything.
+func stale(i int, full, create bool, p *params, n int) bool {
+	return i < 0 && !full && !create && fits(p, n)
+}
+
 func (t *Table) take(d digest, ns int64, n int) Result {
-	p := t.p.Load()
-	if p.inf {
-		return Result{OK: true, Remaining: p.n}
+	var (
+		s    *shard
+		i    int
+		p    *params
+		full bool
+	)
+	for {
+		p = t.p.Load()
+		if p.inf {
+			return Result{OK: true, Remaining: p.n}
+		}
+		create := fits(p, n)
+		s, i, p, full = t.slotFor(d, ns, create)
+		if !stale(i, full, create, p, n) {
+			break
+		}
+		if s != nil {
+			s.mu.Unlock()
+		}
 	}
-	create := n > 0 && int64(n) <= p.n && n <= p.burst
-	s, i, p, full := t.slotFor(d, ns, create)
 	if s == nil {
 		return t.peek(nil, p, ns, n)
 	}
@@ -247,12 +274,27 @@ func (t *Table) take(d digest, ns int64, n int) Result {
 }
 
 func (t *Table) allow(d digest, ns int64, n int) bool {
-	p := t.p.Load()
-	if p.inf {
-		return true
+	var (
+		s      *shard
+		i      int
+		p      *params
+		full   bool
+		create bool
+	)
+	for {
+		p = t.p.Load()
+		if p.inf {
+			return true
+		}
+		create = fits(p, n)
+		s, i, p, full = t.slotFor(d, ns, create)
+		if !stale(i, full, create, p, n) {
+			break
+		}
+		if s != nil {
+			s.mu.Unlock()
+		}
 	}
-	create := n > 0 && int64(n) <= p.n && n <= p.burst
-	s, i, p, _ := t.slotFor(d, ns, create)
 	if s == nil {
 		return t.peek(nil, p, ns, n).OK
 	}

@@ -70,7 +70,7 @@ type diffParams struct {
 
 // runTableDiff drives a Table and a map of independent Buckets with the same
 // random operations at non-decreasing instants. With instants that never go
-// back, dropping a full bucket and re-creating it at the high-water mark
+// back, dropping a full bucket and re-creating it in the shard's floor state
 // changes nothing, so every decision and every reading must be identical.
 func runTableDiff(tb testing.TB, seed uint64, nkeys, ops, shards int) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
