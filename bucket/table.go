@@ -22,8 +22,9 @@ import (
 // independent maphash values under seeds drawn when the Table is made) in a
 // fixed-size 24-byte slot with the bucket's state, in open-addressed arrays
 // with linear probing. Memory is therefore the same whatever the length of
-// the keys callers send. An array is grown to half full when it reaches
-// three quarters, and shrunk to half full after a sweep pass finds it under
+// the keys callers send. An array that reaches three quarters full is swept
+// whole, and grown to half full unless that brought it under five eighths;
+// it is shrunk to half full after a sweep pass finds it under
 // three eighths full throughout, so it costs 32 to 64 bytes per live bucket
 // (more only for the time it takes the sweeps to return the room of buckets
 // that went idle), plus a fixed few hundred bytes per Table. An empty Table
