@@ -110,7 +110,7 @@ const reclaimShards, reclaimSteps = 4, 64
 func (t *Table) reclaimFor(s *shard, p *params, ns int64) bool {
 	b := t.budget
 	if s.live > 0 {
-		t.sweep(s, p, visitSlots, 0)
+		t.sweep(s, p, visitSlots, 0, ns)
 		if b.acquire(false) {
 			return true
 		}
@@ -145,7 +145,7 @@ func (t *Table) reclaimFor(s *shard, p *params, ns int64) bool {
 		}
 		if !sh.moved && sh.live > 0 {
 			sh.raise(ns)
-			o.sweep(sh, o.p.Load(), len(sh.slots), 0)
+			o.sweep(sh, o.p.Load(), len(sh.slots), 0, ns)
 			swept++
 		}
 		sh.mu.Unlock()

@@ -22,8 +22,9 @@ import (
 // independent maphash values under seeds drawn when the Table is made) in a
 // fixed-size 24-byte slot with the bucket's state, in open-addressed arrays
 // with linear probing. Memory is therefore the same whatever the length of
-// the keys callers send. An array is grown to half full when it reaches
-// three quarters, and shrunk to half full after a sweep pass finds it under
+// the keys callers send. An array that reaches three quarters full is swept
+// whole, and grown to half full unless that brought it under five eighths;
+// it is shrunk to half full after a sweep pass finds it under
 // three eighths full throughout, so it costs 32 to 64 bytes per live bucket
 // (more only for the time it takes the sweeps to return the room of buckets
 // that went idle), plus a fixed few hundred bytes per Table. An empty Table
@@ -53,12 +54,16 @@ import (
 // within a bounded number of takes on the Table after the buckets go idle,
 // whether or not new keys arrive.
 //
-// Dropping a bucket is conservative: each shard remembers the latest instant
-// a take or charge has swept or inserted at (its high-water mark H; lookups
-// such as TokensAt do not move it) and creates buckets
-// "full at H", so a caller with an instant older than H sees a new bucket
-// refilled only up to its own instant, never more than a dropped bucket
-// would have given it.
+// Dropping a bucket is conservative: each shard remembers the latest state
+// of the buckets it dropped (its floor) and creates new buckets in that
+// state, so a caller with an instant older than a dropped bucket's refill
+// sees a new bucket refilled only up to its own instant, never more than
+// the dropped bucket would have given it. A sweep drops at the instant of
+// the operation that runs it (no later than the latest take's for a lookup
+// such as TokensAt), so one caller with an instant far ahead of the others
+// drops at most the few slots its own sweep visits, and new keys wait at
+// most one refill of a bucket that really existed, never until the clock
+// reaches that instant.
 //
 // With a rate of zero (no refill) buckets never become full again and are
 // never dropped: bound such a Table with a Budget.
@@ -96,6 +101,9 @@ type shardState struct {
 	visits  uint32 // sweeps of other shards done from this one
 	high    int64  // high-water instant H, ns since epoch
 	highSet bool
+	floor   int64 // the latest state of a bucket dropped (ticks), if dropped
+	dropped bool
+	swept   uint64 // slots examined by sweeps, for tests of the sweep cost
 }
 
 // slot is one bucket: the key's digest (0, 0 when the slot is empty) and the
@@ -218,13 +226,40 @@ func (t *Table) TakeBytes(key []byte, at time.Time, n int) Result {
 	return t.take(t.digestBytes(key), nsOf(at), n)
 }
 
+// fits reports whether a take of n can change a bucket under p, and so
+// creates one for a key without.
+func fits(p *params, n int) bool { return n > 0 && int64(n) <= p.n && n <= p.burst }
+
+// stale reports whether slotFor found no bucket for a take of n that was
+// not allowed to create one, under parameters p (those in force under the
+// lock) that would have: a Reconfigure raised the burst in between, and
+// the take must start again rather than be answered by peek, which would
+// admit it without taking anything.
+func stale(i int, full, create bool, p *params, n int) bool {
+	return i < 0 && !full && !create && fits(p, n)
+}
+
 func (t *Table) take(d digest, ns int64, n int) Result {
-	p := t.p.Load()
-	if p.inf {
-		return Result{OK: true, Remaining: p.n}
+	var (
+		s    *shard
+		i    int
+		p    *params
+		full bool
+	)
+	for {
+		p = t.p.Load()
+		if p.inf {
+			return Result{OK: true, Remaining: p.n}
+		}
+		create := fits(p, n)
+		s, i, p, full = t.slotFor(d, ns, create)
+		if !stale(i, full, create, p, n) {
+			break
+		}
+		if s != nil {
+			s.mu.Unlock()
+		}
 	}
-	create := n > 0 && int64(n) <= p.n && n <= p.burst
-	s, i, p, full := t.slotFor(d, ns, create)
 	if s == nil {
 		return t.peek(nil, p, ns, n)
 	}
@@ -240,12 +275,27 @@ func (t *Table) take(d digest, ns int64, n int) Result {
 }
 
 func (t *Table) allow(d digest, ns int64, n int) bool {
-	p := t.p.Load()
-	if p.inf {
-		return true
+	var (
+		s      *shard
+		i      int
+		p      *params
+		full   bool
+		create bool
+	)
+	for {
+		p = t.p.Load()
+		if p.inf {
+			return true
+		}
+		create = fits(p, n)
+		s, i, p, full = t.slotFor(d, ns, create)
+		if !stale(i, full, create, p, n) {
+			break
+		}
+		if s != nil {
+			s.mu.Unlock()
+		}
 	}
-	create := n > 0 && int64(n) <= p.n && n <= p.burst
-	s, i, p, _ := t.slotFor(d, ns, create)
 	if s == nil {
 		return t.peek(nil, p, ns, n).OK
 	}
@@ -407,6 +457,9 @@ func (t *Table) Reconfigure(at time.Time, r rate.Limit, b int) {
 					t.dropAll(s)
 					continue
 				}
+				if s.dropped {
+					s.floor = convert(old, s.floor, at, &np)
+				}
 				for j := range s.slots {
 					if st := &s.slots[j]; st.hi|st.lo != 0 {
 						st.tat.Store(convert(old, st.tat.Load(), at, &np))
@@ -431,15 +484,18 @@ func (t *Table) dropAll(s *shard) {
 		t.budget.release(s.live)
 	}
 	s.slots, s.live, s.peak, s.cursor = nil, 0, 0, 0
+	s.floor, s.dropped = 0, false // under rate.Inf every state converts to fresh
 }
 
-// initial is the state of a new bucket in s: full at the shard's high-water
-// instant. s.mu must be held; s may be nil (an empty Table).
+// initial is the state of a new bucket in s: the latest state of any bucket
+// the shard has dropped (fresh if none), so that a key whose bucket was
+// dropped never gets back more than that bucket held. s.mu must be held; s
+// may be nil (an empty Table).
 func initial(s *shard, p *params) int64 {
-	if s == nil || !s.highSet || p.inf {
+	if s == nil || !s.dropped || p.inf {
 		return fresh
 	}
-	return p.nsToTicks(s.high)
+	return s.floor
 }
 
 type mode int
@@ -521,15 +577,15 @@ func (s *shard) raise(ns int64) {
 // (locked).
 //
 // Only operations that may change a bucket at ns (takes and charges) move
-// the high-water mark up to ns; lookups and refunds sweep at the mark as it
-// is, so a query about a future instant cannot make new buckets start "full
-// at" that instant.
+// the high-water mark up to ns and sweep at ns; lookups and refunds sweep
+// at no later than the mark, so a query about a future instant drops no
+// bucket that takes have not made full.
 func (t *Table) maintain(set *shardSet, s *shard, p *params, ns int64, raise bool) {
 	if len(s.slots) > 0 {
 		if raise {
 			s.raise(ns)
 		}
-		t.sweep(s, p, sweepSlots, reclaimGrace)
+		t.sweep(s, p, sweepSlots, reclaimGrace, s.cut(ns, raise))
 	}
 	if s.ops%visitEvery == 0 && len(set.shards) > 1 {
 		s.visits++
@@ -539,7 +595,7 @@ func (t *Table) maintain(set *shardSet, s *shard, p *params, ns int64, raise boo
 				if raise {
 					o.raise(ns)
 				}
-				t.sweep(o, p, visitSlots, reclaimGrace)
+				t.sweep(o, p, visitSlots, reclaimGrace, o.cut(ns, raise))
 			}
 			o.mu.Unlock()
 		}
@@ -582,17 +638,21 @@ const (
 	insFull            // the Budget is full
 )
 
-// insert creates d's bucket in s (locked; d has none), full at s's
-// high-water mark. It reclaims and resizes as needed.
+// insert creates d's bucket in s (locked; d has none), in the state of the
+// latest bucket s dropped (full if none). It reclaims and resizes as needed.
 func (t *Table) insert(set *shardSet, s *shard, d digest, ns int64, p *params, force bool) (int, insStatus) {
 	s.raise(ns)
 	if (s.live+1)*4 > len(s.slots)*3 {
-		// Full enough to grow: reclaim first, then grow (or split) only if
-		// the live buckets still need the room.
+		// Full enough to grow: reclaim first, then grow (or split) unless
+		// the reclaim made room for an eighth of the array's slots. A
+		// reclaim that freed only a few would be run again, over the whole
+		// array, by the next few inserts: when keys come and go at the same
+		// pace with the live count just under the threshold, that was a
+		// full pass per insert.
 		if s.live > 0 {
-			t.sweep(s, p, len(s.slots), reclaimGrace)
+			t.sweep(s, p, len(s.slots), reclaimGrace, ns)
 		}
-		if (s.live+1)*4 > len(s.slots)*3 {
+		if (s.live+1)*8 > len(s.slots)*5 {
 			if len(set.shards) == 1 && t.maxShards > 1 && s.live+1 >= splitAt {
 				t.split(s)
 				return -1, insMoved
@@ -618,24 +678,46 @@ func (t *Table) insert(set *shardSet, s *shard, d digest, ns int64, p *params, f
 	return i, insOK
 }
 
+// cut is the instant a sweep by an operation at ns on s (locked) drops
+// full buckets at: ns for a take or charge (raise), no later than the
+// shard's high-water mark for a lookup, so that a query about a future
+// instant drops nothing that takes have not made full.
+func (s *shard) cut(ns int64, raise bool) int64 {
+	if !raise && s.highSet && s.high < ns {
+		return s.high
+	}
+	return ns
+}
+
 // sweep examines up to k slots of s (locked) from its cursor and drops the
-// buckets that have been full for grace at its high-water mark; when the cursor wraps, it shrinks the
-// array if it has become mostly empty.
-func (t *Table) sweep(s *shard, p *params, k int, grace int64) {
+// buckets that have been full for grace at instant cut; when the cursor
+// wraps, it shrinks the array if it has become mostly empty. The latest
+// state dropped becomes the shard's floor, the state new buckets start
+// from.
+//
+// The cut is the sweeping operation's own instant, not the shard's
+// high-water mark: one operation at an instant far ahead of the others
+// then drops at most the k slots it sweeps, and the floor never goes
+// beyond a state some bucket really had, so it cannot deny every new key
+// until the clock catches up with that instant.
+func (t *Table) sweep(s *shard, p *params, k int, grace int64, cut int64) {
 	n := len(s.slots)
-	if n == 0 || !s.highSet {
+	if n == 0 {
 		return
 	}
-	cut := s.high
 	if cut > math.MinInt64+grace {
 		cut -= grace
 	}
 	now := p.nsToTicks(cut) // drop what has been full for grace
 	c := s.cursor % n
 	freed, shrink := 0, false
+	s.swept += uint64(k)
 	for range k {
 		sl := &s.slots[c]
-		if sl.hi|sl.lo != 0 && sl.tat.Load() <= now {
+		if tat := sl.tat.Load(); sl.hi|sl.lo != 0 && tat <= now {
+			if !s.dropped || tat > s.floor {
+				s.floor, s.dropped = tat, true
+			}
 			s.remove(c) // a later entry may move into c: look at c again
 			freed++
 			continue
@@ -734,6 +816,7 @@ func (t *Table) split(s *shard) {
 		d := &ns.shards[i]
 		d.idx = i
 		d.high, d.highSet = s.high, s.highSet
+		d.floor, d.dropped = s.floor, s.dropped
 		if counts[i] > 0 {
 			d.slots = make([]slot, max(minSlots, counts[i]*2))
 		}

@@ -152,7 +152,7 @@ func TestTableReclaimsIdleWithoutInserts(t *testing.T) {
 	if left > overhead {
 		t.Fatalf("the Table still holds %d bytes after %d takes", left, ops)
 	}
-	// A reclaimed key comes back full (its high-water mark is now later).
+	// A new key after the reclaim starts full: the buckets dropped had refilled long before.
 	if r := tab.TakeN(string(keys[0])+"x", at(2*time.Hour), 5); !r.OK {
 		t.Fatalf("a new key after the reclaim: %+v, want the full burst", r)
 	}

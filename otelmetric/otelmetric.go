@@ -139,8 +139,9 @@ func (o samplingOption) apply(m *Metrics) {
 }
 
 // WithDurationSampling times one decision in n (DefaultDurationSampling by
-// default; n is rounded up to a power of two): after every n-th decision
-// counted under one attribute set, the next decision is timed. The
+// default; n is rounded up to a power of two): after one in n of the
+// decisions counted under one attribute set (spread by a hash of the
+// count), the next decision of the same wrapper is timed. The
 // histogram's distribution is that of all decisions, its count about 1/n of
 // them. n = 1 times every decision,
 // at the cost of two clock readings and one SDK histogram update each
@@ -399,9 +400,16 @@ func (m *Metrics) shadowCell(limitKey string) *cell {
 func (m *Metrics) Record(d sluice.Decision, err error) { m.count(&d, err, nil) }
 
 // sampler picks the decisions a wrapper times. Rather than drawing a random
-// number per decision, it arms itself when a count reaches a multiple of
-// the sampling period and times the next decision: one decision in every,
-// for the price of one atomic load of a line that is rarely written.
+// number per decision, it arms itself when the count of the series its
+// decision went to lands on one of a scattered 1/every of the counts, and
+// times the next decision: one decision in every, for the price of one
+// atomic load of a line that is rarely written.
+//
+// The counts are scattered by a multiplicative hash rather than taken as
+// the multiples of every: a series' count is shared by every wrapper of the
+// Metrics, and with two wrappers called in turn (a local check, then a
+// remote one) the multiples all fell to the same one, so the histogram held
+// the durations of only one of the two limiters.
 type sampler struct{ armed atomic.Bool }
 
 // take reports whether to time this decision.
@@ -412,9 +420,9 @@ func (s *sampler) take(every uint32) bool {
 	return s.armed.Load() && s.armed.CompareAndSwap(true, false)
 }
 
-// counted arms the sampler when count n completes a period.
+// counted arms the sampler when count n is one of the counts picked.
 func (s *sampler) counted(every uint32, n int64) {
-	if every > 1 && uint32(n)&(every-1) == 0 {
+	if every > 1 && uint32(uint64(n)*0x9e3779b97f4a7c15>>32)&(every-1) == 0 {
 		s.armed.Store(true)
 	}
 }

@@ -107,7 +107,8 @@ var ErrFileChanged = errors.New("stack: configuration file changed while being r
 // ReadFile returns a fetch function for NewSource that reads the file at
 // path. It reads at most MaxConfigBytes+1 bytes (a larger file fails
 // validation without being read whole) and fails when path is not a regular
-// file, or with ErrFileChanged when the file's size or modification time
+// file (checked before opening it, so a named pipe cannot block a refresh),
+// or with ErrFileChanged when the file's size or modification time
 // changed during the read.
 //
 // A half-written file is never loaded: besides that check, a JSON document
@@ -119,6 +120,13 @@ func ReadFile(path string) func(context.Context) ([]byte, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		// Refuse what is not a regular file before opening it: opening a
+		// named pipe blocks until a writer comes, whatever ctx says.
+		if fi, err := os.Stat(path); err != nil {
+			return nil, err
+		} else if !fi.Mode().IsRegular() {
+			return nil, notRegular(path, fi)
+		}
 		f, err := os.Open(path)
 		if err != nil {
 			return nil, err
@@ -129,7 +137,7 @@ func ReadFile(path string) func(context.Context) ([]byte, error) {
 			return nil, err
 		}
 		if !before.Mode().IsRegular() {
-			return nil, fmt.Errorf("stack: configuration %s is not a regular file (%v)", path, before.Mode().Type())
+			return nil, notRegular(path, before)
 		}
 		data, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
 		if err != nil {
@@ -145,6 +153,10 @@ func ReadFile(path string) func(context.Context) ([]byte, error) {
 		}
 		return data, nil
 	}
+}
+
+func notRegular(path string, fi os.FileInfo) error {
+	return fmt.Errorf("stack: configuration %s is not a regular file (%v)", path, fi.Mode().Type())
 }
 
 // SourceError is a refresh that failed; the configuration in force did not
