@@ -84,11 +84,6 @@ func (o nowOption) apply(s *Stack) {
 // clock, so every instant given to AllowAt should come from it too.
 func WithClock(now func() time.Time) Option { return nowOption(now) }
 
-// WithNow is WithClock under its earlier name.
-//
-// Deprecated: use WithClock.
-func WithNow(now func() time.Time) Option { return nowOption(now) }
-
 type backendOption struct{ b Backend }
 
 func (o backendOption) apply(s *Stack) { s.backend = o.b }

@@ -32,7 +32,7 @@ func TestBatchedDecisionsAreExact(t *testing.T) {
 		{RateLimitID: "global", DimensionKeys: []string{"svc"}, Entries: []stack.Entry{{Dimensions: map[string]string{"svc": "api"},
 			Requests: []stack.Rate{{Rate: 1, Period: stack.PeriodMinute, Burst: 500}}}}},
 	}}
-	s, err := stack.New(cfg, stack.WithBackend(b), stack.WithNow(clock.Now), stack.WithFailClosed())
+	s, err := stack.New(cfg, stack.WithBackend(b), stack.WithClock(clock.Now), stack.WithFailClosed())
 	if err != nil {
 		t.Fatal(err)
 	}

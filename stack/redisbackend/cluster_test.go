@@ -74,7 +74,7 @@ func TestCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := stack.New(threeLimits, stack.WithNow(clock.Now), stack.WithBackend(b), stack.WithFailClosed())
+		s, err := stack.New(threeLimits, stack.WithClock(clock.Now), stack.WithBackend(b), stack.WithFailClosed())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -29,7 +29,7 @@ func TestConnectionsSharedByTheFleet(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := stack.New(cfg, stack.WithBackend(b), stack.WithNow(clock.Now), stack.WithFailClosed(),
+		s, err := stack.New(cfg, stack.WithBackend(b), stack.WithClock(clock.Now), stack.WithFailClosed(),
 			stack.WithLeaseTTL(time.Minute))
 		if err != nil {
 			t.Fatal(err)

@@ -27,7 +27,7 @@ func TestConformance(t *testing.T) {
 		}
 		// Fail closed so that any Redis error fails the case instead of
 		// passing as an admission.
-		s, err := stack.New(cfg, stack.WithNow(clock.Now), stack.WithBackend(b), stack.WithFailClosed())
+		s, err := stack.New(cfg, stack.WithClock(clock.Now), stack.WithBackend(b), stack.WithFailClosed())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +56,7 @@ func TestOneRoundTripPerDecisionAndNoScriptFallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := stack.New(threeLimits, stack.WithNow(clock.Now), stack.WithBackend(b), stack.WithFailClosed())
+	s, err := stack.New(threeLimits, stack.WithClock(clock.Now), stack.WithBackend(b), stack.WithFailClosed())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func TestReserveReconcileThroughRedis(t *testing.T) {
 		{RateLimitID: "per-caller", DimensionKeys: []string{"caller"},
 			Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 100, Period: "minute"}}}}},
 	}}
-	s, err := stack.New(cfg, stack.WithNow(clock.Now), stack.WithBackend(b), stack.WithFailClosed())
+	s, err := stack.New(cfg, stack.WithClock(clock.Now), stack.WithBackend(b), stack.WithFailClosed())
 	if err != nil {
 		t.Fatal(err)
 	}

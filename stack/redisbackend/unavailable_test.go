@@ -74,16 +74,16 @@ func newPolicyStacks(t *testing.T, client redis.UniversalClient) *policyStacks {
 		return b
 	}
 	var err error
-	if p.open, err = stack.New(perCaller10, stack.WithBackend(mk("open")), stack.WithNow(p.clock.Now),
+	if p.open, err = stack.New(perCaller10, stack.WithBackend(mk("open")), stack.WithClock(p.clock.Now),
 		stack.WithErrorHandler(p.openEv.handle)); err != nil {
 		t.Fatal(err)
 	}
-	if p.closed, err = stack.New(perCaller10, stack.WithBackend(mk("closed")), stack.WithNow(p.clock.Now),
+	if p.closed, err = stack.New(perCaller10, stack.WithBackend(mk("closed")), stack.WithClock(p.clock.Now),
 		stack.WithFailClosed()); err != nil {
 		t.Fatal(err)
 	}
 	if p.local, err = stack.New(perCaller10, stack.WithBackend(mk("local", redisbackend.WithLocalFallback(0.5))),
-		stack.WithNow(p.clock.Now), stack.WithFailClosed(), stack.WithErrorHandler(p.localEv.handle)); err != nil {
+		stack.WithClock(p.clock.Now), stack.WithFailClosed(), stack.WithErrorHandler(p.localEv.handle)); err != nil {
 		t.Fatal(err)
 	}
 	return p
