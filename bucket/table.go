@@ -590,9 +590,13 @@ func (t *Table) insert(set *shardSet, s *shard, d digest, ns int64, p *params, f
 		// Full enough to grow: reclaim first, then grow (or split) only if
 		// the live buckets still need the room.
 		if s.live > 0 {
-			t.sweep(s, p, len(s.slots), reclaimGrace)
+			t.sweepAll(s, p, reclaimGrace)
 		}
-		if (s.live+1)*4 > len(s.slots)*3 {
+		// Grow unless the sweep left room for an eighth of the array more:
+		// a sweep that frees only a few slots must not be repeated every
+		// few inserts (keys that churn would pay a whole-array pass each),
+		// so full sweeps here cost at most 8 slot visits per insert.
+		if (s.live+1)*8 > len(s.slots)*5 {
 			if len(set.shards) == 1 && t.maxShards > 1 && s.live+1 >= splitAt {
 				t.split(s)
 				return -1, insMoved
@@ -651,6 +655,69 @@ func (t *Table) sweep(s *shard, p *params, k int, grace int64) {
 	}
 	s.cursor = c
 	s.live -= freed
+	if freed > 0 && t.acct != nil {
+		t.acct.n.Add(-int64(freed))
+		t.budget.release(freed)
+	}
+	if shrink {
+		s.resize(s.live * 2)
+	}
+}
+
+// sweepAll is a whole pass of sweep over s (locked) in time linear in the
+// array: it empties every bucket full for grace at the high-water mark,
+// then moves each remaining entry back to the first free slot of its probe
+// run, where sweep's one-by-one removal would shift a run once per bucket
+// dropped from it (quadratic in the run's length when most of a run
+// refilled together, as keys that churn do).
+func (t *Table) sweepAll(s *shard, p *params, grace int64) {
+	n := len(s.slots)
+	if n == 0 || !s.highSet {
+		return
+	}
+	cut := s.high
+	if cut > math.MinInt64+grace {
+		cut -= grace
+	}
+	now := p.nsToTicks(cut)
+	freed, empty := 0, -1
+	for c := range s.slots {
+		sl := &s.slots[c]
+		if sl.hi|sl.lo == 0 {
+			empty = c
+			continue
+		}
+		if sl.tat.Load() <= now {
+			sl.hi, sl.lo = 0, 0
+			sl.tat.Store(0)
+			freed++
+			empty = c
+		}
+	}
+	if freed > 0 {
+		// From an empty slot, once around: every entry before the one at
+		// j is already where a lookup finds it first, so re-placing the
+		// entry at j puts it at the first free slot from its home, at or
+		// before j.
+		j := empty
+		for range n - 1 {
+			if j++; j == n {
+				j = 0
+			}
+			sl := &s.slots[j]
+			if sl.hi|sl.lo == 0 || home(sl.hi, n) == j {
+				continue
+			}
+			hi, lo, tat := sl.hi, sl.lo, sl.tat.Load()
+			sl.hi, sl.lo = 0, 0
+			sl.tat.Store(0)
+			s.place(hi, lo, tat)
+		}
+	}
+	// A complete pass: shrink as sweep does when its cursor wraps.
+	s.live -= freed
+	shrink := s.peak*8 < n*3 && (n > minSlots || s.peak == 0)
+	s.peak = s.live
 	if freed > 0 && t.acct != nil {
 		t.acct.n.Add(-int64(freed))
 		t.budget.release(freed)
