@@ -218,6 +218,33 @@ func (t *Table) TakeBytes(key []byte, at time.Time, n int) Result {
 	return t.take(t.digestBytes(key), nsOf(at), n)
 }
 
+// TryTakeBytes is TakeBytes reporting only Result.OK and Result.Remaining
+// (see Bucket.TryTakeN): a refused take, including one refused because the
+// Budget is full, takes nothing, and TakeBytes then gives the full Result.
+func (t *Table) TryTakeBytes(key []byte, at time.Time, n int) (ok bool, remaining int64) {
+	return t.tryTake(t.digestBytes(key), nsOf(at), n)
+}
+
+func (t *Table) tryTake(d digest, ns int64, n int) (ok bool, remaining int64) {
+	p := t.p.Load()
+	if p.inf {
+		return true, p.n
+	}
+	create := n > 0 && int64(n) <= p.n && n <= p.burst
+	s, i, p, _ := t.slotFor(d, ns, create)
+	if s == nil || i < 0 {
+		// No bucket (not created, or no room): the full path decides.
+		if s != nil {
+			s.mu.Unlock()
+		}
+		r := t.take(d, ns, n)
+		return r.OK, r.Remaining
+	}
+	ok, remaining, _ = p.tryTake(&s.slots[i].tat, ns, n)
+	s.mu.Unlock()
+	return ok, remaining
+}
+
 func (t *Table) take(d digest, ns int64, n int) Result {
 	p := t.p.Load()
 	if p.inf {
@@ -228,15 +255,18 @@ func (t *Table) take(d digest, ns int64, n int) Result {
 	if s == nil {
 		return t.peek(nil, p, ns, n)
 	}
-	defer s.mu.Unlock()
-	if i >= 0 {
-		r, _ := p.take(&s.slots[i].tat, ns, n)
-		return r
+	// No defer: it would force the Result through memory on every take.
+	var r Result
+	switch {
+	case i >= 0:
+		r, _ = p.take(&s.slots[i].tat, ns, n)
+	case full:
+		r = t.budgetDenial(s, p, ns)
+	default:
+		r = t.peek(s, p, ns, n)
 	}
-	if full {
-		return t.budgetDenial(s, p, ns)
-	}
-	return t.peek(s, p, ns, n)
+	s.mu.Unlock()
+	return r
 }
 
 func (t *Table) allow(d digest, ns int64, n int) bool {

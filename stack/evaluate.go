@@ -277,23 +277,37 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 	tight := -1
 	var tightRemaining int64
 	denied := -1
+	var res bucket.Result // the denying take's result
 	for i := range items {
 		it := &items[i]
-		var res bucket.Result
-		if rb := it.rb; rb.shared != nil { // item.take, one call level less
-			res = rb.shared.TakeN(t, it.cost)
-		} else if rb.table != nil {
-			res = rb.table.get().TakeBytes(kb[it.k0:it.k1], t, it.cost)
+		// A Result has too many fields to live in registers: it goes
+		// through memory, stored field by field and read back in 16-byte
+		// moves (a store-forwarding stall on every take). The allowed path
+		// asks the buckets for OK and Remaining only; a denial or a
+		// reservation gets the full Result.
+		var ok bool
+		var left int64
+		if rb := it.rb; r != nil || (rb.shared == nil && rb.table == nil) {
+			res = it.take(kb, t, s) // a reservation keeps the Result
+			ok, left = res.OK, res.Remaining
+		} else if rb.shared != nil {
+			ok, left = rb.shared.TryTakeN(t, it.cost)
 		} else {
-			res = it.takeConn(kb, t, s)
+			ok, left = rb.table.get().TryTakeBytes(kb[it.k0:it.k1], t, it.cost)
 		}
-		if res.OK {
+		if !ok && r == nil && (it.rb.shared != nil || it.rb.table != nil) {
+			// A refusal took nothing: take again for the full Result (which
+			// may now succeed, and then has taken).
+			res = it.take(kb, t, s)
+			ok, left = res.OK, res.Remaining
+		}
+		if ok {
 			it.taken = true
 			if r != nil {
 				r.setResult(i, res)
 			}
-			if !it.rb.shadow && it.rb.kind != kindConnections && (tight < 0 || res.Remaining < tightRemaining) {
-				tight, tightRemaining = i, res.Remaining
+			if !it.rb.shadow && it.rb.kind != kindConnections && (tight < 0 || left < tightRemaining) {
+				tight, tightRemaining = i, left
 			}
 			continue
 		}
