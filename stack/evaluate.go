@@ -173,6 +173,7 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 		encArr    [128]byte
 	)
 	enc := encArr[:0]
+	dc.prefill(keys, c)
 
 	for _, l := range c.order {
 		var (
@@ -182,7 +183,14 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 		if l.single {
 			// One key and only the all-wildcard entry (per-caller,
 			// per-target…): no matching, the value is the bucket key.
-			v, ok := dc.get(keys, l.dim[0], l.keys[0])
+			di := l.dim[0]
+			var v string
+			var ok bool
+			if bit := uint64(1) << uint(di); dc.resolved&bit != 0 { // resolved already?
+				v, ok = dc.val[di], dc.present&bit != 0
+			} else {
+				v, ok = dc.resolve(keys, di, l.keys[0])
+			}
 			if !ok {
 				continue // a missing dimension skips the limit
 			}
@@ -199,7 +207,13 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 				prev, hashedTo, encodedTo, enc = nil, 0, 0, enc[:0]
 				missing := false
 				for k, di := range l.dim {
-					v, ok := dc.get(keys, di, l.keys[k])
+					var v string
+					var ok bool
+					if bit := uint64(1) << uint(di); dc.resolved&bit != 0 { // resolved already?
+						v, ok = dc.val[di], dc.present&bit != 0
+					} else {
+						v, ok = dc.resolve(keys, di, l.keys[k])
+					}
 					if !ok {
 						missing = true // a missing dimension skips the limit
 						break
@@ -545,13 +559,33 @@ type dimCache struct {
 	resolved, present, hashed uint64 // bit i: dimension i looked up, found, hashed
 }
 
-func (dc *dimCache) get(keys *sluice.Keys, di int32, name string) (string, bool) {
-	if bit := uint64(1) << uint(di); dc.resolved&bit != 0 { // di < 64 and cached: di < len(val)
-		return dc.val[di], dc.present&bit != 0
+// prefill resolves every dimension name of c that the buffers hold, and
+// hashes the values that some limit matches on: one tight loop before the
+// plan's, instead of a call per limit and key inside it.
+func (dc *dimCache) prefill(keys *sluice.Keys, c *compiled) {
+	n := min(len(c.dims), len(dc.val), len(dc.hash), 64)
+	for di := range n {
+		v, ok := keys.Get(c.dims[di])
+		if !ok {
+			continue
+		}
+		bit := uint64(1) << uint(di)
+		dc.val[di] = v
+		dc.present |= bit
+		if c.hashDims&bit != 0 {
+			dc.hash[di] = match.Hash(v)
+			dc.hashed |= bit
+		}
 	}
-	return dc.resolve(keys, di, name)
+	if n == 64 {
+		dc.resolved = ^uint64(0)
+	} else {
+		dc.resolved = uint64(1)<<uint(n) - 1
+	}
 }
 
+// resolve looks up dimension di (not prefilled) in keys, caching it when
+// the buffers hold it.
 func (dc *dimCache) resolve(keys *sluice.Keys, di int32, name string) (string, bool) {
 	v, ok := keys.Get(name)
 	if int(di) < len(dc.val) {
