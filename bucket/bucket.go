@@ -135,6 +135,22 @@ func (b *Bucket) allowNs(ns int64, n int) bool {
 	}
 }
 
+// TryTakeN is TakeN reporting only Result.OK and Result.Remaining, for
+// hot paths that need the full Result only on a denial: it returns them in
+// registers, where a Result goes through memory. A denial takes nothing, so
+// a TakeN after it may be called for RetryAfter and the other fields (it
+// may then succeed, and take, if tokens came back in between).
+func (b *Bucket) TryTakeN(t time.Time, n int) (ok bool, remaining int64) {
+	ns := nsOf(t)
+	for {
+		c := b.c.Load()
+		if ok, remaining, retry := c.tryTake(&c.tat, ns, n); !retry {
+			return ok, remaining
+		}
+		runtime.Gosched() // a setter is between seal and publish
+	}
+}
+
 // TakeN takes n tokens at t if the bucket holds them, and reports the
 // outcome: on a denial, when to retry, or that no wait helps.
 func (b *Bucket) TakeN(t time.Time, n int) Result {

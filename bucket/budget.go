@@ -145,7 +145,7 @@ func (t *Table) reclaimFor(s *shard, p *params, ns int64) bool {
 		}
 		if !sh.moved && sh.live > 0 {
 			sh.raise(ns)
-			o.sweep(sh, o.p.Load(), len(sh.slots), 0, ns)
+			o.sweepAll(sh, o.p.Load(), 0, ns)
 			swept++
 		}
 		sh.mu.Unlock()

@@ -299,6 +299,35 @@ func (p *params) take(s *atomic.Int64, ns int64, n int) (res Result, retry bool)
 	}
 }
 
+// tryTake is take reporting only OK and Remaining, in registers (a Result
+// has too many fields to stay out of memory). Outcomes other than a plain
+// take or refusal (n ≤ 0, over burst) go through take.
+func (p *params) tryTake(s *atomic.Int64, ns int64, n int) (ok bool, remaining int64, retry bool) {
+	if p.inf {
+		return true, p.n, false
+	}
+	if n <= 0 || int64(n) > p.n || n > p.burst {
+		r, retry := p.take(s, ns, n)
+		return r.OK, r.Remaining, retry
+	}
+	now := p.nsToTicks(ns)
+	inc := int64(n) * p.unit
+	for {
+		tat := s.Load()
+		if tat == sealed {
+			return false, 0, true
+		}
+		base := max(tat, now)
+		newTat := base + inc
+		if newTat-now > p.tau {
+			return false, p.divUnit(p.tau - (base - now)), false
+		}
+		if s.CompareAndSwap(tat, newTat) {
+			return true, p.divUnit(p.tau - (newTat - now)), false
+		}
+	}
+}
+
 // allow is take without the report: ok says whether n tokens were taken.
 func (p *params) allow(s *atomic.Int64, ns int64, n int) (ok, retry bool) {
 	if p.inf {

@@ -62,8 +62,12 @@ import (
 // the operation that runs it (no later than the latest take's for a lookup
 // such as TokensAt), so one caller with an instant far ahead of the others
 // drops at most the few slots its own sweep visits, and new keys wait at
-// most one refill of a bucket that really existed, never until the clock
-// reaches that instant.
+// most one refill of a bucket that really existed. That bucket may itself
+// have been taken from at an instant far ahead (its state then lies there):
+// once a later sweep drops it, new keys of its shard start empty until the
+// clock reaches that state. Such waits are conservative (they never admit
+// more); callers that pass instants from one clock, as a Stack does, never
+// see them.
 //
 // With a rate of zero (no refill) buckets never become full again and are
 // never dropped: bound such a Table with a Budget.
@@ -239,6 +243,33 @@ func stale(i int, full, create bool, p *params, n int) bool {
 	return i < 0 && !full && !create && fits(p, n)
 }
 
+// TryTakeBytes is TakeBytes reporting only Result.OK and Result.Remaining
+// (see Bucket.TryTakeN): a refused take, including one refused because the
+// Budget is full, takes nothing, and TakeBytes then gives the full Result.
+func (t *Table) TryTakeBytes(key []byte, at time.Time, n int) (ok bool, remaining int64) {
+	return t.tryTake(t.digestBytes(key), nsOf(at), n)
+}
+
+func (t *Table) tryTake(d digest, ns int64, n int) (ok bool, remaining int64) {
+	p := t.p.Load()
+	if p.inf {
+		return true, p.n
+	}
+	create := fits(p, n)
+	s, i, p, _ := t.slotFor(d, ns, create)
+	if s == nil || i < 0 {
+		// No bucket (not created, or no room): the full path decides.
+		if s != nil {
+			s.mu.Unlock()
+		}
+		r := t.take(d, ns, n)
+		return r.OK, r.Remaining
+	}
+	ok, remaining, _ = p.tryTake(&s.slots[i].tat, ns, n)
+	s.mu.Unlock()
+	return ok, remaining
+}
+
 func (t *Table) take(d digest, ns int64, n int) Result {
 	var (
 		s    *shard
@@ -263,15 +294,18 @@ func (t *Table) take(d digest, ns int64, n int) Result {
 	if s == nil {
 		return t.peek(nil, p, ns, n)
 	}
-	defer s.mu.Unlock()
-	if i >= 0 {
-		r, _ := p.take(&s.slots[i].tat, ns, n)
-		return r
+	// No defer: it would force the Result through memory on every take.
+	var r Result
+	switch {
+	case i >= 0:
+		r, _ = p.take(&s.slots[i].tat, ns, n)
+	case full:
+		r = t.budgetDenial(s, p, ns)
+	default:
+		r = t.peek(s, p, ns, n)
 	}
-	if full {
-		return t.budgetDenial(s, p, ns)
-	}
-	return t.peek(s, p, ns, n)
+	s.mu.Unlock()
+	return r
 }
 
 func (t *Table) allow(d digest, ns int64, n int) bool {
@@ -650,7 +684,7 @@ func (t *Table) insert(set *shardSet, s *shard, d digest, ns int64, p *params, f
 		// pace with the live count just under the threshold, that was a
 		// full pass per insert.
 		if s.live > 0 {
-			t.sweep(s, p, len(s.slots), reclaimGrace, ns)
+			t.sweepAll(s, p, reclaimGrace, ns)
 		}
 		if (s.live+1)*8 > len(s.slots)*5 {
 			if len(set.shards) == 1 && t.maxShards > 1 && s.live+1 >= splitAt {
@@ -733,6 +767,79 @@ func (t *Table) sweep(s *shard, p *params, k int, grace int64, cut int64) {
 	}
 	s.cursor = c
 	s.live -= freed
+	if freed > 0 && t.acct != nil {
+		t.acct.n.Add(-int64(freed))
+		t.budget.release(freed)
+	}
+	if shrink {
+		s.resize(s.live * 2)
+	}
+}
+
+// sweepAll is a whole pass of sweep over s (locked) in time linear in the
+// array: it empties every bucket full for grace at instant cut (as sweep,
+// recording the floor), then moves each remaining entry back to the first free slot of its probe
+// run, where sweep's one-by-one removal would shift a run once per bucket
+// dropped from it (quadratic in the run's length when most of a run
+// refilled together, as keys that churn do).
+func (t *Table) sweepAll(s *shard, p *params, grace int64, cut int64) {
+	n := len(s.slots)
+	if n == 0 {
+		return
+	}
+	if cut > math.MinInt64+grace {
+		cut -= grace
+	}
+	now := p.nsToTicks(cut)
+	s.swept += uint64(n)
+	freed, empty := 0, -1
+	for c := range s.slots {
+		sl := &s.slots[c]
+		if sl.hi|sl.lo == 0 {
+			empty = c // empty before this sweep: no probe run crosses it
+			continue
+		}
+		if tat := sl.tat.Load(); tat <= now {
+			if !s.dropped || tat > s.floor {
+				s.floor, s.dropped = tat, true
+			}
+			sl.hi, sl.lo = 0, 0
+			sl.tat.Store(0)
+			freed++
+		}
+	}
+	if freed > 0 && empty < 0 {
+		// No slot was empty before (the load factor keeps one, so this is
+		// defensive): rebuild the array instead.
+		s.resize(n)
+	} else if freed > 0 {
+		// From a slot that was empty before the sweep, once around. No
+		// probe run crosses that slot, so every entry's home lies between
+		// it and the entry, and every entry before the one at j is already
+		// where a lookup finds it first: re-placing the entry at j puts it
+		// at the first free slot from its home, at or before j, and
+		// creates no gap in the run of an entry already placed. (Starting
+		// from a slot this sweep emptied would not do: a run that crossed
+		// it could get a gap from a later re-placement.)
+		j := empty
+		for range n - 1 {
+			if j++; j == n {
+				j = 0
+			}
+			sl := &s.slots[j]
+			if sl.hi|sl.lo == 0 || home(sl.hi, n) == j {
+				continue
+			}
+			hi, lo, tat := sl.hi, sl.lo, sl.tat.Load()
+			sl.hi, sl.lo = 0, 0
+			sl.tat.Store(0)
+			s.place(hi, lo, tat)
+		}
+	}
+	// A complete pass: shrink as sweep does when its cursor wraps.
+	s.live -= freed
+	shrink := s.peak*8 < n*3 && (n > minSlots || s.peak == 0)
+	s.peak = s.live
 	if freed > 0 && t.acct != nil {
 		t.acct.n.Add(-int64(freed))
 		t.budget.release(freed)

@@ -163,16 +163,13 @@ var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, r *reservation, d *sluice.Decision, b *bufs) ([]item, []byte, error) {
 	items, kb := b.items, b.kb
 	dc := &b.dims
-	vals, hashes := b.vals, b.hashes
-	var (
-		prev      *limit // the last limit whose values are in vals
-		hashedTo  int    // hashes[:hashedTo] are those of vals
-		encodedTo int    // enc holds the encoding of vals[:encodedTo]
-		ends      [match.MaxKeys + 1]int
-		pre       [match.MaxKeys + 1]uint64 // pre[p]: prefix hash of vals[:p], p ≤ hashedTo
-		encArr    [128]byte
-	)
+	// The encoding buffer stays a local: stored through a pointer (in
+	// matchState) it would move to the heap.
+	var encArr [128]byte
 	enc := encArr[:0]
+	var ms matchState
+	ms.vals, ms.hashes = b.vals, b.hashes
+	dc.prefill(keys, c)
 
 	for _, l := range c.order {
 		var (
@@ -182,7 +179,14 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 		if l.single {
 			// One key and only the all-wildcard entry (per-caller,
 			// per-target…): no matching, the value is the bucket key.
-			v, ok := dc.get(keys, l.dim[0], l.keys[0])
+			di := l.dim[0]
+			var v string
+			var ok bool
+			if bit := uint64(1) << uint(di); dc.resolved&bit != 0 { // resolved already?
+				v, ok = dc.val[di], dc.present&bit != 0
+			} else {
+				v, ok = dc.resolve(keys, di, l.keys[0])
+			}
 			if !ok {
 				continue // a missing dimension skips the limit
 			}
@@ -191,55 +195,16 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 			kb = appendBucketKey1(kb, v)
 			k1 = int32(len(kb))
 		} else {
-			n := len(l.keys)
-			if !l.sameDims || prev != l.prev {
-				// Resolve this limit's values (hashing as deep as it
-				// matches); a limit with the same dimension keys as the one
-				// visited just before reuses them.
-				prev, hashedTo, encodedTo, enc = nil, 0, 0, enc[:0]
-				missing := false
-				for k, di := range l.dim {
-					v, ok := dc.get(keys, di, l.keys[k])
-					if !ok {
-						missing = true // a missing dimension skips the limit
-						break
-					}
-					vals[k] = v
-				}
-				if missing {
-					continue
-				}
-			}
-			for ; hashedTo < l.depth; hashedTo++ {
-				hashes[hashedTo] = dc.hashOf(l.dim[hashedTo], vals[hashedTo])
-				pre[hashedTo+1] = match.NextPrefix(pre[hashedTo], hashes[hashedTo])
-				// The encoding too, while it fits: a hit is then confirmed
-				// by one comparison, not one per value.
-				if encodedTo == hashedTo && len(enc)+len(vals[hashedTo])+binary.MaxVarintLen64 <= cap(enc) {
-					enc = match.AppendValue(enc, vals[hashedTo])
-					encodedTo++
-					ends[encodedTo] = len(enc)
-				}
-			}
-			prev = l
-			idx := l.all // only an all-wildcard entry: nothing to match
-			if l.depth > 0 {
-				var i int
-				var ok bool
-				if encodedTo >= l.depth {
-					i, ok = l.matcher.MatchEncoded(vals[:n], pre[:], enc, ends[:])
-				} else {
-					i, ok = l.matcher.MatchHashed(vals[:n], hashes[:l.depth])
-				}
-				if !ok {
-					continue // no entry: the limit does not apply
-				}
-				idx = i
+			var idx int
+			var ok bool
+			idx, ok, enc = ms.match(l, dc, keys, enc)
+			if !ok {
+				continue // a missing dimension, or no entry: the limit does not apply
 			}
 			en = l.entries[idx]
-			if en.exact < n {
+			if n := len(l.keys); en.exact < n {
 				k0 = int32(len(kb))
-				kb = appendBucketKey(kb, vals[en.exact:n])
+				kb = appendBucketKey(kb, ms.vals[en.exact:n])
 				k1 = int32(len(kb))
 			}
 		}
@@ -277,23 +242,37 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 	tight := -1
 	var tightRemaining int64
 	denied := -1
+	var res bucket.Result // the denying take's result
 	for i := range items {
 		it := &items[i]
-		var res bucket.Result
-		if rb := it.rb; rb.shared != nil { // item.take, one call level less
-			res = rb.shared.TakeN(t, it.cost)
-		} else if rb.table != nil {
-			res = rb.table.get().TakeBytes(kb[it.k0:it.k1], t, it.cost)
+		// A Result has too many fields to live in registers: it goes
+		// through memory, stored field by field and read back in 16-byte
+		// moves (a store-forwarding stall on every take). The allowed path
+		// asks the buckets for OK and Remaining only; a denial or a
+		// reservation gets the full Result.
+		var ok bool
+		var left int64
+		if rb := it.rb; r != nil || (rb.shared == nil && rb.table == nil) {
+			res = it.take(kb, t, s) // a reservation keeps the Result
+			ok, left = res.OK, res.Remaining
+		} else if rb.shared != nil {
+			ok, left = rb.shared.TryTakeN(t, it.cost)
 		} else {
-			res = it.takeConn(kb, t, s)
+			ok, left = rb.table.get().TryTakeBytes(kb[it.k0:it.k1], t, it.cost)
 		}
-		if res.OK {
+		if !ok && r == nil && (it.rb.shared != nil || it.rb.table != nil) {
+			// A refusal took nothing: take again for the full Result (which
+			// may now succeed, and then has taken).
+			res = it.take(kb, t, s)
+			ok, left = res.OK, res.Remaining
+		}
+		if ok {
 			it.taken = true
 			if r != nil {
 				r.setResult(i, res)
 			}
-			if !it.rb.shadow && it.rb.kind != kindConnections && (tight < 0 || res.Remaining < tightRemaining) {
-				tight, tightRemaining = i, res.Remaining
+			if !it.rb.shadow && it.rb.kind != kindConnections && (tight < 0 || left < tightRemaining) {
+				tight, tightRemaining = i, left
 			}
 			continue
 		}
@@ -530,6 +509,68 @@ func appendEscaped(b []byte, s string) []byte {
 	return b
 }
 
+// matchState carries a request's resolved values, hashes and encoding from
+// one multi-key limit to the next (evaluateInto's plan loop), kept out of
+// that loop so that it holds fewer live values across calls.
+type matchState struct {
+	vals      []string // the values of prev's keys
+	hashes    []uint64 // hashes[:hashedTo] are those of vals
+	prev      *limit   // the last limit whose values are in vals
+	hashedTo  int
+	encodedTo int // match's enc holds the encoding of vals[:encodedTo]
+	ends      [match.MaxKeys + 1]int
+	pre       [match.MaxKeys + 1]uint64 // pre[p]: prefix hash of vals[:p], p ≤ hashedTo
+}
+
+// match resolves l's values (a limit with the same dimension keys as the
+// one matched just before reuses them), hashes and encodes them (into enc,
+// returned as grown) as deep as l matches, and returns the index of l's
+// most specific entry; false when a dimension is missing or no entry
+// matches.
+func (ms *matchState) match(l *limit, dc *dimCache, keys *sluice.Keys, enc []byte) (int, bool, []byte) {
+	vals, hashes := ms.vals, ms.hashes
+	if !l.sameDims || ms.prev != l.prev {
+		ms.prev, ms.hashedTo, ms.encodedTo = nil, 0, 0
+		enc = enc[:0]
+		for k, di := range l.dim {
+			var v string
+			var ok bool
+			if bit := uint64(1) << uint(di); dc.resolved&bit != 0 { // resolved already?
+				v, ok = dc.val[di], dc.present&bit != 0
+			} else {
+				v, ok = dc.resolve(keys, di, l.keys[k])
+			}
+			if !ok {
+				return 0, false, enc
+			}
+			vals[k] = v
+		}
+	}
+	for ; ms.hashedTo < l.depth; ms.hashedTo++ {
+		h := ms.hashedTo
+		hashes[h] = dc.hashOf(l.dim[h], vals[h])
+		ms.pre[h+1] = match.NextPrefix(ms.pre[h], hashes[h])
+		// The encoding too, while it fits: a hit is then confirmed by one
+		// comparison, not one per value.
+		if ms.encodedTo == h && len(enc)+len(vals[h])+binary.MaxVarintLen64 <= cap(enc) {
+			enc = match.AppendValue(enc, vals[h])
+			ms.encodedTo++
+			ms.ends[ms.encodedTo] = len(enc)
+		}
+	}
+	ms.prev = l
+	if l.depth == 0 {
+		return l.all, true, enc // only an all-wildcard entry: nothing to match
+	}
+	n := len(l.keys)
+	if ms.encodedTo >= l.depth {
+		i, ok := l.matcher.MatchEncoded(vals[:n], ms.pre[:], enc, ms.ends[:])
+		return i, ok, enc
+	}
+	i, ok := l.matcher.MatchHashed(vals[:n], hashes[:l.depth])
+	return i, ok, enc
+}
+
 // dimCache resolves each distinct dimension name of a request once and
 // hashes its value at most once. Names with an index beyond the buffers are
 // resolved and hashed each time.
@@ -539,13 +580,33 @@ type dimCache struct {
 	resolved, present, hashed uint64 // bit i: dimension i looked up, found, hashed
 }
 
-func (dc *dimCache) get(keys *sluice.Keys, di int32, name string) (string, bool) {
-	if bit := uint64(1) << uint(di); dc.resolved&bit != 0 { // di < 64 and cached: di < len(val)
-		return dc.val[di], dc.present&bit != 0
+// prefill resolves every dimension name of c that the buffers hold, and
+// hashes the values that some limit matches on: one tight loop before the
+// plan's, instead of a call per limit and key inside it.
+func (dc *dimCache) prefill(keys *sluice.Keys, c *compiled) {
+	n := min(len(c.dims), len(dc.val), len(dc.hash), 64)
+	for di := range n {
+		v, ok := keys.Get(c.dims[di])
+		if !ok {
+			continue
+		}
+		bit := uint64(1) << uint(di)
+		dc.val[di] = v
+		dc.present |= bit
+		if c.hashDims&bit != 0 {
+			dc.hash[di] = match.Hash(v)
+			dc.hashed |= bit
+		}
 	}
-	return dc.resolve(keys, di, name)
+	if n == 64 {
+		dc.resolved = ^uint64(0)
+	} else {
+		dc.resolved = uint64(1)<<uint(n) - 1
+	}
 }
 
+// resolve looks up dimension di (not prefilled) in keys, caching it when
+// the buffers hold it.
 func (dc *dimCache) resolve(keys *sluice.Keys, di int32, name string) (string, bool) {
 	v, ok := keys.Get(name)
 	if int(di) < len(dc.val) {

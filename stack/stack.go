@@ -323,6 +323,9 @@ type compiled struct {
 	// bucket: the RetryAfter of a Capacity denial (WithMaxBuckets).
 	maxWindow time.Duration
 	conns     bool // some entry has a connections limit (see ReserveSlots)
+	// hashDims has bit i set when some limit matches on the value of
+	// dimension i (i < 64): evaluate hashes those values up front.
+	hashDims uint64
 }
 
 type limit struct {
@@ -576,6 +579,13 @@ func compileValid(cfg Config, prev *compiled, now time.Time, withKeys bool, budg
 		}
 	}
 	c.conns = hasConnections(c)
+	for _, l := range c.limits {
+		for _, di := range l.dim[:l.depth] {
+			if di < 64 {
+				c.hashDims |= 1 << uint(di)
+			}
+		}
+	}
 	return c
 }
 

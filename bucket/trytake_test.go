@@ -1,0 +1,59 @@
+package bucket_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/sluicehq/sluice/bucket"
+)
+
+// TestTryTakeAgreesWithTake runs the same random takes on two Buckets and two
+// Tables, one side through TakeN/TakeBytes and the other through
+// TryTakeN/TryTakeBytes: OK and Remaining must agree on every call, so the
+// states stay equal too.
+func TestTryTakeAgreesWithTake(t *testing.T) {
+	for _, c := range []struct {
+		r rate.Limit
+		b int
+	}{{10, 5}, {0, 3}, {rate.Inf, 0}, {1e6, 100}, {0.5, 1}} {
+		t.Run(fmt.Sprint(c.r, "/", c.b), func(t *testing.T) {
+			rnd := rand.New(rand.NewPCG(3, 4))
+			full, try := bucket.New(c.r, c.b), bucket.New(c.r, c.b)
+			tfull, ttry := bucket.NewTable(c.r, c.b, bucket.WithBudget(bucket.NewBudget(3))), bucket.NewTable(c.r, c.b, bucket.WithBudget(bucket.NewBudget(3)))
+			at := time.Unix(1_000_000, 0)
+			for i := range 5000 {
+				at = at.Add(time.Duration(rnd.IntN(300)) * time.Millisecond)
+				n := rnd.IntN(c.b+3) - 1
+				want := full.TakeN(at, n)
+				ok, left := try.TryTakeN(at, n)
+				if ok != want.OK || left != want.Remaining {
+					t.Fatalf("call %d, n=%d: TryTakeN = %v, %d; TakeN = %+v", i, n, ok, left, want)
+				}
+				key := []byte(fmt.Sprint("k", rnd.IntN(5)))
+				wantT := tfull.TakeBytes(key, at, n)
+				ok, left = ttry.TryTakeBytes(key, at, n)
+				if ok != wantT.OK || left != wantT.Remaining {
+					t.Fatalf("call %d, key %s, n=%d: TryTakeBytes = %v, %d; TakeBytes = %+v", i, key, n, ok, left, wantT)
+				}
+			}
+		})
+	}
+}
+
+func TestTryTakeDoesNotAllocate(t *testing.T) {
+	b := bucket.New(1e9, 1e9)
+	tb := bucket.NewTable(1e9, 1e9)
+	key := []byte("caller-1")
+	at := time.Now()
+	tb.TryTakeBytes(key, at, 1)
+	if n := testing.AllocsPerRun(1000, func() {
+		b.TryTakeN(at, 1)
+		tb.TryTakeBytes(key, at, 1)
+	}); n != 0 {
+		t.Fatalf("%v allocations per TryTakeN + TryTakeBytes, want 0", n)
+	}
+}
