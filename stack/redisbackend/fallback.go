@@ -289,8 +289,12 @@ func (b *Backend) pay(ctx context.Context, owed []stack.Op) error {
 	if err != nil {
 		return err
 	}
-	keys = append(keys, b.keyPrefix+probeKey)
-	_, err = b.run(ctx, keys, args)
+	if b.cluster != nil && len(owed) > 0 {
+		err = b.adjustParts(ctx, owed, keys, args, false) // a probe key per call
+	} else {
+		keys = append(keys, b.redisKey(probeKey))
+		_, err = b.run(ctx, keys, args)
+	}
 	if err != nil && errorsIsUnavailable(err) {
 		b.fb.mu.Lock()
 		b.reowe(owed)
@@ -379,7 +383,7 @@ func (b *Backend) takeBoth(ctx context.Context, at time.Time, ops []stack.Op, ke
 		return loc, err
 	}
 	fb.mu.Unlock()
-	out, err := b.takeRedis(ctx, keys, args, len(ops))
+	out, err := b.takeDirect(ctx, ops, keys, args)
 	if err != nil && errorsIsUnavailable(err) {
 		// Redis failed again: the local decision stands, and is owed.
 		b.fail(err)

@@ -1,0 +1,279 @@
+package redisbackend_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/stack"
+	"github.com/sluicehq/sluice/stack/limitertest"
+	"github.com/sluicehq/sluice/stack/redisbackend"
+)
+
+// newClusterClient returns a cluster client closed when the test ends and
+// a counter of the round trips sent to any node (each command or pipeline
+// a node receives, redirections included).
+func newClusterClient(t testing.TB, addrs []string) (*redis.ClusterClient, *roundTrips) {
+	t.Helper()
+	rt := &roundTrips{}
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
+	c.OnNewNode(func(n *redis.Client) { n.AddHook(rt) })
+	t.Cleanup(func() { c.Close() })
+	return c, rt
+}
+
+// nodeOf returns the address of the master holding key.
+func nodeOf(t testing.TB, c *redis.ClusterClient, key string) string {
+	t.Helper()
+	n, err := c.MasterForKey(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n.Options().Addr
+}
+
+// threeBucketKeys are the bucket keys threeLimits uses for keys t, x, c.
+func threeBucketKeys(target, tool, caller string) []string {
+	return []string{
+		stack.BucketKey("per-target", sluice.MetricRequests, 0, []string{"*"}, []string{target}),
+		stack.BucketKey("per-caller", sluice.MetricRequests, 0, []string{"*"}, []string{caller}),
+		stack.BucketKey("per-tool", sluice.MetricRequests, 0, []string{"*", "*"}, []string{target, tool}),
+	}
+}
+
+// valuesOnNodes finds target, tool and caller values whose three buckets
+// sit on exactly n distinct masters.
+func valuesOnNodes(t testing.TB, c *redis.ClusterClient, b *redisbackend.Backend, n int) (string, string, string) {
+	t.Helper()
+	for i := 0; i < 10000; i++ {
+		tg, tl, cl := "t"+itoa(i), "x"+itoa(i*7+1), "c"+itoa(i*13+2)
+		nodes := map[string]bool{}
+		for _, k := range threeBucketKeys(tg, tl, cl) {
+			nodes[nodeOf(t, c, b.Key(k))] = true
+		}
+		if len(nodes) == n {
+			return tg, tl, cl
+		}
+	}
+	t.Fatalf("no values put three buckets on %d nodes", n)
+	return "", "", ""
+}
+
+func itoa(i int) string {
+	return string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + string(rune('a'+i/676%26))
+}
+
+// TestClusterSpread runs on one three-master cluster: keys spread, the
+// slot computation, round trips per decision by number of nodes, the
+// in-memory semantics across nodes, and admissions under concurrency.
+func TestClusterSpread(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-node cluster")
+	}
+	addrs, _ := startCluster(t, 3, 0)
+	client, rt := newClusterClient(t, addrs)
+	ctx := context.Background()
+
+	t.Run("slots", func(t *testing.T) {
+		// Slot (CRC16, locally) agrees with CLUSTER KEYSLOT.
+		b, err := redisbackend.New(client, redisbackend.WithSpread())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 300; i++ {
+			k := b.Key(stack.BucketKey("per-caller", "requests", 0, []string{"*"}, []string{"caller-" + itoa(i)}))
+			want, err := client.ClusterKeySlot(ctx, k).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := redisbackend.Slot(k); int64(got) != want {
+				t.Fatalf("Slot(%q) = %d, CLUSTER KEYSLOT %d", k, got, want)
+			}
+		}
+	})
+
+	t.Run("roundTrips", func(t *testing.T) {
+		for n := 1; n <= 3; n++ {
+			clock := limitertest.NewClock(limitertest.Start)
+			b, err := redisbackend.New(client, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
+				redisbackend.WithKeyPrefix(uniquePrefix("rt")), redisbackend.WithTimeout(5*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Load(ctx); err != nil {
+				t.Fatal(err)
+			}
+			s, err := stack.New(threeLimits, stack.WithNow(clock.Now), stack.WithBackend(b), stack.WithFailClosed())
+			if err != nil {
+				t.Fatal(err)
+			}
+			tg, tl, cl := valuesOnNodes(t, client, b, n)
+			keys := sluice.NewKeys("targetName", tg, "toolName", tl, "caller", cl)
+			before := rt.n.Load()
+			allowed := 0
+			for i := 0; i < 100; i++ {
+				d, err := s.Allow(ctx, keys)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Allowed {
+					allowed++
+				}
+			}
+			if allowed != 100 {
+				t.Errorf("%d nodes: allowed %d of 100 (limit 100/s)", n, allowed)
+			}
+			if got := rt.n.Load() - before; got != int64(100*n) {
+				t.Errorf("%d-node decisions: %d round trips for 100, want %d", n, got, 100*n)
+			}
+			t.Logf("%d-node decision: %.2f round trips", n, float64(rt.n.Load()-before)/100)
+			// The 101st is denied by per-tool: the other buckets are given
+			// back, so each holds exactly 100 taken.
+			d, err := s.Allow(ctx, keys)
+			if err != nil || d.Allowed || d.LimitID != "per-tool" {
+				t.Fatalf("101st: %+v, %v; want a per-tool denial", d, err)
+			}
+			check := make([]stack.Op, 3)
+			for i, k := range threeBucketKeys(tg, tl, cl) {
+				check[i] = stack.Op{Key: k, Rate: []int64{1000, 500, 100}[i], Period: time.Second, Burst: []int64{1000, 500, 100}[i]}
+			}
+			check[2].Cost = 0
+			out, err := b.Take(ctx, clock.Now(), check)
+			if err != nil || out.Denied != -1 || !slices.Equal(out.Remaining, []int64{900, 400, 0}) {
+				t.Errorf("%d nodes: after the denial remaining %v (%+v, %v), want [900 400 0]", n, out.Remaining, out, err)
+			}
+		}
+	})
+
+	t.Run("matchesMemory", func(t *testing.T) {
+		// The same random takes and adjustments on buckets spread over the
+		// three masters and on stack.MemoryBackend give the same outcomes.
+		// Each bucket keeps its parameters: after a reload that changes
+		// them, a multi-node denial may convert a bucket evaluated after
+		// the denying one, which the in-memory stack converts at its next
+		// use instead.
+		clock := limitertest.NewClock(limitertest.Start)
+		rb, err := redisbackend.New(client, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
+			redisbackend.WithKeyPrefix(uniquePrefix("mm")), redisbackend.WithTimeout(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mem := stack.NewMemoryBackend()
+		names := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+		nodes := map[string]bool{}
+		for _, k := range names {
+			nodes[nodeOf(t, client, rb.Key(k))] = true
+		}
+		if len(nodes) != 3 {
+			t.Fatalf("keys a–h on %d masters, want 3", len(nodes))
+		}
+		rng := rand.New(rand.NewPCG(15, 3))
+		multi := 0
+		for step := 0; step < 400; step++ {
+			clock.Advance(fuzzSteps[rng.IntN(len(fuzzSteps))])
+			n := 1 + rng.IntN(4)
+			perm := rng.Perm(len(names))
+			ops := make([]stack.Op, n)
+			for i := range ops {
+				r := fuzzRates[perm[i]] // a bucket keeps its parameters, as between reloads
+				ops[i] = stack.Op{Key: names[perm[i]], Rate: r.rate, Period: r.period, Burst: r.burst,
+					Cost: int64(rng.IntN(4)), Shadow: rng.IntN(5) == 0}
+				if rng.IntN(8) == 0 {
+					ops[i].Cost = int64(rng.IntN(60))
+				}
+			}
+			at := clock.Now()
+			if rng.IntN(5) == 0 {
+				if rng.IntN(2) == 0 {
+					for i := range ops {
+						ops[i].Cost = -ops[i].Cost
+					}
+				}
+				if errR, errM := rb.Adjust(ctx, at, ops), mem.Adjust(ctx, at, ops); errR != nil || errM != nil {
+					t.Fatalf("step %d Adjust(%+v): redis %v, memory %v", step, ops, errR, errM)
+				}
+				continue
+			}
+			got, err := rb.Take(ctx, at, ops)
+			if err != nil {
+				t.Fatalf("step %d Take(%+v): %v", step, ops, err)
+			}
+			want, _ := mem.Take(ctx, at, ops)
+			if got.Denied != want.Denied || got.Permanent != want.Permanent || got.OverBurst != want.OverBurst ||
+				got.RetryAfter != want.RetryAfter || !slices.Equal(got.Remaining, want.Remaining) ||
+				!slices.Equal(got.ShadowDenied, want.ShadowDenied) {
+				t.Fatalf("step %d at +%v Take(%+v):\nredis  %+v\nmemory %+v", step, at.Sub(limitertest.Start), ops, got, want)
+			}
+			on := map[string]bool{}
+			for _, op := range ops {
+				on[nodeOf(t, client, rb.Key(op.Key))] = true
+			}
+			if len(on) > 1 {
+				multi++
+			}
+		}
+		if multi < 100 {
+			t.Errorf("only %d of the decisions spanned several nodes", multi)
+		}
+	})
+
+	t.Run("concurrent", func(t *testing.T) {
+		// The clock stands still: over all the goroutines, admissions never
+		// exceed the smallest burst, and every bucket holds exactly what was
+		// admitted (give-backs are exact).
+		clock := limitertest.NewClock(limitertest.Start)
+		b, err := redisbackend.New(client, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
+			redisbackend.WithKeyPrefix(uniquePrefix("cc")), redisbackend.WithTimeout(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tg, tl, cl := valuesOnNodes(t, client, b, 3)
+		bursts := []int64{60, 40, 50}
+		ops := make([]stack.Op, 3)
+		for i, k := range threeBucketKeys(tg, tl, cl) {
+			ops[i] = stack.Op{Key: k, Rate: 1, Period: time.Hour, Burst: bursts[i], Cost: 1}
+		}
+		var admitted, denied atomic.Int64
+		var wg sync.WaitGroup
+		for g := 0; g < 16; g++ {
+			wg.Go(func() {
+				for i := 0; i < 12; i++ {
+					out, err := b.Take(ctx, clock.Now(), slices.Clone(ops))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if out.Denied < 0 {
+						admitted.Add(1)
+					} else {
+						denied.Add(1)
+						if out.RetryAfter <= 0 {
+							t.Errorf("denial without a wait: %+v", out)
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if a := admitted.Load(); a > 40 || a < 20 {
+			t.Errorf("admitted %d with the smallest burst 40 and no refill, want at most 40 (and most of them)", a)
+		}
+		check := slices.Clone(ops)
+		for i := range check {
+			check[i].Cost = 0
+		}
+		out, err := b.Take(ctx, clock.Now(), check)
+		a := admitted.Load()
+		want := []int64{60 - a, 40 - a, 50 - a}
+		if err != nil || !slices.Equal(out.Remaining, want) {
+			t.Errorf("after %d admissions remaining %v (%v), want %v", a, out.Remaining, err, want)
+		}
+	})
+}
