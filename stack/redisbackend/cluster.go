@@ -375,6 +375,7 @@ func (b *Backend) nodeFailed(node *redis.Client, err error) {
 	if b.nodesDown == nil {
 		b.nodesDown = map[string]nodeDown{}
 	}
+	b.cluster.ReloadState(context.Background()) // a failover may have moved its slots
 	if len(b.nodesDown) < maxNodesDown {
 		b.nodesDown[addr] = nodeDown{next: b.mono() + int64(b.probe), err: err}
 		b.anyDown.Store(true)

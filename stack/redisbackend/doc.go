@@ -101,7 +101,10 @@
 // that passed took is given back by a second call to each. While that
 // give-back is in flight, another decision may be denied by those units: a
 // spurious denial for one round trip, never an admission beyond a limit.
-// Shadow limits, reservations and connections slots work across nodes. A
+// Shadow limits, reservations and connections slots work across nodes
+// (one difference: a full connections slot after the denying bucket, on
+// another node, may lengthen RetryAfter to its one second, where the
+// in-memory stack does not probe slots). A
 // decision that changes a bucket's parameters (after a reload) and is
 // denied on another node may convert that bucket at once rather than at
 // its next use.
@@ -116,7 +119,10 @@
 // decisions return ErrUnavailable (the Stack fails open or closed) and
 // the node is not asked again for WithProbeInterval, while decisions on
 // the other nodes go on; if another node denied, the decision is that
-// denial. What the other nodes took for a failed decision stays taken, so
+// denial. Redis Cluster itself refuses every command (CLUSTERDOWN) while
+// some slot has no master, unless cluster-require-full-coverage is no:
+// set it so that the other masters keep deciding during a failover. What
+// the other nodes took for a failed decision stays taken, so
 // that a fail-open admission still counts where it could. With
 // WithLocalFallback, a failing node sends the whole Backend to its
 // fallback, as on a single server.

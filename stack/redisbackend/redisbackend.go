@@ -80,6 +80,7 @@ type Backend struct {
 	layout    int
 	pin       func(Bucket) string
 	cluster   *redis.ClusterClient // set with the spread layout on a cluster
+	isCluster bool                 // the client is a *redis.ClusterClient
 	noCross   atomic.Bool          // the cluster has no allow-cross-slot-keys: a call per slot
 	anyDown   atomic.Bool          // nodesDown is not empty
 	nodesMu   sync.Mutex
@@ -294,6 +295,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Backend, error) {
 			return nil, err
 		}
 	}
+	_, b.isCluster = client.(*redis.ClusterClient)
 	if b.layout == layoutSpread {
 		if b.tag != "" {
 			return nil, errors.New("redisbackend: WithHashTag and WithSpread (or WithPin) exclude each other")
@@ -427,6 +429,11 @@ func (b *Backend) runScript(ctx context.Context, script *redis.Script, keys []st
 	if err == nil {
 		return cmd, nil
 	}
+	if b.isCluster && ctx.Err() == nil && redirected(err) {
+		// The client followed as many redirections as it may: the slot
+		// is moving, as TRYAGAIN says.
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
 	if ctx.Err() != nil || !cannotDecide(err) {
 		// The caller gave up, or the server answered an error that is not
 		// about its availability (a key holding something else).
@@ -481,6 +488,16 @@ type sharedCtx struct {
 }
 
 func noCancel() {}
+
+// redirected reports a MOVED or ASK reply.
+func redirected(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := rerr.Error()
+	return strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ")
+}
 
 // unavailableCodes are the error codes of replies by which Redis says it
 // cannot decide now, though the request itself is fine: out of memory,

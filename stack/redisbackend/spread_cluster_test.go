@@ -2,8 +2,10 @@ package redisbackend_test
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -77,7 +79,7 @@ func TestClusterSpread(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-node cluster")
 	}
-	addrs, _ := startCluster(t, 3, 0)
+	addrs, srvs := startCluster(t, 3, 0)
 	client, rt := newClusterClient(t, addrs)
 	ctx := context.Background()
 
@@ -175,6 +177,8 @@ func TestClusterSpread(t *testing.T) {
 			t.Fatalf("keys a–h on %d masters, want 3", len(nodes))
 		}
 		rng := rand.New(rand.NewPCG(15, 3))
+		leases := map[string][]string{}
+		lengthened := 0
 		multi := 0
 		for step := 0; step < 400; step++ {
 			clock.Advance(fuzzSteps[rng.IntN(len(fuzzSteps))])
@@ -188,12 +192,22 @@ func TestClusterSpread(t *testing.T) {
 				if rng.IntN(8) == 0 {
 					ops[i].Cost = int64(rng.IntN(60))
 				}
+				if perm[i] >= 6 { // g and h are connections slots (2 and 1)
+					ops[i] = stack.Op{Key: names[perm[i]], Burst: int64(8 - perm[i]), Cost: 1, Shadow: ops[i].Shadow,
+						Conn: true, Lease: "l" + strconv.Itoa(step) + "-" + strconv.Itoa(i), TTL: time.Hour}
+				}
 			}
 			at := clock.Now()
 			if rng.IntN(5) == 0 {
 				if rng.IntN(2) == 0 {
 					for i := range ops {
 						ops[i].Cost = -ops[i].Cost
+					}
+				}
+				for i := range ops {
+					if ops[i].Conn && len(leases[ops[i].Key]) > 0 { // release a held slot
+						ops[i].Lease, ops[i].Cost = leases[ops[i].Key][0], -1
+						leases[ops[i].Key] = leases[ops[i].Key][1:]
 					}
 				}
 				if errR, errM := rb.Adjust(ctx, at, ops), mem.Adjust(ctx, at, ops); errR != nil || errM != nil {
@@ -206,10 +220,24 @@ func TestClusterSpread(t *testing.T) {
 				t.Fatalf("step %d Take(%+v): %v", step, ops, err)
 			}
 			want, _ := mem.Take(ctx, at, ops)
+			if got.Denied >= 0 && got.RetryAfter > want.RetryAfter && slices.ContainsFunc(ops[got.Denied+1:], func(o stack.Op) bool { return o.Conn }) {
+				// A full connections slot after the denial, on another node,
+				// may lengthen the wait (never shorten it): memory does not
+				// probe slots, a node's script reports its own denial.
+				want.RetryAfter = got.RetryAfter
+				lengthened++
+			}
 			if got.Denied != want.Denied || got.Permanent != want.Permanent || got.OverBurst != want.OverBurst ||
 				got.RetryAfter != want.RetryAfter || !slices.Equal(got.Remaining, want.Remaining) ||
 				!slices.Equal(got.ShadowDenied, want.ShadowDenied) {
 				t.Fatalf("step %d at +%v Take(%+v):\nredis  %+v\nmemory %+v", step, at.Sub(limitertest.Start), ops, got, want)
+			}
+			if got.Denied < 0 {
+				for i, op := range ops {
+					if op.Conn && !slices.Contains(got.ShadowDenied, i) {
+						leases[op.Key] = append(leases[op.Key], op.Lease)
+					}
+				}
 			}
 			on := map[string]bool{}
 			for _, op := range ops {
@@ -219,6 +247,7 @@ func TestClusterSpread(t *testing.T) {
 				multi++
 			}
 		}
+		t.Logf("%d multi-node decisions, %d waits lengthened by a slot", multi, lengthened)
 		if multi < 100 {
 			t.Errorf("only %d of the decisions spanned several nodes", multi)
 		}
@@ -274,6 +303,84 @@ func TestClusterSpread(t *testing.T) {
 		want := []int64{60 - a, 40 - a, 50 - a}
 		if err != nil || !slices.Equal(out.Remaining, want) {
 			t.Errorf("after %d admissions remaining %v (%v), want %v", a, out.Remaining, err, want)
+		}
+	})
+	t.Run("fallback", func(t *testing.T) {
+		// One master stops answering (SIGSTOP): with a local fallback the
+		// whole backend decides locally, and when the master answers again
+		// what was decided locally is paid on every node and Redis decides.
+		clock := limitertest.NewClock(limitertest.Start)
+		b, err := redisbackend.New(client, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
+			redisbackend.WithKeyPrefix(uniquePrefix("fb")), redisbackend.WithTimeout(100*time.Millisecond),
+			redisbackend.WithProbeInterval(50*time.Millisecond), redisbackend.WithLocalFallback(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var events []*stack.FallbackError
+		s, err := stack.New(threeLimits, stack.WithNow(clock.Now), stack.WithBackend(b), stack.WithFailClosed(),
+			stack.WithErrorHandler(func(err error) {
+				var fe *stack.FallbackError
+				if errors.As(err, &fe) {
+					mu.Lock()
+					events = append(events, fe)
+					mu.Unlock()
+				}
+			}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tg, tl, cl := valuesOnNodes(t, client, b, 3)
+		keys := sluice.NewKeys("targetName", tg, "toolName", tl, "caller", cl)
+		callerKey := b.Key(threeBucketKeys(tg, tl, cl)[1])
+		paused := srvs[0]
+		for _, srv := range srvs {
+			if srv.Addr == nodeOf(t, client, callerKey) {
+				paused = srv
+			}
+		}
+		decide := func() bool {
+			clock.Advance(20 * time.Millisecond)
+			d, err := s.Allow(ctx, keys)
+			if err != nil {
+				t.Fatalf("decision: %v", err)
+			}
+			return d.Allowed
+		}
+		for i := 0; i < 5; i++ {
+			if !decide() {
+				t.Fatal("denied before the outage")
+			}
+		}
+		paused.Pause(t)
+		local := 0
+		for start := time.Now(); time.Since(start) < 600*time.Millisecond; {
+			if decide() {
+				local++
+			}
+		}
+		paused.Resume(t)
+		waitFor(t, 10*time.Second, "the fallback ends", func() bool {
+			decide()
+			mu.Lock()
+			defer mu.Unlock()
+			return len(events) > 0 && !events[len(events)-1].Active
+		})
+		mu.Lock()
+		if !events[0].Active || local == 0 {
+			t.Errorf("events %v, %d allowed during the outage; want an active fallback that admits", events, local)
+		}
+		mu.Unlock()
+		// Redis decides again on all three nodes, and the caller's bucket
+		// (on the paused node) was charged: the local decisions were paid,
+		// which may have emptied the buckets, so a second refills them.
+		clock.Advance(time.Second)
+		d, err := s.Allow(ctx, keys)
+		if err != nil || !d.Allowed {
+			t.Fatalf("after the outage: %+v, %v", d, err)
+		}
+		if ttl, err := client.PTTL(ctx, callerKey).Result(); err != nil || ttl <= 0 {
+			t.Errorf("the caller's bucket on the paused node: PTTL %v, %v; want a charged bucket", ttl, err)
 		}
 	})
 }
