@@ -20,7 +20,7 @@ import (
 // (extra arguments go to each) and joins them with redis-cli --cluster
 // create, then waits until every node reports cluster_state:ok. It skips
 // (with the reason) only when redis-cli or cluster mode is unavailable.
-func startCluster(t *testing.T, masters, replicas int, extra ...string) ([]string, []*redistest.Server) {
+func startCluster(t testing.TB, masters, replicas int, extra ...string) ([]string, []*redistest.Server) {
 	t.Helper()
 	redistest.RequireServer(t)
 	if _, err := exec.LookPath("redis-cli"); err != nil {
