@@ -127,6 +127,12 @@ func (b *Backend) takeParts(ctx context.Context, ops []stack.Op, keys []string, 
 		return stack.Outcome{}, err
 	}
 	if len(parts) == 1 {
+		// One node: batched with the node's other concurrent decisions.
+		if p := parts[0]; p.node != nil && b.maxBatch > 1 {
+			if bt := b.nodeBatcher(p.node); bt != nil {
+				return b.takeVia(bt, &batchCall{ctx: ctx, keys: keys, args: args, nops: len(ops), ops: ops, slot: p.slot})
+			}
+		}
 		return b.takePart(ctx, ops, keys, args, parts[0])
 	}
 	outs := make([]stack.Outcome, len(parts))

@@ -104,14 +104,18 @@ func TestClusterFaults(t *testing.T) {
 	all := []stack.Op{op(kA1, burstA1), op(kA2, 100000), op(kB, 100000)}
 
 	// A slot migrates from A to C while eight goroutines decide on A (two
-	// slots: one cross-slot call) and B.
+	// slots: one cross-slot call, batched) and on A and B.
 	var admitted, failed atomic.Int64
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
+		dec := all // A and B: two calls
+		if g%2 == 1 {
+			dec = all[:2] // A alone: batched with A's other decisions, two slots
+		}
 		wg.Go(func() {
 			for !stop.Load() {
-				out, err := b.Take(ctx, clock.Now(), append([]stack.Op(nil), all...))
+				out, err := b.Take(ctx, clock.Now(), append([]stack.Op(nil), dec...))
 				switch {
 				case err != nil && errors.Is(err, redisbackend.ErrUnavailable):
 					failed.Add(1)

@@ -109,8 +109,10 @@
 // denied on another node may convert that bucket at once rather than at
 // its next use.
 //
-// A cluster decision is not batched with others (WithMaxBatch applies to a
-// single server): its parts go to different nodes.
+// Concurrent decisions on one node are batched per node (WithMaxBatch),
+// in one call even when their buckets span several of its slots; a
+// decision on several nodes is not batched (its parts go to different
+// nodes).
 //
 // A slot moving (MOVED, ASK while resharding) is followed: a call that
 // touched a slot no longer on its node is redone slot by slot through the

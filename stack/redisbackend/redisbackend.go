@@ -84,7 +84,8 @@ type Backend struct {
 	noCross   atomic.Bool          // the cluster has no allow-cross-slot-keys: a call per slot
 	anyDown   atomic.Bool          // nodesDown is not empty
 	nodesMu   sync.Mutex
-	nodesDown map[string]nodeDown // failed cluster nodes, by address (spread layout, no fallback)
+	nodesDown map[string]nodeDown        // failed cluster nodes, by address (spread layout, no fallback)
+	nodeBatch map[*redis.Client]*batcher // per cluster node (spread layout), under nodesMu
 	clock     func() time.Time
 	timeout   time.Duration
 	probe     time.Duration
@@ -152,7 +153,8 @@ func WithHashTag(tag string) Option {
 // rates of one limit for one set of values keep one tag. A decision whose
 // buckets sit on several nodes makes one script call per node, sent
 // concurrently, and keeps the stack's semantics (see the package
-// documentation, "Redis Cluster"). It cannot be combined with WithHashTag
+// documentation, "Redis Cluster"); concurrent decisions on one node are
+// batched per node. It cannot be combined with WithHashTag
 // and needs a *redis.Client or a *redis.ClusterClient (not a Ring).
 //
 // Switching a fleet to it renames every key: buckets start full once, and

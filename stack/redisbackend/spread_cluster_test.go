@@ -263,17 +263,75 @@ func TestClusterSpread(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tg, tl, cl := valuesOnNodes(t, client, b, 3)
-		bursts := []int64{60, 40, 50}
+		for _, nodes := range []int{1, 3} {
+			tg, tl, cl := valuesOnNodes(t, client, b, nodes)
+			bursts := []int64{60, 40, 50}
+			ops := make([]stack.Op, 3)
+			for i, k := range threeBucketKeys(tg, tl, cl) {
+				ops[i] = stack.Op{Key: k, Rate: 1, Period: time.Hour, Burst: bursts[i], Cost: 1}
+			}
+			var admitted, denied atomic.Int64
+			var wg sync.WaitGroup
+			for g := 0; g < 16; g++ {
+				wg.Go(func() {
+					for i := 0; i < 12; i++ {
+						out, err := b.Take(ctx, clock.Now(), slices.Clone(ops))
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if out.Denied < 0 {
+							admitted.Add(1)
+						} else {
+							denied.Add(1)
+							if out.RetryAfter <= 0 {
+								t.Errorf("denial without a wait: %+v", out)
+							}
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if a := admitted.Load(); a > 40 || a < 20 {
+				t.Errorf("admitted %d with the smallest burst 40 and no refill, want at most 40 (and most of them)", a)
+			}
+			check := slices.Clone(ops)
+			for i := range check {
+				check[i].Cost = 0
+			}
+			out, err := b.Take(ctx, clock.Now(), check)
+			a := admitted.Load()
+			want := []int64{60 - a, 40 - a, 50 - a}
+			if err != nil || !slices.Equal(out.Remaining, want) {
+				t.Errorf("%d nodes: after %d admissions remaining %v (%v), want %v", nodes, a, out.Remaining, err, want)
+			}
+		}
+	})
+
+	t.Run("batched", func(t *testing.T) {
+		// Concurrent one-node decisions share calls (their buckets in three
+		// slots of the node: the cross-slot form of a batch), and decide as
+		// one limiter: exactly the smallest burst is admitted.
+		clock := limitertest.NewClock(limitertest.Start)
+		b, err := redisbackend.New(client, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
+			redisbackend.WithKeyPrefix(uniquePrefix("bt")), redisbackend.WithTimeout(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Load(ctx); err != nil {
+			t.Fatal(err)
+		}
+		tg, tl, cl := valuesOnNodes(t, client, b, 1)
 		ops := make([]stack.Op, 3)
 		for i, k := range threeBucketKeys(tg, tl, cl) {
-			ops[i] = stack.Op{Key: k, Rate: 1, Period: time.Hour, Burst: bursts[i], Cost: 1}
+			ops[i] = stack.Op{Key: k, Rate: 1, Period: time.Hour, Burst: []int64{900, 600, 700}[i], Cost: 1}
 		}
-		var admitted, denied atomic.Int64
+		var admitted atomic.Int64
+		before := rt.n.Load()
 		var wg sync.WaitGroup
 		for g := 0; g < 16; g++ {
 			wg.Go(func() {
-				for i := 0; i < 12; i++ {
+				for i := 0; i < 50; i++ {
 					out, err := b.Take(ctx, clock.Now(), slices.Clone(ops))
 					if err != nil {
 						t.Error(err)
@@ -281,29 +339,19 @@ func TestClusterSpread(t *testing.T) {
 					}
 					if out.Denied < 0 {
 						admitted.Add(1)
-					} else {
-						denied.Add(1)
-						if out.RetryAfter <= 0 {
-							t.Errorf("denial without a wait: %+v", out)
-						}
 					}
 				}
 			})
 		}
 		wg.Wait()
-		if a := admitted.Load(); a > 40 || a < 20 {
-			t.Errorf("admitted %d with the smallest burst 40 and no refill, want at most 40 (and most of them)", a)
+		calls := rt.n.Load() - before
+		if a := admitted.Load(); a != 600 {
+			t.Errorf("admitted %d of 800 on one node, want exactly the smallest burst, 600", a)
 		}
-		check := slices.Clone(ops)
-		for i := range check {
-			check[i].Cost = 0
+		if calls >= 800 {
+			t.Errorf("%d calls for 800 concurrent one-node decisions: not batched", calls)
 		}
-		out, err := b.Take(ctx, clock.Now(), check)
-		a := admitted.Load()
-		want := []int64{60 - a, 40 - a, 50 - a}
-		if err != nil || !slices.Equal(out.Remaining, want) {
-			t.Errorf("after %d admissions remaining %v (%v), want %v", a, out.Remaining, err, want)
-		}
+		t.Logf("800 concurrent one-node decisions in %d calls", calls)
 	})
 	t.Run("fallback", func(t *testing.T) {
 		// One master stops answering (SIGSTOP): with a local fallback the
