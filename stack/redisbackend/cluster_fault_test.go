@@ -69,7 +69,7 @@ func TestClusterFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a six-node cluster")
 	}
-	addrs, srvs := startCluster(t, 3, 1, "--cluster-node-timeout", "1000",
+	addrs, srvs := startCluster(t, 3, 1, "--cluster-node-timeout", "3000",
 		"--cluster-require-full-coverage", "no") // the other masters serve while B's slots have none
 	client, _ := newClusterClient(t, addrs)
 	ctx := context.Background()

@@ -20,11 +20,12 @@ import (
 )
 
 // newClusterClient returns a cluster client closed when the test ends and
-// a counter of the round trips sent to any node (each command or pipeline
-// a node receives, redirections included).
-func newClusterClient(t testing.TB, addrs []string) (*redis.ClusterClient, *roundTrips) {
+// a counter of the script calls sent to any node (EVALSHA or EVAL, alone
+// or in a pipeline, redirections included): the round trips decisions
+// make, leaving out the client's own slot-map refreshes.
+func newClusterClient(t testing.TB, addrs []string) (*redis.ClusterClient, *scriptCalls) {
 	t.Helper()
-	rt := &roundTrips{}
+	rt := &scriptCalls{}
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
 	c.OnNewNode(func(n *redis.Client) { n.AddHook(rt) })
 	t.Cleanup(func() { c.Close() })
@@ -308,6 +309,48 @@ func TestClusterSpread(t *testing.T) {
 		}
 	})
 
+	t.Run("perSlot", func(t *testing.T) {
+		// Without the cross-slot flag (a server before Redis 7), a
+		// one-node decision over three slots is one call per slot, and
+		// still all or nothing.
+		clock := limitertest.NewClock(limitertest.Start)
+		b, err := redisbackend.New(client, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
+			redisbackend.WithKeyPrefix(uniquePrefix("ps")), redisbackend.WithTimeout(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		redisbackend.NoCrossSlot(b)
+		if err := b.Load(ctx); err != nil {
+			t.Fatal(err)
+		}
+		s, err := stack.New(threeLimits, stack.WithNow(clock.Now), stack.WithBackend(b), stack.WithFailClosed())
+		if err != nil {
+			t.Fatal(err)
+		}
+		tg, tl, cl := valuesOnNodes(t, client, b, 1)
+		keys := sluice.NewKeys("targetName", tg, "toolName", tl, "caller", cl)
+		before := rt.n.Load()
+		for i := 0; i < 100; i++ {
+			if d, err := s.Allow(ctx, keys); err != nil || !d.Allowed {
+				t.Fatalf("decision %d: %+v, %v", i, d, err)
+			}
+		}
+		if got := rt.n.Load() - before; got != 300 {
+			t.Errorf("100 decisions over three slots took %d calls, want 300", got)
+		}
+		if d, err := s.Allow(ctx, keys); err != nil || d.Allowed || d.LimitID != "per-tool" {
+			t.Fatalf("101st: %+v, %v", d, err)
+		}
+		check := make([]stack.Op, 3)
+		for i, k := range threeBucketKeys(tg, tl, cl) {
+			check[i] = stack.Op{Key: k, Rate: []int64{1000, 500, 100}[i], Period: time.Second, Burst: []int64{1000, 500, 100}[i]}
+		}
+		out, err := b.Take(ctx, clock.Now(), check)
+		if err != nil || !slices.Equal(out.Remaining, []int64{900, 400, 0}) {
+			t.Errorf("after the denial remaining %v (%v), want [900 400 0]", out.Remaining, err)
+		}
+	})
+
 	t.Run("batched", func(t *testing.T) {
 		// Concurrent one-node decisions share calls (their buckets in three
 		// slots of the node: the cross-slot form of a batch), and decide as
@@ -431,4 +474,30 @@ func TestClusterSpread(t *testing.T) {
 			t.Errorf("the caller's bucket on the paused node: PTTL %v, %v; want a charged bucket", ttl, err)
 		}
 	})
+}
+
+// scriptCalls counts script calls (EVALSHA, EVAL) a client sends.
+type scriptCalls struct{ n atomic.Int64 }
+
+func (h *scriptCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *scriptCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if n := cmd.Name(); n == "evalsha" || n == "eval" {
+			h.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *scriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if n := cmd.Name(); n == "evalsha" || n == "eval" {
+				h.n.Add(1)
+				break
+			}
+		}
+		return next(ctx, cmds)
+	}
 }
