@@ -192,8 +192,10 @@ func parseCmd(cmd *redis.Cmd, nops int) (stack.Outcome, error) {
 // combine makes one all-or-nothing outcome of the parts' outcomes: the
 // first denial in evaluation order decides, and what the other parts took
 // is given back. A part that failed while none denied makes the decision
-// fail (the Stack's policy applies); what the others took stays taken, so
-// that a fail-open decision is still counted where it could be.
+// fail: with a local fallback, which then decides and owes every op, what
+// the others took is given back; without one (the Stack fails open or
+// closed) it stays taken, so that a fail-open decision is still counted
+// where it could be.
 func (b *Backend) combine(ctx context.Context, ops []stack.Op, keys []string, args []any, parts []part, outs []stack.Outcome, errs []error) (stack.Outcome, error) {
 	first, fj := -1, -1
 	var failed error
@@ -211,6 +213,11 @@ func (b *Backend) combine(ctx context.Context, ops []stack.Op, keys []string, ar
 	}
 	out := stack.Outcome{Denied: -1}
 	if first < 0 && failed != nil {
+		if b.share > 0 {
+			// The local fallback decides instead and will owe every op
+			// to Redis: what the other nodes took is given back.
+			b.giveBackParts(ctx, ops, parts, outs, errs)
+		}
 		return stack.Outcome{}, failed
 	}
 	for j, p := range parts {
@@ -251,7 +258,12 @@ func (b *Backend) combine(ctx context.Context, ops []stack.Op, keys []string, ar
 			out.RetryAfter = max(out.RetryAfter, o.RetryAfter)
 		}
 	}
-	// Give back what the parts that passed took.
+	b.giveBackParts(ctx, ops, parts, outs, errs)
+	return out, nil
+}
+
+// giveBackParts gives back what the parts that passed took.
+func (b *Backend) giveBackParts(ctx context.Context, ops []stack.Op, parts []part, outs []stack.Outcome, errs []error) {
 	var wg sync.WaitGroup
 	for j, p := range parts {
 		if errs[j] != nil || outs[j].Denied >= 0 {
@@ -269,7 +281,6 @@ func (b *Backend) combine(ctx context.Context, ops []stack.Op, keys []string, ar
 		wg.Go(func() { _ = b.giveBack(context.WithoutCancel(ctx), ops, back) })
 	}
 	wg.Wait()
-	return out, nil
 }
 
 // giveBack refunds exactly what a take of ops[idx] took (a connections
@@ -294,11 +305,24 @@ func (b *Backend) giveBack(ctx context.Context, ops []stack.Op, idx []int) error
 // adjustParts runs an adjustment ("a") or a payment ("c", each call then
 // also writes a probe key of its first slot) over the nodes, concurrently.
 func (b *Backend) adjustParts(ctx context.Context, ops []stack.Op, keys []string, args []any, bySlot bool) error {
+	_, err := b.adjustPartsFailed(ctx, ops, keys, args, bySlot)
+	return err
+}
+
+// adjustPartsFailed is adjustParts that also returns the indexes of the ops
+// whose call failed because Redis could not decide (the others were
+// applied).
+func (b *Backend) adjustPartsFailed(ctx context.Context, ops []stack.Op, keys []string, args []any, bySlot bool) ([]int, error) {
 	parts, err := b.partition(ctx, keys, bySlot || b.noCross.Load())
 	if err != nil {
-		return err
+		all := make([]int, len(ops))
+		for i := range all {
+			all[i] = i
+		}
+		return all, err
 	}
 	errs := make([]error, len(parts))
+	fails := make([][]int, len(parts)) // indexes into the part's ops
 	var wg sync.WaitGroup
 	for j := range parts {
 		run := func() {
@@ -316,7 +340,14 @@ func (b *Backend) adjustParts(ctx context.Context, ops []stack.Op, keys []string
 				if a[0] == "c" {
 					k = k[:len(k)-1]
 				}
-				errs[j] = b.adjustParts(ctx, pick(ops, p.idx), k, a, true)
+				fails[j], errs[j] = b.adjustPartsFailed(ctx, pick(ops, p.idx), k, a, true)
+				return
+			}
+			if errors.Is(errs[j], ErrUnavailable) {
+				fails[j] = make([]int, len(p.idx))
+				for l := range fails[j] {
+					fails[j][l] = l
+				}
 			}
 		}
 		if j == len(parts)-1 {
@@ -327,12 +358,16 @@ func (b *Backend) adjustParts(ctx context.Context, ops []stack.Op, keys []string
 	}
 	wg.Wait()
 	var failed error
-	for _, err := range errs {
+	var failedIdx []int
+	for j, err := range errs {
 		if err != nil && (failed == nil || errors.Is(err, ErrUnavailable)) {
 			failed = err
 		}
+		for _, l := range fails[j] {
+			failedIdx = append(failedIdx, parts[j].idx[l])
+		}
 	}
-	return failed
+	return failedIdx, failed
 }
 
 // probeKeyFor returns the probe key in the slot of key.

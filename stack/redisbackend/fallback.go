@@ -290,11 +290,23 @@ func (b *Backend) pay(ctx context.Context, owed []stack.Op) error {
 		return err
 	}
 	if b.cluster != nil && len(owed) > 0 {
-		err = b.adjustParts(ctx, owed, keys, args, false) // a probe key per call
-	} else {
-		keys = append(keys, b.redisKey(probeKey))
-		_, err = b.run(ctx, keys, args)
+		// A probe key per call; only what the nodes that failed did not
+		// take stays owed.
+		var failed []int
+		failed, err = b.adjustPartsFailed(ctx, owed, keys, args, false)
+		if len(failed) > 0 {
+			still := make([]stack.Op, len(failed))
+			for j, i := range failed {
+				still[j] = owed[i]
+			}
+			b.fb.mu.Lock()
+			b.reowe(still)
+			b.fb.mu.Unlock()
+		}
+		return err
 	}
+	keys = append(keys, b.redisKey(probeKey))
+	_, err = b.run(ctx, keys, args)
 	if err != nil && errorsIsUnavailable(err) {
 		b.fb.mu.Lock()
 		b.reowe(owed)

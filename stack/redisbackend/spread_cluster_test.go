@@ -351,6 +351,75 @@ func TestClusterSpread(t *testing.T) {
 		}
 	})
 
+	t.Run("fallbackExact", func(t *testing.T) {
+		// A decision on nodes X and Y while X stops answering: with a local
+		// fallback, every admitted decision is charged to Y's bucket
+		// exactly once, whether Redis or the fallback admitted it (Y's part
+		// of a failed call is given back; a payment that reaches Y but not
+		// X leaves only X's part owed).
+		clock := limitertest.NewClock(limitertest.Start)
+		b, err := redisbackend.New(client, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
+			redisbackend.WithKeyPrefix(uniquePrefix("fx")), redisbackend.WithTimeout(100*time.Millisecond),
+			redisbackend.WithProbeInterval(50*time.Millisecond), redisbackend.WithLocalFallback(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := srvs[0]
+		kX := keyOn(t, client, b, x.Addr)
+		kY := keyOn(t, client, b, srvs[1].Addr)
+		const burst, drained = 1_000_000, 500_000
+		ops := []stack.Op{
+			{Key: kX, Rate: 1000, Period: time.Second, Burst: burst, Cost: 1},
+			{Key: kY, Rate: 1000, Period: time.Second, Burst: burst, Cost: 1},
+		}
+		// Y far from full, so that refill never reaches the burst.
+		if err := b.Adjust(ctx, clock.Now(), []stack.Op{{Key: kY, Rate: 1000, Period: time.Second, Burst: burst, Cost: drained}}); err != nil {
+			t.Fatal(err)
+		}
+		admitted := 0
+		var active, inactive bool
+		take := func() {
+			out, err := b.Take(ctx, clock.Now(), slices.Clone(ops))
+			if err != nil {
+				t.Fatalf("take: %v", err)
+			}
+			if out.Denied < 0 {
+				admitted++
+			}
+			for _, n := range out.Notices {
+				var fe *stack.FallbackError
+				if errors.As(n, &fe) {
+					active = active || fe.Active
+					inactive = inactive || (active && !fe.Active)
+				}
+			}
+		}
+		for i := 0; i < 5; i++ {
+			take()
+		}
+		x.Pause(t)
+		take() // times out: the fallback starts, its buckets empty
+		clock.Advance(time.Second)
+		for start := time.Now(); time.Since(start) < 400*time.Millisecond; {
+			take() // local; every 50 ms a probe pays Y and fails on X
+		}
+		x.Resume(t)
+		waitFor(t, 10*time.Second, "the fallback ends", func() bool { take(); return inactive })
+		for i := 0; i < 5; i++ {
+			take()
+		}
+		probe := slices.Clone(ops[1:])
+		probe[0].Cost = 0
+		out, err := b.Take(ctx, clock.Now(), probe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := int64(burst - drained - admitted + 1000); out.Remaining[0] != want {
+			t.Errorf("Y holds %d after %d admissions, want %d (each charged once)", out.Remaining[0], admitted, want)
+		}
+		t.Logf("%d admitted through the outage; Y charged exactly", admitted)
+	})
+
 	t.Run("batched", func(t *testing.T) {
 		// Concurrent one-node decisions share calls (their buckets in three
 		// slots of the node: the cross-slot form of a batch), and decide as
