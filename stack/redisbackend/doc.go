@@ -84,6 +84,10 @@
 //
 // # Redis Cluster
 //
+//	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs,
+//		ContextTimeoutEnabled: true}) // as the tests run it
+//	b, err := redisbackend.New(client, redisbackend.WithPin(byCaller)) // or WithSpread()
+//
 // With WithSpread every bucket has its own hash tag, a digest of its limit
 // and of the values that select it ("sluice:{1f0c9a2e}:<bucket key>"), so
 // the buckets of one stack spread over all the slots and masters of a
