@@ -2,8 +2,11 @@ package redisbackend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/stack"
 )
@@ -24,6 +27,7 @@ type batcher struct {
 	mu       sync.Mutex
 	inflight int
 	pending  []*batchCall
+	node     *redis.Client // a cluster node's batcher (spread layout); nil: the Backend's
 }
 
 // batchCall is one waiting decision.
@@ -32,6 +36,8 @@ type batchCall struct {
 	keys  []string
 	args  []any // request's: mode, now, then NF per op
 	nops  int
+	ops   []stack.Op // a node batcher's: to redo the decision slot by slot
+	slot  int        // a node batcher's: the slot of every key, or -1
 	out   stack.Outcome
 	err   error
 	batch []*batchCall // set when this call is handed the lead
@@ -43,30 +49,42 @@ func (b *Backend) takeBatched(ctx context.Context, keys []string, args []any, no
 	if b.maxBatch <= 1 {
 		return b.takeRedis(ctx, keys, args, nops)
 	}
-	bt := &b.batch
+	return b.takeVia(&b.batch, &batchCall{ctx: ctx, keys: keys, args: args, nops: nops})
+}
+
+// takeVia sends c's decision through batcher bt.
+func (b *Backend) takeVia(bt *batcher, c *batchCall) (stack.Outcome, error) {
 	bt.mu.Lock()
 	if bt.inflight < maxInflight {
 		bt.inflight++
 		bt.mu.Unlock()
-		out, err := b.takeRedis(ctx, keys, args, nops)
-		b.handOff()
-		return out, err
+		b.sendOne(bt, c)
+		b.handOff(bt)
+		return c.out, c.err
 	}
-	c := &batchCall{ctx: ctx, keys: keys, args: args, nops: nops, done: make(chan struct{})}
+	c.done = make(chan struct{})
 	bt.pending = append(bt.pending, c)
 	bt.mu.Unlock()
 	<-c.done
 	if c.batch != nil { // this call leads the next batch
-		b.runBatch(c.batch)
-		b.handOff()
+		b.runBatch(bt, c.batch)
+		b.handOff(bt)
 	}
 	return c.out, c.err
 }
 
+// sendOne sends a lone decision.
+func (b *Backend) sendOne(bt *batcher, c *batchCall) {
+	if bt.node == nil {
+		c.out, c.err = b.takeRedis(c.ctx, c.keys, c.args, c.nops)
+		return
+	}
+	c.out, c.err = b.takePart(c.ctx, c.ops, c.keys, c.args, part{slot: c.slot, node: bt.node})
+}
+
 // handOff ends a call in flight: the first waiting decision, if any, is
 // handed the lead of a batch of the waiting decisions.
-func (b *Backend) handOff() {
-	bt := &b.batch
+func (b *Backend) handOff(bt *batcher) {
 	bt.mu.Lock()
 	if len(bt.pending) == 0 {
 		bt.inflight--
@@ -87,10 +105,10 @@ func (b *Backend) handOff() {
 
 // runBatch sends batch in one script call (mode "m") and gives each call
 // its outcome; the lead's done channel is already closed.
-func (b *Backend) runBatch(batch []*batchCall) {
+func (b *Backend) runBatch(bt *batcher, batch []*batchCall) {
 	lead := batch[0]
 	if len(batch) == 1 {
-		lead.out, lead.err = b.takeRedis(lead.ctx, lead.keys, lead.args, lead.nops)
+		b.sendOne(bt, lead)
 		return
 	}
 	nkeys, nargs := 0, 3
@@ -114,7 +132,24 @@ func (b *Backend) runBatch(batch []*batchCall) {
 	}
 	// The batch is not the lead's alone: its caller giving up must not
 	// fail the others.
-	cmd, err := b.run(context.WithoutCancel(lead.ctx), keys, args)
+	bctx := context.WithoutCancel(lead.ctx)
+	var cmd *redis.Cmd
+	var err error
+	if bt.node == nil {
+		cmd, err = b.run(bctx, keys, args)
+	} else {
+		cmd, err = b.runNodeBatch(bctx, bt.node, batch, keys, args)
+		if errors.Is(err, errRegroup) {
+			// A slot moved: each decision again, slot by slot.
+			for k, c := range batch {
+				c.out, c.err = b.takeParts(c.ctx, c.ops, c.keys, c.args, true)
+				if k > 0 {
+					close(c.done)
+				}
+			}
+			return
+		}
+	}
 	var vals []int64
 	if err == nil {
 		if vals, err = cmd.Int64Slice(); err != nil {
@@ -138,4 +173,50 @@ func (b *Backend) runBatch(batch []*batchCall) {
 			close(c.done)
 		}
 	}
+}
+
+// runNodeBatch sends a batch of decisions that one cluster node holds:
+// one call, with the cross-slot form when they span several slots.
+func (b *Backend) runNodeBatch(ctx context.Context, node *redis.Client, batch []*batchCall, keys []string, args []any) (*redis.Cmd, error) {
+	if err := b.nodeDownErr(node); err != nil {
+		return nil, err
+	}
+	slot := batch[0].slot
+	for _, c := range batch {
+		if c.slot != slot {
+			slot = -1
+		}
+	}
+	var cmd *redis.Cmd
+	var err error
+	if slot >= 0 {
+		cmd, err = b.run(ctx, keys, args)
+	} else {
+		cmd, err = b.runCross(ctx, keys, args)
+	}
+	if errors.Is(err, ErrUnavailable) {
+		b.nodeFailed(node, err)
+	} else if err == nil && b.anyDown.Load() {
+		b.nodeFailed(node, nil)
+	}
+	return cmd, err
+}
+
+// nodeBatcher returns the batcher of a cluster node, or nil when too many
+// nodes have one already.
+func (b *Backend) nodeBatcher(node *redis.Client) *batcher {
+	b.nodesMu.Lock()
+	defer b.nodesMu.Unlock()
+	bt := b.nodeBatch[node]
+	if bt == nil {
+		if len(b.nodeBatch) >= maxNodesDown {
+			return nil
+		}
+		if b.nodeBatch == nil {
+			b.nodeBatch = map[*redis.Client]*batcher{}
+		}
+		bt = &batcher{node: node}
+		b.nodeBatch[node] = bt
+	}
+	return bt
 }

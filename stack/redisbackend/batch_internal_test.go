@@ -69,7 +69,7 @@ func TestBatchMatchesOneByOne(t *testing.T) {
 			calls = append(calls, &batchCall{ctx: ctx, keys: keys, args: args, nops: nops, done: make(chan struct{})})
 		}
 		close(calls[0].done)
-		bat.runBatch(calls)
+		bat.runBatch(&bat.batch, calls)
 		for d, c := range calls {
 			if c.err != nil {
 				t.Fatalf("round %d decision %d: %v", round, d, c.err)

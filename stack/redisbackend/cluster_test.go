@@ -3,6 +3,7 @@ package redisbackend_test
 import (
 	"context"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,22 +16,25 @@ import (
 	"github.com/sluicehq/sluice/stack/redisbackend/redistest"
 )
 
-// startCluster starts three cluster-enabled redis-servers and joins them
-// with redis-cli --cluster create. It skips (with the reason) only when
-// redis-cli or cluster mode is unavailable here.
-func startCluster(t *testing.T) []string {
+// startCluster starts masters·(1+replicas) cluster-enabled redis-servers
+// (extra arguments go to each) and joins them with redis-cli --cluster
+// create, then waits until every node reports cluster_state:ok. It skips
+// (with the reason) only when redis-cli or cluster mode is unavailable.
+func startCluster(t testing.TB, masters, replicas int, extra ...string) ([]string, []*redistest.Server) {
 	t.Helper()
 	redistest.RequireServer(t)
 	if _, err := exec.LookPath("redis-cli"); err != nil {
 		t.Skip("redis-cli not on PATH: cannot create a cluster")
 	}
 	var addrs []string
-	for i := 0; i < 3; i++ {
-		srv := startRedis(t, "--cluster-enabled", "yes") // each in its own --dir
+	var srvs []*redistest.Server
+	for i := 0; i < masters*(1+replicas); i++ {
+		srv := startRedis(t, append([]string{"--cluster-enabled", "yes"}, extra...)...) // each in its own --dir
 		addrs = append(addrs, srv.Addr)
+		srvs = append(srvs, srv)
 	}
 	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
 		if strings.Contains(string(out), "cluster support disabled") {
 			t.Skipf("redis-server has no cluster mode: %s", out)
@@ -39,7 +43,7 @@ func startCluster(t *testing.T) []string {
 	}
 	for _, a := range addrs {
 		c := redis.NewClient(&redis.Options{Addr: a})
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(30 * time.Second)
 		for {
 			info, _ := c.ClusterInfo(context.Background()).Result()
 			if strings.Contains(info, "cluster_state:ok") {
@@ -53,7 +57,7 @@ func startCluster(t *testing.T) []string {
 		}
 		c.Close()
 	}
-	return addrs
+	return addrs, srvs
 }
 
 // A three-node Redis Cluster: the script's keys share a hash tag, so a
@@ -63,7 +67,7 @@ func TestCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-node cluster")
 	}
-	addrs := startCluster(t)
+	addrs, _ := startCluster(t, 3, 0)
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { client.Close() })
 	ctx := context.Background()

@@ -18,9 +18,10 @@
 // and commits all of the decision's buckets atomically, whatever their
 // number (EVAL once when the server lost the script, e.g. after SCRIPT
 // FLUSH or a restart); concurrent decisions of one process share a call
-// (see Batching). All keys of a Backend share one hash tag ("sluice:{sluice}:…"
-// by default), so the script is legal on Redis Cluster; one Backend's keys
-// therefore live in one slot.
+// (see Batching). By default all keys of a Backend share one hash tag
+// ("sluice:{sluice}:…"), so the script is legal on Redis Cluster and one
+// Backend's keys live in one slot; WithSpread spreads them (see Redis
+// Cluster).
 //
 // # Time and resolution
 //
@@ -80,6 +81,63 @@
 //
 // QuietLogger drops only the dial messages; the error handler reports the
 // outage instead.
+//
+// # Redis Cluster
+//
+//	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs,
+//		ContextTimeoutEnabled: true}) // as the tests run it
+//	b, err := redisbackend.New(client, redisbackend.WithPin(byCaller)) // or WithSpread()
+//
+// With WithSpread every bucket has its own hash tag, a digest of its limit
+// and of the values that select it ("sluice:{1f0c9a2e}:<bucket key>"), so
+// the buckets of one stack spread over all the slots and masters of a
+// cluster (100,000 callers' buckets fall on three masters within 1% of a
+// third each). WithPin keeps chosen buckets together, for instance every
+// bucket of one caller, so that the common decision stays on one node.
+//
+// A decision whose buckets sit on one node is one script call, as before
+// (the keys of several slots of one node go in one call through the
+// script flag allow-cross-slot-keys of Redis 7; an older server gets one
+// call per slot). A decision whose buckets sit on several nodes makes one
+// call per node, sent concurrently, each deciding its buckets all or
+// nothing; then the first denial in evaluation order decides, RetryAfter
+// is the longest wait any part reports (never early), and what the parts
+// that passed took is given back by a second call to each. While that
+// give-back is in flight, another decision may be denied by those units: a
+// spurious denial for one round trip, never an admission beyond a limit.
+// Shadow limits, reservations and connections slots work across nodes
+// (one difference: a full connections slot after the denying bucket, on
+// another node, may lengthen RetryAfter to its one second, where the
+// in-memory stack does not probe slots). A
+// decision that changes a bucket's parameters (after a reload) and is
+// denied on another node may convert that bucket at once rather than at
+// its next use.
+//
+// Concurrent decisions on one node are batched per node (WithMaxBatch),
+// in one call even when their buckets span several of its slots; a
+// decision on several nodes is not batched (its parts go to different
+// nodes).
+//
+// A slot moving (MOVED, ASK while resharding) is followed: a call that
+// touched a slot no longer on its node is redone slot by slot through the
+// cluster client, which follows the redirection. A node that cannot decide
+// fails only the decisions that need it: without WithLocalFallback those
+// decisions return ErrUnavailable (the Stack fails open or closed) and
+// the node is not asked again for WithProbeInterval, while decisions on
+// the other nodes go on; if another node denied, the decision is that
+// denial. Redis Cluster itself refuses every command (CLUSTERDOWN) while
+// some slot has no master, unless cluster-require-full-coverage is no:
+// set it so that the other masters keep deciding during a failover. What
+// the other nodes took for a failed decision stays taken, so
+// that a fail-open admission still counts where it could. With
+// WithLocalFallback, a failing node sends the whole Backend to its
+// fallback, as on a single server.
+//
+// Switching a fleet to WithSpread renames every key, so it is not the
+// default: buckets start full once, and while old and new processes run
+// side by side each side has its own buckets (up to twice the limit for
+// the length of the rollout). On a single server (*redis.Client) the
+// spread only renames keys.
 //
 // # Reservations and connections
 //

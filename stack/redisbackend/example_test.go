@@ -53,3 +53,32 @@ func ExampleQuietLogger() {
 	// Output:
 	// redis: another message
 }
+
+// On Redis Cluster, WithPin spreads the buckets over the cluster while
+// keeping each caller's buckets of the chosen limits in one slot, so that
+// a decision on them is one call to one node.
+func ExampleWithPin() {
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:7000"},
+		ContextTimeoutEnabled: true})
+	defer client.Close()
+	b, err := redisbackend.New(client, redisbackend.WithPin(func(k redisbackend.Bucket) string {
+		if k.LimitID == "per-caller" || k.LimitID == "per-caller-tool" {
+			return k.Value(0) // the caller: dimension 0 of both limits
+		}
+		return "" // other limits: a tag of their own
+	}))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	caller := b.Key(stack.BucketKey("per-caller", "requests", 0, []string{"*"}, []string{"alice"}))
+	tool := b.Key(stack.BucketKey("per-caller-tool", "requests", 0, []string{"*", "*"}, []string{"alice", "search"}))
+	target := b.Key(stack.BucketKey("per-target", "requests", 0, []string{"*"}, []string{"alice"}))
+	fmt.Println(caller)
+	fmt.Println("one slot for alice:", redisbackend.Slot(caller) == redisbackend.Slot(tool))
+	fmt.Println("per-target elsewhere:", redisbackend.Slot(caller) != redisbackend.Slot(target))
+	// Output:
+	// sluice:{72b6e072}:per-caller|requests|0|1:*|5:alice
+	// one slot for alice: true
+	// per-target elsewhere: true
+}

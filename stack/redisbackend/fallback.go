@@ -289,7 +289,23 @@ func (b *Backend) pay(ctx context.Context, owed []stack.Op) error {
 	if err != nil {
 		return err
 	}
-	keys = append(keys, b.keyPrefix+probeKey)
+	if b.cluster != nil && len(owed) > 0 {
+		// A probe key per call; only what the nodes that failed did not
+		// take stays owed.
+		var failed []int
+		failed, err = b.adjustPartsFailed(ctx, owed, keys, args, false)
+		if len(failed) > 0 {
+			still := make([]stack.Op, len(failed))
+			for j, i := range failed {
+				still[j] = owed[i]
+			}
+			b.fb.mu.Lock()
+			b.reowe(still)
+			b.fb.mu.Unlock()
+		}
+		return err
+	}
+	keys = append(keys, b.redisKey(probeKey))
 	_, err = b.run(ctx, keys, args)
 	if err != nil && errorsIsUnavailable(err) {
 		b.fb.mu.Lock()
@@ -379,7 +395,7 @@ func (b *Backend) takeBoth(ctx context.Context, at time.Time, ops []stack.Op, ke
 		return loc, err
 	}
 	fb.mu.Unlock()
-	out, err := b.takeRedis(ctx, keys, args, len(ops))
+	out, err := b.takeDirect(ctx, ops, keys, args)
 	if err != nil && errorsIsUnavailable(err) {
 		// Redis failed again: the local decision stands, and is owed.
 		b.fail(err)

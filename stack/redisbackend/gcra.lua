@@ -27,6 +27,19 @@
 -- remaining...} with 0-based indexes (denied = -1: all passed; remaining is
 -- only present then). Adjust and pay return 0.
 
+-- "x" (Redis Cluster, several slots of one node; run with the flag
+-- allow-cross-slot-keys): KEYS[1] is the first key only, for routing;
+-- ARGV[2] is the number of keys, then the keys, then the arguments of one
+-- of the modes above.
+local KEYS, ARGV = KEYS, ARGV
+if ARGV[1] == 'x' then
+  local nk = tonumber(ARGV[2])
+  local k, a = {}, {}
+  for i = 1, nk do k[i] = ARGV[2 + i] end
+  for i = 3 + nk, #ARGV do a[#a + 1] = ARGV[i] end
+  KEYS, ARGV = k, a
+end
+
 local MAXDEBT = 2251799813685248 -- 2^51 ticks
 local NF = 6
 

@@ -23,6 +23,10 @@ var gcraSource string
 
 var gcraScript = redis.NewScript(gcraSource)
 
+// gcraCross is the script with the flag that lets it touch keys of several
+// slots of one cluster node (Redis 7 and later), for mode "x".
+var gcraCross = redis.NewScript("#!lua flags=allow-cross-slot-keys\n" + gcraSource)
+
 // ErrUnavailable matches (with errors.Is) the error Take and Adjust return
 // when Redis cannot decide now: no reply (connection refused or reset,
 // timeout), or a reply saying it cannot serve the call (OOM, BUSY,
@@ -61,17 +65,27 @@ const (
 // rates that do not divide the period) is evaluated on a coarser time unit
 // (10 µs, 100 µs, …) chosen per bucket; see Take's errors for the rest.
 //
-// All keys of one Backend share one Redis Cluster hash tag, so a decision's
-// keys are in one slot and the script is legal on a cluster; it also means
-// one stack's buckets live on one cluster node. Use several Backends with
-// different tags to spread independent stacks.
+// By default all keys of one Backend share one Redis Cluster hash tag, so a
+// decision's keys are in one slot and one stack's buckets live on one
+// cluster node. WithSpread gives each bucket its own tag, spreading the
+// buckets over the cluster (see the package documentation, "Redis
+// Cluster").
 //
 // A Backend is safe for concurrent use. It starts no goroutine.
 type Backend struct {
 	client    redis.UniversalClient
 	prefix    string
 	tag       string
-	keyPrefix string // "<prefix>:{<tag>}:"
+	keyPrefix string // "<prefix>:{<tag>}:"; "<prefix>:" in the spread layout
+	layout    int
+	pin       func(Bucket) string
+	cluster   *redis.ClusterClient // set with the spread layout on a cluster
+	isCluster bool                 // the client is a *redis.ClusterClient
+	noCross   atomic.Bool          // the cluster has no allow-cross-slot-keys: a call per slot
+	anyDown   atomic.Bool          // nodesDown is not empty
+	nodesMu   sync.Mutex
+	nodesDown map[string]nodeDown        // failed cluster nodes, by address (spread layout, no fallback)
+	nodeBatch map[*redis.Client]*batcher // per cluster node (spread layout), under nodesMu
 	clock     func() time.Time
 	timeout   time.Duration
 	probe     time.Duration
@@ -128,6 +142,57 @@ func WithHashTag(tag string) Option {
 			return fmt.Errorf("redisbackend: hash tag %q is empty or contains '{' or '}'", tag)
 		}
 		b.tag = tag
+		return nil
+	}
+}
+
+// WithSpread gives every bucket its own hash tag, a digest of its limit
+// and of the values that select it ("sluice:{1f0c9a2e}:<bucket key>"), so
+// that on Redis Cluster the buckets of a stack spread over every slot and
+// every master instead of sharing one slot (the default, WithHashTag). The
+// rates of one limit for one set of values keep one tag. A decision whose
+// buckets sit on several nodes makes one script call per node, sent
+// concurrently, and keeps the stack's semantics (see the package
+// documentation, "Redis Cluster"); concurrent decisions on one node are
+// batched per node. It cannot be combined with WithHashTag
+// and needs a *redis.Client or a *redis.ClusterClient (not a Ring).
+//
+// Switching a fleet to it renames every key: buckets start full once, and
+// while old and new processes run side by side each side has its own
+// buckets. On a single server the spread changes nothing but key names,
+// which is why it is not the default.
+func WithSpread() Option {
+	return func(b *Backend) error {
+		b.layout = layoutSpread
+		return nil
+	}
+}
+
+// WithPin is WithSpread where pin chooses the tag of some buckets: the
+// buckets for which pin returns the same non-empty string share one slot,
+// so that a common decision stays on one node (one round trip). Buckets
+// for which it returns "" are spread. For instance, to keep every bucket
+// of one caller together, pin by the caller's dimension of the limits that
+// have it:
+//
+//	redisbackend.WithPin(func(k redisbackend.Bucket) string {
+//		switch k.LimitID {
+//		case "per-caller", "per-caller-tool":
+//			return k.Value(0) // dimension 0 is the caller in both
+//		}
+//		return ""
+//	})
+//
+// pin must be fast, safe for concurrent use and always give the same
+// answer for the same bucket. Every process of a fleet must use the same
+// pin function, or they will not share buckets.
+func WithPin(pin func(Bucket) string) Option {
+	return func(b *Backend) error {
+		if pin == nil {
+			return errors.New("redisbackend: nil pin function")
+		}
+		b.layout = layoutSpread
+		b.pin = pin
 		return nil
 	}
 }
@@ -232,6 +297,18 @@ func New(client redis.UniversalClient, opts ...Option) (*Backend, error) {
 			return nil, err
 		}
 	}
+	_, b.isCluster = client.(*redis.ClusterClient)
+	if b.layout == layoutSpread {
+		if b.tag != "" {
+			return nil, errors.New("redisbackend: WithHashTag and WithSpread (or WithPin) exclude each other")
+		}
+		if _, ok := client.(*redis.Ring); ok {
+			return nil, errors.New("redisbackend: WithSpread (or WithPin) needs a *redis.Client or *redis.ClusterClient, not a Ring")
+		}
+		b.cluster, _ = client.(*redis.ClusterClient)
+		b.keyPrefix = b.prefix + ":"
+		return b, nil
+	}
 	tag := b.tag
 	if tag == "" {
 		tag = b.prefix
@@ -246,11 +323,24 @@ func New(client redis.UniversalClient, opts ...Option) (*Backend, error) {
 // Load loads the script into the server's cache (SCRIPT LOAD), so that the
 // first decision does not need a second round trip. It is optional.
 func (b *Backend) Load(ctx context.Context) error {
-	return gcraScript.Load(ctx, b.client).Err()
+	if err := gcraScript.Load(ctx, b.client).Err(); err != nil {
+		return err
+	}
+	if b.cluster != nil && !b.noCross.Load() {
+		if err := gcraCross.Load(ctx, b.client).Err(); err != nil {
+			var rerr redis.Error
+			if !errors.As(err, &rerr) {
+				return err
+			}
+			b.noCross.Store(true) // refused (before Redis 7): one call per slot
+		}
+	}
+	return nil
 }
 
-// KeyPrefix returns the string every key of this backend starts with,
-// "<prefix>:{<tag>}:".
+// KeyPrefix returns the string every key of this backend starts with:
+// "<prefix>:{<tag>}:" with one hash tag (the default), "<prefix>:" with
+// WithSpread or WithPin (see Key).
 func (b *Backend) KeyPrefix() string { return b.keyPrefix }
 
 // params are one op's bucket in the script's integer units.
@@ -304,7 +394,7 @@ func (b *Backend) request(mode string, ops []stack.Op) ([]string, []any, error) 
 		args[1] = ""
 	}
 	for i, op := range ops {
-		keys[i] = b.keyPrefix + op.Key
+		keys[i] = b.redisKey(op.Key)
 		shadow := "0"
 		if op.Shadow {
 			shadow = "1"
@@ -330,12 +420,21 @@ func (b *Backend) mono() int64 { return int64(time.Since(b.start)) + 1 }
 // run evaluates the script and classifies a failure: an error that means
 // Redis cannot decide now wraps ErrUnavailable.
 func (b *Backend) run(ctx context.Context, keys []string, args []any) (*redis.Cmd, error) {
+	return b.runScript(ctx, gcraScript, keys, args)
+}
+
+func (b *Backend) runScript(ctx context.Context, script *redis.Script, keys []string, args []any) (*redis.Cmd, error) {
 	cctx, cancel := b.callContext(ctx)
 	defer cancel()
-	cmd := gcraScript.Run(cctx, b.client, keys, args...)
+	cmd := script.Run(cctx, b.client, keys, args...)
 	err := cmd.Err()
 	if err == nil {
 		return cmd, nil
+	}
+	if b.isCluster && ctx.Err() == nil && redirected(err) {
+		// The client followed as many redirections as it may: the slot
+		// is moving, as TRYAGAIN says.
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	if ctx.Err() != nil || !cannotDecide(err) {
 		// The caller gave up, or the server answered an error that is not
@@ -392,6 +491,16 @@ type sharedCtx struct {
 
 func noCancel() {}
 
+// redirected reports a MOVED or ASK reply.
+func redirected(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := rerr.Error()
+	return strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ")
+}
+
 // unavailableCodes are the error codes of replies by which Redis says it
 // cannot decide now, though the request itself is fine: out of memory,
 // busy with a script, loading its data set, a read-only or cut-off
@@ -437,8 +546,13 @@ func (b *Backend) Take(ctx context.Context, at time.Time, ops []stack.Op) (stack
 	if b.state.Load() != stateUp {
 		return b.takeSlow(ctx, at, ops, keys, args)
 	}
-	out, err := b.takeBatched(ctx, keys, args, len(ops))
-	if err != nil && errors.Is(err, ErrUnavailable) {
+	var out stack.Outcome
+	if b.cluster != nil {
+		out, err = b.takeParts(ctx, ops, keys, args, false) // not batched: parts go to different nodes
+	} else {
+		out, err = b.takeBatched(ctx, keys, args, len(ops))
+	}
+	if err != nil && errors.Is(err, ErrUnavailable) && b.global() {
 		b.fail(err)
 		if b.share > 0 {
 			return b.takeLocal(ctx, at, ops)
@@ -522,8 +636,8 @@ func (b *Backend) Adjust(ctx context.Context, at time.Time, ops []stack.Op) erro
 			return err
 		}
 	}
-	if _, err := b.run(ctx, keys, args); err != nil {
-		if errors.Is(err, ErrUnavailable) {
+	if err := b.adjustDirect(ctx, ops, keys, args); err != nil {
+		if errors.Is(err, ErrUnavailable) && b.global() {
 			b.fail(err)
 			if b.share > 0 {
 				return b.adjustLocal(ctx, at, ops)
