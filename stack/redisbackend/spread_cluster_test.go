@@ -113,7 +113,7 @@ func TestClusterSpread(t *testing.T) {
 			if err := b.Load(ctx); err != nil {
 				t.Fatal(err)
 			}
-			s, err := stack.New(threeLimits, stack.WithNow(clock.Now), stack.WithBackend(b), stack.WithFailClosed())
+			s, err := stack.New(threeLimits, stack.WithClock(clock.Now), stack.WithBackend(b), stack.WithFailClosed())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -323,7 +323,7 @@ func TestClusterSpread(t *testing.T) {
 		if err := b.Load(ctx); err != nil {
 			t.Fatal(err)
 		}
-		s, err := stack.New(threeLimits, stack.WithNow(clock.Now), stack.WithBackend(b), stack.WithFailClosed())
+		s, err := stack.New(threeLimits, stack.WithClock(clock.Now), stack.WithBackend(b), stack.WithFailClosed())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -478,7 +478,7 @@ func TestClusterSpread(t *testing.T) {
 		}
 		var mu sync.Mutex
 		var events []*stack.FallbackError
-		s, err := stack.New(threeLimits, stack.WithNow(clock.Now), stack.WithBackend(b), stack.WithFailClosed(),
+		s, err := stack.New(threeLimits, stack.WithClock(clock.Now), stack.WithBackend(b), stack.WithFailClosed(),
 			stack.WithErrorHandler(func(err error) {
 				var fe *stack.FallbackError
 				if errors.As(err, &fe) {

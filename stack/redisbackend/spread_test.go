@@ -145,7 +145,7 @@ func TestSpreadSingleServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := stack.New(threeLimits, stack.WithNow(clock.Now), stack.WithBackend(b), stack.WithFailClosed())
+	s, err := stack.New(threeLimits, stack.WithClock(clock.Now), stack.WithBackend(b), stack.WithFailClosed())
 	if err != nil {
 		t.Fatal(err)
 	}
