@@ -272,6 +272,11 @@ func (c *compiled) config() Config {
 // Allow decides one request costing one unit of every "requests" limit and
 // nothing of "tokens" limits (a tokens bucket already in debt still denies).
 // It implements sluice.Limiter.
+//
+// Allow does not take "connections" limits into account: a concurrency slot
+// must be released when the request ends, which Allow has no way to learn.
+// Use ReserveSlots (or Reserve) and settle the Reservation when the request
+// is done; httplimit, grpclimit and mcplimit do that for you.
 func (s *Stack) Allow(ctx context.Context, keys sluice.Keys) (d sluice.Decision, err error) {
 	if err = ctx.Err(); err == nil {
 		err = s.evaluate(ctx, s.cfg.Load(), &keys, s.now(), 0, nil, &d)
