@@ -3,6 +3,7 @@ package redisbackend_test
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"strconv"
 	"testing"
@@ -89,5 +90,36 @@ func TestEarlierTextFormIsRead(t *testing.T) {
 		if f := storedBucket(t, client.Get(ctx, b.KeyPrefix()+k).Val()); f[5] != 0 {
 			t.Errorf("%s: stored %v, want 0 ticks held", k, f)
 		}
+	}
+}
+
+// A decision naming one bucket twice takes from it twice, as the memory
+// backend does (the fast path leaves it to the general path).
+func TestSameBucketTwiceInOneDecision(t *testing.T) {
+	srv := startRedis(t)
+	client, _ := newClient(t, srv.Addr)
+	ctx := context.Background()
+	clock := limitertest.NewClock(limitertest.Start)
+	rb, err := redisbackend.New(client, redisbackend.WithClock(clock.Now), redisbackend.WithKeyPrefix(uniquePrefix("twice")),
+		redisbackend.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := stack.NewMemoryBackend()
+	k := stack.Op{Key: "k", Rate: 10, Period: time.Second, Burst: 5, Cost: 2}
+	other := stack.Op{Key: "o", Rate: 10, Period: time.Second, Burst: 5, Cost: 1}
+	for i, ops := range [][]stack.Op{{k, k}, {k, other, k}, {other, k}, {k, k}} {
+		got, err := rb.Take(ctx, clock.Now(), ops)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := mem.Take(ctx, clock.Now(), ops)
+		if got.Denied != want.Denied || got.RetryAfter != want.RetryAfter || fmt.Sprint(got.Remaining) != fmt.Sprint(want.Remaining) {
+			t.Fatalf("decision %d: redis %+v, memory %+v", i, got, want)
+		}
+		if i == 0 && (got.Denied != -1 || got.Remaining[1] != 1) {
+			t.Fatalf("first decision: %+v, want both takes from one bucket (1 left)", got)
+		}
+		clock.Advance(150 * time.Millisecond)
 	}
 }

@@ -120,6 +120,155 @@ end
 -- KEYS[KO + i] and its i-th op's fields are ARGV[AO + (i-1)*NF + 1 ...].
 local KO, AO = 0, 2
 
+-- fast decides one decision of nops ops when every bucket is missing or
+-- stored with the parameters given (nothing to convert) and no key comes
+-- twice, exactly as take would, reading each bucket once and writing only
+-- what a successful take changed. It returns nil, having written nothing,
+-- in any other case.
+-- In a batch (mode "m") the fast path keeps each bucket it reads or
+-- changes in cache (key -> {T, R, U, n, h = held at now, dirty}) and
+-- writes it once, when the batch ends or before the general path runs:
+-- now is the same for the whole batch, so a hot bucket is read and written
+-- once per batch instead of once per decision.
+local cache = nil
+
+-- put stores held ticks of a bucket with parameters T R U n.
+local function put(k, T, R, U, n, held)
+  local tau = n * T
+  if held >= tau then
+    redis.call('DEL', k)
+    return
+  end
+  local val = struct.pack('<Bdddddd', 1, T, R, U, n, math.floor(now_us / U), held)
+  if R > 0 then
+    redis.call('SET', k, val, 'PX', ms(math.ceil(math.ceil((tau - held) / R) * U / 1000) + 1000))
+  else
+    redis.call('SET', k, val)
+  end
+end
+
+-- flush writes the changed buckets of the cache and empties it.
+local function flush()
+  if cache then
+    for k, c in pairs(cache) do
+      if c.dirty then put(k, c.T, c.R, c.U, c.n, c.h) end
+    end
+    cache = {}
+  end
+end
+
+local function fast(nops)
+  local H = {}
+  for i = 1, nops do
+    local k = KEYS[KO + i]
+    -- a key that comes twice goes to the general path (a decision has few
+    -- ops: comparing pairs is cheaper than filling a table)
+    for j = KO + 1, KO + i - 1 do
+      if KEYS[j] == k then return nil end
+    end
+    local b = AO + (i - 1) * NF
+    if ARGV[b + 1] == '0' then return nil end -- a connections slot
+    local T, R, U, n = ARGV[b + 1] + 0, ARGV[b + 2] + 0, ARGV[b + 3] + 0, ARGV[b + 4] + 0
+    local tau = n * T
+    local h = tau
+    local c = cache and cache[k]
+    if c then
+      if c.T ~= T or c.R ~= R or c.U ~= U or c.n ~= n then return nil end
+      h = c.h
+    else
+      local v = redis.call('GET', k)
+      if v then
+        -- the binary form with these parameters (see the fast path above)
+        local f, sT, sR, sU, sn, w, sh
+        if #v == 49 then f, sT, sR, sU, sn, w, sh = struct.unpack('<Bdddddd', v) end
+        if f ~= 1 or sT ~= T or sR ~= R or sU ~= U or sn ~= n then return nil end
+        h = sh
+        if R > 0 then h = h + (math.floor(now_us / U) - w) * R end
+        if h > tau then h = tau elseif h < -MAXDEBT then h = -MAXDEBT end
+      end
+      if cache then cache[k] = {T = T, R = R, U = U, n = n, h = h, dirty = false} end
+    end
+    H[i] = h
+  end
+  local denied, retry, perm, over = -1, 0, false, false
+  local shadowed = {}
+  local newH = {}
+  for i = 1, nops do
+    local b = AO + (i - 1) * NF
+    local T, R, U, n = ARGV[b + 1] + 0, ARGV[b + 2] + 0, ARGV[b + 3] + 0, ARGV[b + 4] + 0
+    local cost, shadow = ARGV[b + 5] + 0, ARGV[b + 6] == '1'
+    local h = H[i]
+    local st, val = 0, h
+    if cost <= 0 then
+      if h < 0 then
+        if R == 0 then st = 1 else st, val = 3, math.ceil((0 - h) / R) * U end
+      end
+    elseif cost > n then
+      st, val = 2, n > 0
+    else
+      local need = cost * T
+      if h >= need then
+        val = h - need
+      elseif R == 0 then
+        st = 1
+      else
+        st, val = 3, math.ceil((need - h) / R) * U
+      end
+    end
+    if denied < 0 then
+      if st == 0 then
+        if cost > 0 then newH[i] = val end
+        H[i] = math.floor(val / T)
+      elseif shadow then
+        shadowed[#shadowed + 1] = i - 1
+        H[i] = 0
+      else
+        denied = i
+        if st == 1 then perm = true elseif st == 2 then perm, over = true, val else retry = val end
+      end
+    elseif not perm and not shadow then
+      if st == 1 then
+        perm, over, retry = true, false, 0
+      elseif st == 2 then
+        perm, over, retry = true, val, 0
+      elseif st == 3 and val > retry then
+        retry = val
+      end
+    end
+    if denied >= 0 and perm then break end
+  end
+  local out
+  if denied >= 0 then
+    out = {denied - 1, retry, perm and 1 or 0, over and 1 or 0, #shadowed}
+    for _, x in ipairs(shadowed) do out[#out + 1] = x end
+    return out
+  end
+  for i = 1, nops do
+    local held = newH[i]
+    if held then
+      local k = KEYS[KO + i]
+      if cache then
+        local c = cache[k]
+        c.h, c.dirty = held, true
+      else
+        local b = AO + (i - 1) * NF
+        put(k, ARGV[b + 1] + 0, ARGV[b + 2] + 0, ARGV[b + 3] + 0, ARGV[b + 4] + 0, held)
+      end
+    end
+  end
+  out = {-1, 0, 0, 0, #shadowed}
+  for _, x in ipairs(shadowed) do out[#out + 1] = x end
+  for i = 1, nops do out[#out + 1] = H[i] end
+  return out
+end
+
+-- A take decision goes the fast way before the general path's closures
+-- are even built (a batch needs both).
+if mode == 't' then
+  local out = fast(#KEYS)
+  if out then return out end
+end
+
 local function op(i)
   local b = AO + (i - 1) * NF
   if ARGV[b + 1] == '0' then
@@ -371,156 +520,6 @@ local function take(nops)
   return out
 end
 
--- fast decides one decision of nops ops when every bucket is missing or
--- stored with the parameters given (nothing to convert) and no key comes
--- twice, exactly as take would, reading each bucket once and writing only
--- what a successful take changed. It returns nil, having written nothing,
--- in any other case.
--- In a batch (mode "m") the fast path keeps each bucket it reads or
--- changes in cache (key -> {T, R, U, n, h = held at now, dirty}) and
--- writes it once, when the batch ends or before the general path runs:
--- now is the same for the whole batch, so a hot bucket is read and written
--- once per batch instead of once per decision.
-local cache = nil
-
--- put stores held ticks of a bucket with parameters T R U n.
-local function put(k, T, R, U, n, held)
-  local tau = n * T
-  if held >= tau then
-    redis.call('DEL', k)
-    return
-  end
-  local val = struct.pack('<Bdddddd', 1, T, R, U, n, math.floor(now_us / U), held)
-  if R > 0 then
-    redis.call('SET', k, val, 'PX', ms(math.ceil(math.ceil((tau - held) / R) * U / 1000) + 1000))
-  else
-    redis.call('SET', k, val)
-  end
-end
-
--- flush writes the changed buckets of the cache and empties it.
-local function flush()
-  if cache then
-    for k, c in pairs(cache) do
-      if c.dirty then put(k, c.T, c.R, c.U, c.n, c.h) end
-    end
-    cache = {}
-  end
-end
-
-local function fast(nops)
-  local seen = nil
-  if nops > 1 then seen = {} end
-  local H = {}
-  for i = 1, nops do
-    local k = KEYS[KO + i]
-    if seen then
-      if seen[k] then return nil end
-      seen[k] = true
-    end
-    local b = AO + (i - 1) * NF
-    if ARGV[b + 1] == '0' then return nil end -- a connections slot
-    local T, R, U, n = ARGV[b + 1] + 0, ARGV[b + 2] + 0, ARGV[b + 3] + 0, ARGV[b + 4] + 0
-    local tau = n * T
-    local h = tau
-    local c = cache and cache[k]
-    if c then
-      if c.T ~= T or c.R ~= R or c.U ~= U or c.n ~= n then return nil end
-      h = c.h
-    else
-      local v = redis.call('GET', k)
-      if v then
-        -- the binary form with these parameters (see the fast path above)
-        local f, sT, sR, sU, sn, w, sh
-        if #v == 49 then f, sT, sR, sU, sn, w, sh = struct.unpack('<Bdddddd', v) end
-        if f ~= 1 or sT ~= T or sR ~= R or sU ~= U or sn ~= n then return nil end
-        h = sh
-        if R > 0 then h = h + (math.floor(now_us / U) - w) * R end
-        if h > tau then h = tau elseif h < -MAXDEBT then h = -MAXDEBT end
-      end
-      if cache then cache[k] = {T = T, R = R, U = U, n = n, h = h, dirty = false} end
-    end
-    H[i] = h
-  end
-  local denied, retry, perm, over = -1, 0, false, false
-  local shadowed = {}
-  local newH = {}
-  for i = 1, nops do
-    local b = AO + (i - 1) * NF
-    local T, R, U, n = ARGV[b + 1] + 0, ARGV[b + 2] + 0, ARGV[b + 3] + 0, ARGV[b + 4] + 0
-    local cost, shadow = ARGV[b + 5] + 0, ARGV[b + 6] == '1'
-    local h = H[i]
-    local st, val = 0, h
-    if cost <= 0 then
-      if h < 0 then
-        if R == 0 then st = 1 else st, val = 3, math.ceil((0 - h) / R) * U end
-      end
-    elseif cost > n then
-      st, val = 2, n > 0
-    else
-      local need = cost * T
-      if h >= need then
-        val = h - need
-      elseif R == 0 then
-        st = 1
-      else
-        st, val = 3, math.ceil((need - h) / R) * U
-      end
-    end
-    if denied < 0 then
-      if st == 0 then
-        if cost > 0 then newH[i] = val end
-        H[i] = math.floor(val / T)
-      elseif shadow then
-        shadowed[#shadowed + 1] = i - 1
-        H[i] = 0
-      else
-        denied = i
-        if st == 1 then perm = true elseif st == 2 then perm, over = true, val else retry = val end
-      end
-    elseif not perm and not shadow then
-      if st == 1 then
-        perm, over, retry = true, false, 0
-      elseif st == 2 then
-        perm, over, retry = true, val, 0
-      elseif st == 3 and val > retry then
-        retry = val
-      end
-    end
-    if denied >= 0 and perm then break end
-  end
-  local out
-  if denied >= 0 then
-    out = {denied - 1, retry, perm and 1 or 0, over and 1 or 0, #shadowed}
-    for _, x in ipairs(shadowed) do out[#out + 1] = x end
-    return out
-  end
-  for i = 1, nops do
-    local held = newH[i]
-    if held then
-      local k = KEYS[KO + i]
-      if cache then
-        local c = cache[k]
-        c.h, c.dirty = held, true
-      else
-        local b = AO + (i - 1) * NF
-        put(k, ARGV[b + 1] + 0, ARGV[b + 2] + 0, ARGV[b + 3] + 0, ARGV[b + 4] + 0, held)
-      end
-    end
-  end
-  out = {-1, 0, 0, 0, #shadowed}
-  for _, x in ipairs(shadowed) do out[#out + 1] = x end
-  for i = 1, nops do out[#out + 1] = H[i] end
-  return out
-end
-
--- decide evaluates one take decision, fast when it can.
-local function decide(nops)
-  local out = fast(nops)
-  if out then return out end
-  return take(nops)
-end
-
 if mode == 'm' then
   -- a batch: ARGV[3] decisions, each a count c then c ops; the reply is
   -- each decision's reply prefixed by its length. Decisions are evaluated
@@ -592,4 +591,4 @@ if mode == 'a' then
   return 0
 end
 
-return decide(nops)
+return take(nops) -- fast declined above
