@@ -31,9 +31,15 @@
 // ticks (a token is P/g ticks and a microsecond Rate/g ticks, with P the
 // period in microseconds and g = gcd(P, Rate)), stored with its parameters,
 // so that all stored numbers are integers below 2^53 (exact in Lua's
-// doubles). A changed rate or burst keeps the tokens held, capped at the new
-// burst, as bucket.Reconfigure does. RetryAfter is rounded up to the
-// microsecond.
+// doubles). A bucket's key holds one 49-byte string: the byte 1, then the
+// parameters, the instant and the ticks held as six little-endian doubles;
+// buckets stored as text by earlier versions are read exactly and rewritten
+// in this form at their next write. Earlier versions cannot read this form
+// (their script answers an error naming the key, which the Stack's failure
+// policy handles): during a rolling upgrade, old processes fail their
+// decisions on buckets the new ones wrote. A changed rate or burst keeps the
+// tokens held, capped at the new burst, as bucket.Reconfigure does.
+// RetryAfter is rounded up to the microsecond.
 //
 // # Expiry
 //

@@ -17,11 +17,15 @@
 -- "m" (a batch of takes) has ARGV[3] the number of decisions, then for each
 -- a count of ops and their fields; its keys are the decisions' in order.
 --
--- A stored bucket is the string "T R U n w held": the tokens held, in ticks,
--- at instant w (in time units of U microseconds). A missing key is a full
--- bucket. Every stored number is an integer below 2^53, so Lua's doubles
--- hold them exactly. A full bucket is deleted; any other expires (PX) a
--- second after it would be full again, unless it has no refill.
+-- A stored bucket is 49 bytes: the byte 1, then T R U n w held as
+-- little-endian doubles (struct '<Bdddddd'): the tokens held, in ticks, at
+-- instant w (in time units of U microseconds). Every stored number is an
+-- integer below 2^53, so doubles hold them exactly, and reading them back is
+-- one struct.unpack instead of parsing text. The text "T R U n w held"
+-- (decimal integers) that earlier versions wrote is still read, exactly as
+-- before, and rewritten in the binary form at the bucket's next write. A
+-- missing key is a full bucket. A full bucket is deleted; any other expires
+-- (PX) a second after it would be full again, unless it has no refill.
 --
 -- Take returns {denied, retry_us, permanent, overburst, #shadow, shadow...,
 -- remaining...} with 0-based indexes (denied = -1: all passed; remaining is
@@ -51,34 +55,34 @@ local mode = ARGV[1]
 local now_us
 if ARGV[2] == '' then
   local t = redis.call('TIME')
-  now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  now_us = t[1] * 1000000 + t[2] -- Lua converts the strings as tonumber does
 else
   now_us = tonumber(ARGV[2])
 end
 
 -- The commonest decision, one bucket taken at its stored parameters,
--- without building any table or closure (the same arithmetic as fast).
+-- without building any table, closure or string but the reply and the
+-- stored value (the same arithmetic as fast). The request's numbers are
+-- decimal integers the client wrote, so arithmetic converts them exactly as
+-- tonumber would, for less.
 if mode == 't' and #KEYS == 1 and ARGV[8] == '0' and ARGV[3] ~= '0' then
-  local T, R, U, n = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-  local cost = tonumber(ARGV[7])
+  local T, R, U, n = ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0
+  local cost = ARGV[7] + 0
   local tau = n * T
   local h = tau
   local ok = true
-  -- the stored parameters, as the text they were written with
-  local sig = ARGV[3] .. ' ' .. ARGV[4] .. ' ' .. ARGV[5] .. ' ' .. ARGV[6] .. ' '
+  local now = math.floor(now_us / U)
   local v = redis.call('GET', KEYS[1])
   if v then
-    local ls = #sig
-    local sp = string.find(v, ' ', ls + 1, true)
-    local w, sh
-    if sp and string.sub(v, 1, ls) == sig then
-      w, sh = tonumber(string.sub(v, ls + 1, sp - 1)), tonumber(string.sub(v, sp + 1))
-    end
-    if not sh or not w then
-      ok = false -- other parameters: the general path converts
+    -- the binary form with these parameters; anything else (other
+    -- parameters, the earlier text form) goes to the general path
+    local f, sT, sR, sU, sn, w, sh
+    if #v == 49 then f, sT, sR, sU, sn, w, sh = struct.unpack('<Bdddddd', v) end
+    if f ~= 1 or sT ~= T or sR ~= R or sU ~= U or sn ~= n then
+      ok = false
     else
       h = sh
-      if R > 0 then h = h + (math.floor(now_us / U) - w) * R end
+      if R > 0 then h = h + (now - w) * R end
       if h > tau then h = tau elseif h < -MAXDEBT then h = -MAXDEBT end
     end
   end
@@ -88,13 +92,14 @@ if mode == 't' and #KEYS == 1 and ARGV[8] == '0' and ARGV[3] ~= '0' then
       local held = h - need
       if held >= tau then
         redis.call('DEL', KEYS[1])
+      elseif R > 0 then
+        -- PX as text: Redis turns a Lua number into text with "%.17g",
+        -- slower than string.format's "%d", which is exact below 2^53
+        local px = math.ceil(math.ceil((tau - held) / R) * U / 1000) + 1000
+        if px < 9007199254740992 then px = string.format('%d', px) end
+        redis.call('SET', KEYS[1], struct.pack('<Bdddddd', 1, T, R, U, n, now, held), 'PX', px)
       else
-        local val = sig .. string.format('%d %d', math.floor(now_us / U), held)
-        if R > 0 then
-          redis.call('SET', KEYS[1], val, 'PX', math.ceil(math.ceil((tau - held) / R) * U / 1000) + 1000)
-        else
-          redis.call('SET', KEYS[1], val)
-        end
+        redis.call('SET', KEYS[1], struct.pack('<Bdddddd', 1, T, R, U, n, now, held))
       end
       return {-1, 0, 0, 0, 0, math.floor(held / T)}
     end
@@ -104,9 +109,165 @@ if mode == 't' and #KEYS == 1 and ARGV[8] == '0' and ARGV[3] ~= '0' then
   end
 end
 
+-- ms is a PX argument: Redis turns a Lua number into text with "%.17g",
+-- slower than string.format's "%d", which is exact below 2^53.
+local function ms(x)
+  if x < 9007199254740992 then return string.format('%d', x) end
+  return x
+end
+
 -- KO and AO locate the decision being evaluated: its i-th key is
 -- KEYS[KO + i] and its i-th op's fields are ARGV[AO + (i-1)*NF + 1 ...].
 local KO, AO = 0, 2
+
+-- fast decides one decision of nops ops when every bucket is missing or
+-- stored with the parameters given (nothing to convert) and no key comes
+-- twice, exactly as take would, reading each bucket once and writing only
+-- what a successful take changed. It returns nil, having written nothing,
+-- in any other case.
+-- In a batch (mode "m") the fast path keeps each bucket it reads or
+-- changes in cache (key -> {T, R, U, n, h = held at now, dirty}) and
+-- writes it once, when the batch ends or before the general path runs:
+-- now is the same for the whole batch, so a hot bucket is read and written
+-- once per batch instead of once per decision.
+local cache = nil
+
+-- put stores held ticks of a bucket with parameters T R U n.
+local function put(k, T, R, U, n, held)
+  local tau = n * T
+  if held >= tau then
+    redis.call('DEL', k)
+    return
+  end
+  local val = struct.pack('<Bdddddd', 1, T, R, U, n, math.floor(now_us / U), held)
+  if R > 0 then
+    redis.call('SET', k, val, 'PX', ms(math.ceil(math.ceil((tau - held) / R) * U / 1000) + 1000))
+  else
+    redis.call('SET', k, val)
+  end
+end
+
+-- flush writes the changed buckets of the cache and empties it.
+local function flush()
+  if cache then
+    for k, c in pairs(cache) do
+      if c.dirty then put(k, c.T, c.R, c.U, c.n, c.h) end
+    end
+    cache = {}
+  end
+end
+
+local function fast(nops)
+  local H = {}
+  for i = 1, nops do
+    local k = KEYS[KO + i]
+    -- a key that comes twice goes to the general path (a decision has few
+    -- ops: comparing pairs is cheaper than filling a table)
+    for j = KO + 1, KO + i - 1 do
+      if KEYS[j] == k then return nil end
+    end
+    local b = AO + (i - 1) * NF
+    if ARGV[b + 1] == '0' then return nil end -- a connections slot
+    local T, R, U, n = ARGV[b + 1] + 0, ARGV[b + 2] + 0, ARGV[b + 3] + 0, ARGV[b + 4] + 0
+    local tau = n * T
+    local h = tau
+    local c = cache and cache[k]
+    if c then
+      if c.T ~= T or c.R ~= R or c.U ~= U or c.n ~= n then return nil end
+      h = c.h
+    else
+      local v = redis.call('GET', k)
+      if v then
+        -- the binary form with these parameters (see the fast path above)
+        local f, sT, sR, sU, sn, w, sh
+        if #v == 49 then f, sT, sR, sU, sn, w, sh = struct.unpack('<Bdddddd', v) end
+        if f ~= 1 or sT ~= T or sR ~= R or sU ~= U or sn ~= n then return nil end
+        h = sh
+        if R > 0 then h = h + (math.floor(now_us / U) - w) * R end
+        if h > tau then h = tau elseif h < -MAXDEBT then h = -MAXDEBT end
+      end
+      if cache then cache[k] = {T = T, R = R, U = U, n = n, h = h, dirty = false} end
+    end
+    H[i] = h
+  end
+  local denied, retry, perm, over = -1, 0, false, false
+  local shadowed = {}
+  local newH = {}
+  for i = 1, nops do
+    local b = AO + (i - 1) * NF
+    local T, R, U, n = ARGV[b + 1] + 0, ARGV[b + 2] + 0, ARGV[b + 3] + 0, ARGV[b + 4] + 0
+    local cost, shadow = ARGV[b + 5] + 0, ARGV[b + 6] == '1'
+    local h = H[i]
+    local st, val = 0, h
+    if cost <= 0 then
+      if h < 0 then
+        if R == 0 then st = 1 else st, val = 3, math.ceil((0 - h) / R) * U end
+      end
+    elseif cost > n then
+      st, val = 2, n > 0
+    else
+      local need = cost * T
+      if h >= need then
+        val = h - need
+      elseif R == 0 then
+        st = 1
+      else
+        st, val = 3, math.ceil((need - h) / R) * U
+      end
+    end
+    if denied < 0 then
+      if st == 0 then
+        if cost > 0 then newH[i] = val end
+        H[i] = math.floor(val / T)
+      elseif shadow then
+        shadowed[#shadowed + 1] = i - 1
+        H[i] = 0
+      else
+        denied = i
+        if st == 1 then perm = true elseif st == 2 then perm, over = true, val else retry = val end
+      end
+    elseif not perm and not shadow then
+      if st == 1 then
+        perm, over, retry = true, false, 0
+      elseif st == 2 then
+        perm, over, retry = true, val, 0
+      elseif st == 3 and val > retry then
+        retry = val
+      end
+    end
+    if denied >= 0 and perm then break end
+  end
+  local out
+  if denied >= 0 then
+    out = {denied - 1, retry, perm and 1 or 0, over and 1 or 0, #shadowed}
+    for _, x in ipairs(shadowed) do out[#out + 1] = x end
+    return out
+  end
+  for i = 1, nops do
+    local held = newH[i]
+    if held then
+      local k = KEYS[KO + i]
+      if cache then
+        local c = cache[k]
+        c.h, c.dirty = held, true
+      else
+        local b = AO + (i - 1) * NF
+        put(k, ARGV[b + 1] + 0, ARGV[b + 2] + 0, ARGV[b + 3] + 0, ARGV[b + 4] + 0, held)
+      end
+    end
+  end
+  out = {-1, 0, 0, 0, #shadowed}
+  for _, x in ipairs(shadowed) do out[#out + 1] = x end
+  for i = 1, nops do out[#out + 1] = H[i] end
+  return out
+end
+
+-- A take decision goes the fast way before the general path's closures
+-- are even built (a batch needs both).
+if mode == 't' then
+  local out = fast(#KEYS)
+  if out then return out end
+end
 
 local function op(i)
   local b = AO + (i - 1) * NF
@@ -168,6 +329,28 @@ local function convert(p, h, q)
   return clamp(nh, qtau)
 end
 
+-- decode reads a stored bucket in either form, or returns nil.
+local function decode(v)
+  if #v == 49 and string.byte(v, 1) == 1 then
+    local _, T, R, U, n, w, h = struct.unpack('<Bdddddd', v)
+    -- only this script writes the form: its numbers are whole, T and U
+    -- positive, R and n not negative
+    if T >= 1 and R >= 0 and U >= 1 and n >= 0 and T % 1 == 0 and R % 1 == 0 and U % 1 == 0 and n % 1 == 0
+      and w % 1 == 0 and h % 1 == 0 then
+      return {T = T, R = R, U = U, n = n, w = w, held = h}
+    end
+    return nil
+  end
+  local T, R, U, n, w, h = string.match(v, '^(%d+) (%d+) (%d+) (%d+) (%-?%d+) (%-?%d+)$')
+  if not T then return nil end
+  return {T = tonumber(T), R = tonumber(R), U = tonumber(U), n = tonumber(n), w = tonumber(w), held = tonumber(h)}
+end
+
+-- encode is the stored form of held ticks at now with params p.
+local function encode(p, held)
+  return struct.pack('<Bdddddd', 1, p.T, p.R, p.U, p.n, math.floor(now_us / p.U), held)
+end
+
 local orig
 local function original(key)
   local o = orig[key]
@@ -175,11 +358,10 @@ local function original(key)
     o = false
     local v = redis.call('GET', key)
     if v then
-      local T, R, U, n, w, h = string.match(v, '^(%d+) (%d+) (%d+) (%d+) (%-?%d+) (%-?%d+)$')
-      if not T then
+      o = decode(v)
+      if not o then
         return redis.error_reply('sluice: key ' .. key .. ' does not hold a sluice bucket')
       end
-      o = {T = tonumber(T), R = tonumber(R), U = tonumber(U), n = tonumber(n), w = tonumber(w), held = tonumber(h)}
     end
     orig[key] = o
   end
@@ -224,10 +406,9 @@ local function commit(w)
       if s.held >= tau then
         redis.call('DEL', key)
       else
-        local v = string.format('%d %d %d %d %d %d', p.T, p.R, p.U, p.n, math.floor(now_us / p.U), s.held)
+        local v = encode(p, s.held)
         if p.R > 0 then
-          local ms = math.ceil(math.ceil((tau - s.held) / p.R) * p.U / 1000) + 1000
-          redis.call('SET', key, v, 'PX', ms)
+          redis.call('SET', key, v, 'PX', ms(math.ceil(math.ceil((tau - s.held) / p.R) * p.U / 1000) + 1000))
         else
           redis.call('SET', key, v)
         end
@@ -339,158 +520,6 @@ local function take(nops)
   return out
 end
 
--- fast decides one decision of nops ops when every bucket is missing or
--- stored with the parameters given (nothing to convert) and no key comes
--- twice, exactly as take would, reading each bucket once and writing only
--- what a successful take changed. It returns nil, having written nothing,
--- in any other case.
--- In a batch (mode "m") the fast path keeps each bucket it reads or
--- changes in cache (key -> {sig, T, R, U, n, h = held at now, dirty}) and
--- writes it once, when the batch ends or before the general path runs:
--- now is the same for the whole batch, so a hot bucket is read and written
--- once per batch instead of once per decision.
-local cache = nil
-
--- put stores held ticks of a bucket with parameters sig (their text).
-local function put(k, sig, T, R, U, n, held)
-  local tau = n * T
-  if held >= tau then
-    redis.call('DEL', k)
-    return
-  end
-  local val = sig .. string.format('%d %d', math.floor(now_us / U), held)
-  if R > 0 then
-    redis.call('SET', k, val, 'PX', math.ceil(math.ceil((tau - held) / R) * U / 1000) + 1000)
-  else
-    redis.call('SET', k, val)
-  end
-end
-
--- flush writes the changed buckets of the cache and empties it.
-local function flush()
-  if cache then
-    for k, c in pairs(cache) do
-      if c.dirty then put(k, c.sig, c.T, c.R, c.U, c.n, c.h) end
-    end
-    cache = {}
-  end
-end
-
-local function fast(nops)
-  local seen = nil
-  if nops > 1 then seen = {} end
-  local H, S = {}, {}
-  for i = 1, nops do
-    local k = KEYS[KO + i]
-    if seen then
-      if seen[k] then return nil end
-      seen[k] = true
-    end
-    local b = AO + (i - 1) * NF
-    if ARGV[b + 1] == '0' then return nil end -- a connections slot
-    local T, R, U, n = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
-    local tau = n * T
-    local h = tau
-    local sig = ARGV[b + 1] .. ' ' .. ARGV[b + 2] .. ' ' .. ARGV[b + 3] .. ' ' .. ARGV[b + 4] .. ' '
-    local c = cache and cache[k]
-    if c then
-      if c.sig ~= sig then return nil end
-      h = c.h
-    else
-      local v = redis.call('GET', k)
-      if v then
-        local ls = #sig
-        local sp = string.find(v, ' ', ls + 1, true)
-        if not sp or string.sub(v, 1, ls) ~= sig then return nil end
-        local w, sh = tonumber(string.sub(v, ls + 1, sp - 1)), tonumber(string.sub(v, sp + 1))
-        if not w or not sh then return nil end
-        h = sh
-        if R > 0 then h = h + (math.floor(now_us / U) - w) * R end
-        if h > tau then h = tau elseif h < -MAXDEBT then h = -MAXDEBT end
-      end
-      if cache then cache[k] = {sig = sig, T = T, R = R, U = U, n = n, h = h, dirty = false} end
-    end
-    H[i], S[i] = h, sig
-  end
-  local denied, retry, perm, over = -1, 0, false, false
-  local shadowed = {}
-  local newH = {}
-  for i = 1, nops do
-    local b = AO + (i - 1) * NF
-    local T, R, U, n = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
-    local cost, shadow = tonumber(ARGV[b + 5]), ARGV[b + 6] == '1'
-    local h = H[i]
-    local st, val = 0, h
-    if cost <= 0 then
-      if h < 0 then
-        if R == 0 then st = 1 else st, val = 3, math.ceil((0 - h) / R) * U end
-      end
-    elseif cost > n then
-      st, val = 2, n > 0
-    else
-      local need = cost * T
-      if h >= need then
-        val = h - need
-      elseif R == 0 then
-        st = 1
-      else
-        st, val = 3, math.ceil((need - h) / R) * U
-      end
-    end
-    if denied < 0 then
-      if st == 0 then
-        if cost > 0 then newH[i] = val end
-        H[i] = math.floor(val / T)
-      elseif shadow then
-        shadowed[#shadowed + 1] = i - 1
-        H[i] = 0
-      else
-        denied = i
-        if st == 1 then perm = true elseif st == 2 then perm, over = true, val else retry = val end
-      end
-    elseif not perm and not shadow then
-      if st == 1 then
-        perm, over, retry = true, false, 0
-      elseif st == 2 then
-        perm, over, retry = true, val, 0
-      elseif st == 3 and val > retry then
-        retry = val
-      end
-    end
-    if denied >= 0 and perm then break end
-  end
-  local out
-  if denied >= 0 then
-    out = {denied - 1, retry, perm and 1 or 0, over and 1 or 0, #shadowed}
-    for _, x in ipairs(shadowed) do out[#out + 1] = x end
-    return out
-  end
-  for i = 1, nops do
-    local held = newH[i]
-    if held then
-      local k = KEYS[KO + i]
-      if cache then
-        local c = cache[k]
-        c.h, c.dirty = held, true
-      else
-        local b = AO + (i - 1) * NF
-        put(k, S[i], tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), held)
-      end
-    end
-  end
-  out = {-1, 0, 0, 0, #shadowed}
-  for _, x in ipairs(shadowed) do out[#out + 1] = x end
-  for i = 1, nops do out[#out + 1] = H[i] end
-  return out
-end
-
--- decide evaluates one take decision, fast when it can.
-local function decide(nops)
-  local out = fast(nops)
-  if out then return out end
-  return take(nops)
-end
-
 if mode == 'm' then
   -- a batch: ARGV[3] decisions, each a count c then c ops; the reply is
   -- each decision's reply prefixed by its length. Decisions are evaluated
@@ -562,4 +591,4 @@ if mode == 'a' then
   return 0
 end
 
-return decide(nops)
+return take(nops) -- fast declined above
