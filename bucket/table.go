@@ -270,26 +270,31 @@ func (t *Table) tryTake(d digest, ns int64, n int) (ok bool, remaining int64) {
 	return ok, remaining
 }
 
-func (t *Table) take(d digest, ns int64, n int) Result {
-	var (
-		s    *shard
-		i    int
-		p    *params
-		full bool
-	)
+// locate is slotFor for a take of n, creating d's bucket when such a take
+// can change it, and starting again while a Reconfigure makes the answer
+// stale (see stale). With inf set the Table is unlimited and nothing is
+// locked; otherwise s, when not nil, is locked.
+func (t *Table) locate(d digest, ns int64, n int) (s *shard, i int, p *params, full, create, inf bool) {
 	for {
 		p = t.p.Load()
 		if p.inf {
-			return Result{OK: true, Remaining: p.n}
+			return nil, -1, p, false, false, true
 		}
-		create := fits(p, n)
+		create = fits(p, n)
 		s, i, p, full = t.slotFor(d, ns, create)
 		if !stale(i, full, create, p, n) {
-			break
+			return s, i, p, full, create, false
 		}
 		if s != nil {
 			s.mu.Unlock()
 		}
+	}
+}
+
+func (t *Table) take(d digest, ns int64, n int) Result {
+	s, i, p, full, _, inf := t.locate(d, ns, n)
+	if inf {
+		return Result{OK: true, Remaining: p.n}
 	}
 	if s == nil {
 		return t.peek(nil, p, ns, n)
@@ -309,26 +314,9 @@ func (t *Table) take(d digest, ns int64, n int) Result {
 }
 
 func (t *Table) allow(d digest, ns int64, n int) bool {
-	var (
-		s      *shard
-		i      int
-		p      *params
-		full   bool
-		create bool
-	)
-	for {
-		p = t.p.Load()
-		if p.inf {
-			return true
-		}
-		create = fits(p, n)
-		s, i, p, full = t.slotFor(d, ns, create)
-		if !stale(i, full, create, p, n) {
-			break
-		}
-		if s != nil {
-			s.mu.Unlock()
-		}
+	s, i, p, _, create, inf := t.locate(d, ns, n)
+	if inf {
+		return true
 	}
 	if s == nil {
 		return t.peek(nil, p, ns, n).OK
