@@ -105,11 +105,7 @@ func TestClusterSpread(t *testing.T) {
 	t.Run("roundTrips", func(t *testing.T) {
 		for n := 1; n <= 3; n++ {
 			clock := limitertest.NewClock(limitertest.Start)
-			b, err := redisbackend.New(client, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
-				redisbackend.WithKeyPrefix(uniquePrefix("rt")), redisbackend.WithTimeout(5*time.Second))
-			if err != nil {
-				t.Fatal(err)
-			}
+			b := newSpreadBackend(t, client, clock, "rt")
 			if err := b.Load(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -163,11 +159,7 @@ func TestClusterSpread(t *testing.T) {
 		// the denying one, which the in-memory stack converts at its next
 		// use instead.
 		clock := limitertest.NewClock(limitertest.Start)
-		rb, err := redisbackend.New(client, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
-			redisbackend.WithKeyPrefix(uniquePrefix("mm")), redisbackend.WithTimeout(5*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
+		rb := newSpreadBackend(t, client, clock, "mm")
 		mem := stack.NewMemoryBackend()
 		names := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
 		nodes := map[string]bool{}
@@ -259,11 +251,7 @@ func TestClusterSpread(t *testing.T) {
 		// exceed the smallest burst, and every bucket holds exactly what was
 		// admitted (give-backs are exact).
 		clock := limitertest.NewClock(limitertest.Start)
-		b, err := redisbackend.New(client, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
-			redisbackend.WithKeyPrefix(uniquePrefix("cc")), redisbackend.WithTimeout(5*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := newSpreadBackend(t, client, clock, "cc")
 		for _, nodes := range []int{1, 3} {
 			tg, tl, cl := valuesOnNodes(t, client, b, nodes)
 			bursts := []int64{60, 40, 50}
@@ -314,11 +302,7 @@ func TestClusterSpread(t *testing.T) {
 		// one-node decision over three slots is one call per slot, and
 		// still all or nothing.
 		clock := limitertest.NewClock(limitertest.Start)
-		b, err := redisbackend.New(client, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
-			redisbackend.WithKeyPrefix(uniquePrefix("ps")), redisbackend.WithTimeout(5*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := newSpreadBackend(t, client, clock, "ps")
 		redisbackend.NoCrossSlot(b)
 		if err := b.Load(ctx); err != nil {
 			t.Fatal(err)
@@ -425,11 +409,7 @@ func TestClusterSpread(t *testing.T) {
 		// slots of the node: the cross-slot form of a batch), and decide as
 		// one limiter: exactly the smallest burst is admitted.
 		clock := limitertest.NewClock(limitertest.Start)
-		b, err := redisbackend.New(client, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
-			redisbackend.WithKeyPrefix(uniquePrefix("bt")), redisbackend.WithTimeout(5*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := newSpreadBackend(t, client, clock, "bt")
 		if err := b.Load(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -569,4 +549,17 @@ func (h *scriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 		}
 		return next(ctx, cmds)
 	}
+}
+
+// newSpreadBackend is the spread backend most of these tests use: buckets
+// over the cluster's masters, time from clock, its own key prefix, and a
+// timeout long enough for a loaded machine.
+func newSpreadBackend(t *testing.T, client redis.UniversalClient, clock *limitertest.Clock, prefix string) *redisbackend.Backend {
+	t.Helper()
+	b, err := redisbackend.New(client, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
+		redisbackend.WithKeyPrefix(uniquePrefix(prefix)), redisbackend.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
