@@ -36,7 +36,11 @@ const (
 type Matcher struct {
 	keys    []string
 	entries [][]string // the entries, to confirm a hash hit
-	enc     []string   // enc[i]: the encoding of entries[i]'s exact prefix (MatchEncoded)
+	enc     []string   // enc[i]: the encoding of entries[i]'s exact prefix
+	// arena holds every enc[i] of a hashed level back to back; a hashSlot
+	// gives its entry's offset, so that MatchEncoded confirms a hit with
+	// one load from the slot's line to the bytes (no string header between).
+	arena string
 	// levels[p] maps the hash of the first p values (prefixHash) to the
 	// index of the entry with exactly p leading exact values (and n-p
 	// trailing "*"). levels[0] is unused: the all-wildcard entry is in all.
@@ -305,9 +309,18 @@ func New(keys []string, entries [][]string) (*Matcher, error) {
 		}
 		tmp[p][h] = int32(i)
 	}
+	var arena []byte
+	off := make(map[int32]uint32)
+	for _, lv := range tmp {
+		for _, i := range lv {
+			off[i] = uint32(len(arena))
+			arena = append(arena, m.enc[i]...)
+		}
+	}
+	m.arena = string(arena)
 	for p, lv := range tmp {
 		if lv != nil {
-			m.levels[p] = newHashIndex(lv)
+			m.levels[p] = newHashIndex(lv, off)
 		}
 	}
 	return m, nil
@@ -331,11 +344,12 @@ type hashIndex struct {
 }
 
 type hashSlot struct {
-	h uint64
-	i int32 // entry index + 1; 0: empty
+	h   uint64
+	i   int32  // entry index + 1; 0: empty
+	off uint32 // where the entry's encoding starts in Matcher.arena
 }
 
-func newHashIndex(m map[uint64]int32) *hashIndex {
+func newHashIndex(m map[uint64]int32, off map[int32]uint32) *hashIndex {
 	size := 2
 	for size < 2*len(m) {
 		size <<= 1
@@ -346,19 +360,27 @@ func newHashIndex(m map[uint64]int32) *hashIndex {
 		for x.slots[j].i != 0 {
 			j = (j + 1) & x.mask
 		}
-		x.slots[j] = hashSlot{h, i + 1}
+		x.slots[j] = hashSlot{h, i + 1, off[i]}
 	}
 	return x
 }
 
 func (x *hashIndex) get(h uint64) (int32, bool) {
+	if s, ok := x.slot(h); ok {
+		return s.i - 1, true
+	}
+	return 0, false
+}
+
+// slot returns the slot of hash h.
+func (x *hashIndex) slot(h uint64) (*hashSlot, bool) {
 	for j := h & x.mask; ; j = (j + 1) & x.mask {
 		s := &x.slots[j]
 		if s.i == 0 {
-			return 0, false
+			return nil, false
 		}
 		if s.h == h {
-			return s.i - 1, true
+			return s, true
 		}
 	}
 }
@@ -441,8 +463,12 @@ func (m *Matcher) MatchEncoded(values []string, pre []uint64, enc []byte, ends [
 	}
 	for p := m.top; p >= 1; p-- {
 		if lv := m.levels[p]; lv != nil {
-			if i, ok := lv.get(pre[p]); ok && m.enc[i] == string(enc[:ends[p]]) {
-				return int(i), true
+			if s, ok := lv.slot(pre[p]); ok {
+				// The stored encoding holds exactly p self-delimiting values:
+				// equal on the request's ends[p] bytes means equal.
+				if e := int(s.off) + ends[p]; e <= len(m.arena) && m.arena[s.off:e] == string(enc[:ends[p]]) {
+					return int(s.i - 1), true
+				}
 			}
 		} else if ex := m.exact[p]; ex != nil {
 			if i, ok := ex[string(enc[:ends[p]])]; ok {

@@ -173,7 +173,7 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 
 	for _, l := range c.order {
 		var (
-			en     *entry
+			he     *hotEntry
 			k0, k1 int32
 		)
 		if l.single {
@@ -190,7 +190,7 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 			if !ok {
 				continue // a missing dimension skips the limit
 			}
-			en = l.entries[l.all]
+			he = &l.hot[l.all]
 			k0 = int32(len(kb))
 			kb = appendBucketKey1(kb, v)
 			k1 = int32(len(kb))
@@ -201,36 +201,17 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 			if !ok {
 				continue // a missing dimension, or no entry: the limit does not apply
 			}
-			en = l.entries[idx]
-			if n := len(l.keys); en.exact < n {
+			he = &l.hot[idx]
+			if n := len(l.keys); int(he.exact) < n {
 				k0 = int32(len(kb))
-				kb = appendBucketKey(kb, ms.vals[en.exact:n])
+				kb = appendBucketKey(kb, ms.vals[he.exact:n])
 				k1 = int32(len(kb))
 			}
 		}
-		for _, rb := range en.rates {
-			cost := 1
-			switch rb.kind {
-			case kindConnections:
-				if r == nil {
-					continue // enforced by Reserve only
-				}
-			case kindTokens:
-				cost = tokens
-			}
-			if rb.rate == 0 && cost == 0 {
-				cost = 1 // rate 0 blocks every matching request, whatever it costs
-			}
-			// Built in place: a struct literal copied in would be read back
-			// in 16-byte moves from 8-byte stores (a store-forwarding stall).
-			i := len(items)
-			items = append(items, item{})
-			it := &items[i]
-			it.rb, it.k0, it.k1, it.rank, it.cost = rb, k0, k1, rb.rank, cost
-			// Insertion by rank; items arrive nearly sorted.
-			for i > 0 && items[i].rank < items[i-1].rank {
-				items[i], items[i-1] = items[i-1], items[i]
-				i--
+		if rb := he.rb; rb != nil {
+			items = addItem(items, rb, k0, k1, tokens, r != nil)
+			for _, rb := range he.more {
+				items = addItem(items, rb, k0, k1, tokens, r != nil)
 			}
 		}
 	}
@@ -366,6 +347,35 @@ func resolvedValues(l *limit, keys *sluice.Keys) []string {
 		out[k], _ = keys.Get(name)
 	}
 	return out
+}
+
+// addItem appends rb's item to items, kept sorted by rank: items arrive
+// nearly in rank order, so an insertion moves little. Connections limits
+// are skipped unless reserving (conns).
+func addItem(items []item, rb *rateBucket, k0, k1 int32, tokens int, conns bool) []item {
+	cost := 1
+	switch rb.kind {
+	case kindConnections:
+		if !conns {
+			return items // enforced by Reserve only
+		}
+	case kindTokens:
+		cost = tokens
+	}
+	if rb.rate == 0 && cost == 0 {
+		cost = 1 // rate 0 blocks every matching request, whatever it costs
+	}
+	// Built in place: a struct literal copied in would be read back in
+	// 16-byte moves from 8-byte stores (a store-forwarding stall).
+	i := len(items)
+	items = append(items, item{})
+	it := &items[i]
+	it.rb, it.k0, it.k1, it.rank, it.cost = rb, k0, k1, rb.rank, cost
+	for i > 0 && items[i].rank < items[i-1].rank {
+		items[i], items[i-1] = items[i-1], items[i]
+		i--
+	}
+	return items
 }
 
 // evaluatedList renders "{rateLimitId}:{metric}:{v1,v2}" for each item, in

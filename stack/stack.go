@@ -347,8 +347,19 @@ type limit struct {
 	sameDims bool
 	matcher  *match.Matcher
 	entries  []*entry
+	// hot[i] is what a decision reads of entries[i], by value: the matched
+	// index leads straight to the first bucket, not through the entry and
+	// its rates slice (two dependent loads fewer per limit per request).
+	hot []hotEntry
 	shadow   bool
 	service  bool
+}
+
+// hotEntry is the part of an entry that decisions read.
+type hotEntry struct {
+	exact int32         // entry.exact
+	rb    *rateBucket   // entry.rates[0], or nil
+	more  []*rateBucket // entry.rates[1:]
 }
 
 type entry struct {
@@ -703,6 +714,14 @@ func compileLimit(rl *RateLimit, prev *limit, now time.Time, withKeys bool, budg
 		addRates(sluice.MetricTokens, e.Tokens)
 		addRates(sluice.MetricConnections, e.Connections)
 		l.entries = append(l.entries, en)
+	}
+	l.hot = make([]hotEntry, len(l.entries))
+	for i, en := range l.entries {
+		h := &l.hot[i]
+		h.exact = int32(en.exact)
+		if len(en.rates) > 0 {
+			h.rb, h.more = en.rates[0], en.rates[1:]
+		}
 	}
 	return l
 }
