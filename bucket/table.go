@@ -244,6 +244,12 @@ func stale(i int, full, create bool, p *params, n int) bool {
 	return i < 0 && !full && !create && fits(p, n)
 }
 
+// TryTakeN is TakeN reporting only Result.OK and Result.Remaining (see
+// TryTakeBytes).
+func (t *Table) TryTakeN(key string, at time.Time, n int) (ok bool, remaining int64) {
+	return t.tryTake(t.digestString(key), nsOf(at), n)
+}
+
 // TryTakeBytes is TakeBytes reporting only Result.OK and Result.Remaining
 // (see Bucket.TryTakeN): a refused take, including one refused because the
 // Budget is full, takes nothing, and TakeBytes then gives the full Result.

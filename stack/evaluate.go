@@ -93,6 +93,9 @@ func (it *item) refund(kb []byte, t time.Time) {
 // The decision is written into *d (zero on entry), saving copies of a large
 // struct on the hot path.
 func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, r *reservation, d *sluice.Decision) error {
+	if c.singles != nil && r == nil && s.backend == nil && s.evaluateSingles(ctx, c, keys, t, tokens, d) {
+		return nil
+	}
 	if c.big {
 		// More than the stack buffers hold: pooled buffers, so that large
 		// configurations do not allocate per request either.
@@ -121,6 +124,70 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 	b.vals, b.hashes = vals[:], hashes[:]
 	_, _, err := s.evaluateInto(ctx, c, keys, t, tokens, r, d, &b)
 	return err
+}
+
+// evaluateSingles decides a request against a singles plan (see
+// compiled.singles) when every bucket admits it: each limit's value is its
+// bucket's key, taken directly, in rank order. On the first refusal it
+// gives back what it took and returns false, leaving d untouched, and
+// evaluate decides the request again on the general path, which reports the
+// denial (a refused take takes nothing, so the state is as before the call,
+// up to concurrent requests). It returns false at once when the context asks
+// for the evaluated list, and for a value too long to be its own bucket key.
+func (s *Stack) evaluateSingles(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, d *sluice.Decision) bool {
+	if sluice.EvaluatedRequested(ctx) {
+		return false
+	}
+	var (
+		taken [inlineItems]struct {
+			tab  *bucket.Table
+			v    string
+			cost int
+		}
+		n     int
+		tight *rateBucket
+		left  int64
+	)
+	for i := range c.singles {
+		sl := &c.singles[i]
+		v, found := keys.Get(sl.name)
+		if !found {
+			continue // a missing dimension skips the limit
+		}
+		rb := sl.rb
+		cost := 1
+		if rb.kind == kindTokens {
+			cost = tokens
+		}
+		if rb.rate == 0 && cost == 0 {
+			cost = 1 // rate 0 blocks every matching request, whatever it costs
+		}
+		var ok bool
+		var rem int64
+		tab := rb.table.get()
+		if len(v) <= rawMax { // a longer value's key is a digest: the general path
+			ok, rem = tab.TryTakeN(v, t, cost)
+		}
+		if !ok {
+			for j := n - 1; j >= 0; j-- {
+				taken[j].tab.RefundN(taken[j].v, t, taken[j].cost)
+			}
+			return false
+		}
+		taken[n].tab, taken[n].v, taken[n].cost = tab, v, cost
+		n++
+		// Rank order: the first among equals is the tightest, as on the
+		// general path.
+		if !rb.shadow && (tight == nil || rem < left) {
+			tight, left = rb, rem
+		}
+	}
+	d.Allowed = true
+	if tight != nil {
+		d.Limit, d.Remaining, d.Window = tight.burst, max(left, 0), tight.window
+		d.LimitID = tight.lim.id
+	}
+	return true
 }
 
 // Stack buffers of evaluate: a configuration whose requests may need more

@@ -331,6 +331,18 @@ type compiled struct {
 	// hashDims has bit i set when some limit matches on the value of
 	// dimension i (i < 64): evaluate hashes those values up front.
 	hashDims uint64
+	// singles, in rank order, is set when every limit is single (one key,
+	// only the all-wildcard entry) with one rate, of requests or tokens,
+	// and there are at most inlineItems of them: the shape of most
+	// middleware configurations (per caller, per API key), which
+	// evaluateSingles decides without the general plan.
+	singles []singleLimit
+}
+
+// singleLimit is one limit of a compiled.singles plan.
+type singleLimit struct {
+	name string
+	rb   *rateBucket
 }
 
 type limit struct {
@@ -350,9 +362,9 @@ type limit struct {
 	// hot[i] is what a decision reads of entries[i], by value: the matched
 	// index leads straight to the first bucket, not through the entry and
 	// its rates slice (two dependent loads fewer per limit per request).
-	hot []hotEntry
-	shadow   bool
-	service  bool
+	hot     []hotEntry
+	shadow  bool
+	service bool
 }
 
 // hotEntry is the part of an entry that decisions read.
@@ -595,6 +607,7 @@ func compileValid(cfg Config, prev *compiled, now time.Time, withKeys bool, budg
 		}
 	}
 	c.conns = hasConnections(c)
+	c.singles = singlesPlan(c)
 	for _, l := range c.limits {
 		for _, di := range l.dim[:l.depth] {
 			if di < 64 {
@@ -603,6 +616,27 @@ func compileValid(cfg Config, prev *compiled, now time.Time, withKeys bool, budg
 		}
 	}
 	return c
+}
+
+// singlesPlan returns c's limits as a singles plan (see compiled.singles),
+// or nil when c has another shape.
+func singlesPlan(c *compiled) []singleLimit {
+	if len(c.limits) == 0 || len(c.limits) > inlineItems || c.big {
+		return nil
+	}
+	out := make([]singleLimit, 0, len(c.limits))
+	for _, l := range c.limits {
+		if !l.single {
+			return nil
+		}
+		h := &l.hot[l.all]
+		if h.rb == nil || len(h.more) > 0 || h.rb.table == nil || h.rb.kind == kindConnections {
+			return nil
+		}
+		out = append(out, singleLimit{name: l.keys[0], rb: h.rb})
+	}
+	slices.SortFunc(out, func(a, b singleLimit) int { return int(a.rb.rank) - int(b.rb.rank) })
+	return out
 }
 
 // before orders evaluation: customer before service limits, more dimension
