@@ -272,9 +272,28 @@ func (t *Table) tryTake(d digest, ns int64, n int) (ok bool, remaining int64) {
 		r := t.take(d, ns, n)
 		return r.OK, r.Remaining
 	}
-	ok, remaining, _ = p.tryTake(&s.slots[i].tat, ns, n)
+	ok, remaining = p.tryTakeLocked(&s.slots[i].tat, ns, n)
 	s.mu.Unlock()
 	return ok, remaining
+}
+
+// tryTakeLocked is params.tryTake for the state of a Table's slot, which is
+// only ever read or written under its shard's lock: a plain read and write
+// instead of a compare-and-swap, one locked instruction fewer per take.
+func (p *params) tryTakeLocked(s *atomic.Int64, ns int64, n int) (ok bool, remaining int64) {
+	if p.inf || n <= 0 || int64(n) > p.n || n > p.burst {
+		r, _ := p.take(s, ns, n)
+		return r.OK, r.Remaining
+	}
+	now := p.nsToTicks(ns)
+	w := (*int64)(unsafe.Pointer(s)) // the lock orders every access
+	base := max(*w, now)
+	newTat := base + int64(n)*p.unit
+	if newTat-now > p.tau {
+		return false, p.divUnit(p.tau - (base - now))
+	}
+	*w = newTat
+	return true, p.divUnit(p.tau - (newTat - now))
 }
 
 // locate is slotFor for a take of n, creating d's bucket when such a take
