@@ -99,8 +99,8 @@ func (b *Backend) runCross(ctx context.Context, keys []string, args []any) (*red
 	}
 	xa := make([]any, 0, 2+len(keys)+len(args))
 	xa = append(xa, "x", len(keys))
-	for _, k := range keys {
-		xa = append(xa, k)
+	for i := range keys {
+		xa = append(xa, &keys[i]) // no allocation, unlike boxing a string
 	}
 	xa = append(xa, args...)
 	cmd, err := b.runScript(ctx, gcraCross, keys[:1], xa)
@@ -130,7 +130,11 @@ func (b *Backend) takeParts(ctx context.Context, ops []stack.Op, keys []string, 
 		// One node: batched with the node's other concurrent decisions.
 		if p := parts[0]; p.node != nil && b.maxBatch > 1 {
 			if bt := b.nodeBatcher(p.node); bt != nil {
-				return b.takeVia(bt, &batchCall{ctx: ctx, keys: keys, args: args, nops: len(ops), ops: ops, slot: p.slot})
+				c := getCall()
+				c.ctx, c.keys, c.args, c.nops, c.ops, c.slot = ctx, keys, args, len(ops), ops, p.slot
+				out, err := b.takeVia(bt, c)
+				putCall(c)
+				return out, err
 			}
 		}
 		return b.takePart(ctx, ops, keys, args, parts[0])
@@ -295,7 +299,7 @@ func (b *Backend) giveBack(ctx context.Context, ops []stack.Op, idx []int) error
 		}
 		back[j] = op
 	}
-	keys, args, err := b.request("a", back)
+	keys, args, err := b.request(nil, "a", back)
 	if err != nil {
 		return err
 	}

@@ -285,7 +285,7 @@ func (b *Backend) reowe(ops []stack.Op) {
 // probe that ends an outage. Charges that fail because Redis cannot
 // decide stay owed.
 func (b *Backend) pay(ctx context.Context, owed []stack.Op) error {
-	keys, args, err := b.request("c", owed)
+	keys, args, err := b.request(nil, "c", owed)
 	if err != nil {
 		return err
 	}
