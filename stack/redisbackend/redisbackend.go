@@ -87,6 +87,7 @@ type Backend struct {
 	isCluster bool                 // the client is a *redis.ClusterClient
 	noCross   atomic.Bool          // the cluster has no allow-cross-slot-keys: a call per slot
 	anyDown   atomic.Bool          // nodesDown is not empty
+	anyLocal  atomic.Bool          // fb.nodes is not empty
 	nodesMu   sync.Mutex
 	nodesDown map[string]nodeDown        // failed cluster nodes, by address (spread layout, no fallback)
 	nodeBatch map[*redis.Client]*batcher // per cluster node (spread layout), under nodesMu
@@ -676,7 +677,9 @@ func (b *Backend) Take(ctx context.Context, at time.Time, ops []stack.Op) (stack
 		return b.takeSlow(ctx, at, ops, keys, args)
 	}
 	var out stack.Outcome
-	if b.cluster != nil {
+	if b.cluster != nil && b.share > 0 {
+		return b.takeNodes(ctx, at, ops, keys, args) // a local fallback per master
+	} else if b.cluster != nil {
 		out, err = b.takeParts(ctx, ops, keys, args, false) // not batched: parts go to different nodes
 	} else {
 		out, err = b.takeBatched(ctx, keys, args, len(ops))
@@ -758,6 +761,9 @@ func (b *Backend) Adjust(ctx context.Context, at time.Time, ops []stack.Op) erro
 	keys, args, err := b.request(rq, "a", ops)
 	if err != nil {
 		return err
+	}
+	if b.cluster != nil && b.share > 0 {
+		return b.adjustNodes(ctx, at, ops, keys, args) // a local fallback per master
 	}
 	if b.state.Load() == stateDown {
 		if b.share > 0 {
