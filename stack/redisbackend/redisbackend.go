@@ -260,6 +260,11 @@ func WithProbeInterval(d time.Duration) Option {
 // *stack.FallbackError when the backend enters the fallback, at most once a
 // second while in it (with the count of failures and of local decisions),
 // and when it leaves it.
+//
+// With WithSpread or WithPin on a Redis Cluster the fallback is per
+// master: only the buckets of a master that cannot decide are decided
+// locally, and each event's Err is a *NodeError naming it (see the package
+// documentation, "Redis Cluster").
 func WithLocalFallback(share float64) Option {
 	return func(b *Backend) error {
 		if !(share > 0 && share <= 1) {
