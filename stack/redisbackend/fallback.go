@@ -305,26 +305,11 @@ func (lb *localBuckets) reowe(ops []stack.Op) {
 // It also writes a short-lived probe key, so that it fails as a decision
 // would (out of memory, read-only) even when nothing is owed: it is the
 // probe that ends an outage. Charges that fail because Redis cannot
-// decide stay owed.
+// decide stay owed. (With the spread layout on a cluster each master has
+// its own fallback, which pays with payParts.)
 func (b *Backend) pay(ctx context.Context, owed []stack.Op) error {
 	keys, args, err := b.request(nil, "c", owed)
 	if err != nil {
-		return err
-	}
-	if b.cluster != nil && len(owed) > 0 {
-		// A probe key per call; only what the nodes that failed did not
-		// take stays owed.
-		var failed []int
-		failed, err = b.adjustPartsFailed(ctx, owed, keys, args, false)
-		if len(failed) > 0 {
-			still := make([]stack.Op, len(failed))
-			for j, i := range failed {
-				still[j] = owed[i]
-			}
-			b.fb.mu.Lock()
-			b.reowe(still)
-			b.fb.mu.Unlock()
-		}
 		return err
 	}
 	keys = append(keys, b.redisKey(probeKey))

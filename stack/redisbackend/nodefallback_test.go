@@ -51,12 +51,14 @@ func TestClusterNodeFallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nA, nB := masters[0], masters[1]
+	nA, nB, nC := masters[0], masters[1], masters[2]
 	kA := keyOn(t, client, b, nA)
 	kB := keyOn(t, client, b, nB)
+	kC := keyOn(t, client, b, nC)
 	const burstA, rateB, burstB = 1000000, 100, 100
 	opA := stack.Op{Key: kA, Rate: 1, Period: time.Hour, Burst: burstA, Cost: 1} // never denies: counts exactly
 	opB := stack.Op{Key: kB, Rate: rateB, Period: time.Second, Burst: burstB, Cost: 1}
+	opC := stack.Op{Key: kC, Rate: 1, Period: time.Hour, Burst: 1, Cost: 1} // emptied below: denies
 
 	var mu sync.Mutex
 	var notices []*stack.FallbackError
@@ -96,12 +98,16 @@ func TestClusterNodeFallback(t *testing.T) {
 	if out, err := take(opA, opB); err != nil || out.Denied != 1 {
 		t.Fatalf("B's bucket empty: %+v, %v", out, err)
 	}
+	if out, err := take(opC); err != nil || out.Denied >= 0 {
+		t.Fatalf("C's one token: %+v, %v", out, err)
+	}
 	waitFor(t, 20*time.Second, "B's replica in sync", func() bool {
 		info, _ := node(t, nB).Info(ctx, "replication").Result()
 		return strings.Contains(info, "connected_slaves:1") && strings.Contains(info, "state=online")
 	})
 
-	// Traffic: decisions on A alone and on A and B, from four goroutines.
+	// Traffic: decisions on A alone, on A and B, and on B and C (C
+	// denies: what B took locally is given back), from four goroutines.
 	var withA, both atomic.Int64 // admitted
 	var stop atomic.Bool
 	var wg sync.WaitGroup
@@ -109,12 +115,19 @@ func TestClusterNodeFallback(t *testing.T) {
 		wg.Go(func() {
 			for i := 0; !stop.Load(); i++ {
 				ops := []stack.Op{opA}
-				if i%2 == 1 || g < 2 {
+				switch {
+				case g == 3 && i%2 == 1:
+					ops = []stack.Op{opB, opC}
+				case i%2 == 1 || g < 2:
 					ops = append(ops, opB)
 				}
 				out, err := take(ops...)
 				if err != nil {
 					t.Errorf("a decision failed: %v", err)
+					return
+				}
+				if out.Denied < 0 && ops[0].Key == kB {
+					t.Errorf("a decision on B and an empty C admitted: %+v", out)
 					return
 				}
 				if out.Denied < 0 {
