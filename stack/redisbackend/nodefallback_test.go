@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
 	"github.com/sluicehq/sluice/stack/redisbackend"
@@ -89,6 +90,51 @@ func TestClusterNodeFallback(t *testing.T) {
 		return false
 	}
 
+	// A Stack on its own backend, with an error handler, and two callers
+	// whose buckets are on A and on B.
+	bs, err := redisbackend.New(client, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
+		redisbackend.WithTimeout(300*time.Millisecond), redisbackend.WithProbeInterval(100*time.Millisecond),
+		redisbackend.WithLocalFallback(share), redisbackend.WithKeyPrefix(uniquePrefix("nodefb-stack")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handled []error
+	st, err := stack.New(stack.Config{RateLimits: threeLimits.RateLimits[1:2]}, stack.WithBackend(bs), stack.WithClock(clock.Now),
+		stack.WithErrorHandler(func(err error) {
+			mu.Lock()
+			handled = append(handled, err)
+			mu.Unlock()
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	callerKey := func(caller string) string {
+		return bs.Key(stack.BucketKey("per-caller", sluice.MetricRequests, 0, []string{"*"}, []string{caller}))
+	}
+	var callerA, callerB string
+	for i := 0; callerA == "" || callerB == ""; i++ {
+		c := "c" + itoa(i)
+		switch nodeOf(t, client, callerKey(c)) {
+		case nA:
+			callerA = c
+		case nB:
+			callerB = c
+		}
+	}
+	for _, c := range []string{callerA, callerB} {
+		if d, err := st.Allow(ctx, sluice.NewKeys("caller", c)); err != nil || !d.Allowed {
+			t.Fatalf("caller %s before the kill: %+v, %v", c, d, err)
+		}
+	}
+	heldA := func() int64 {
+		v, err := client.Get(ctx, callerKey(callerA)).Result()
+		if err != nil {
+			t.Fatalf("caller A's bucket: %v", err)
+		}
+		f := storedBucket(t, v)
+		return int64(f[5] / f[0])
+	}
+
 	// B's bucket emptied in Redis, its replica in sync.
 	for i := 0; i < burstB; i++ {
 		if out, err := take(opA, opB); err != nil || out.Denied >= 0 {
@@ -160,6 +206,38 @@ func TestClusterNodeFallback(t *testing.T) {
 	if n := withA.Load() - a0; n == 0 {
 		t.Error("no decision on A alone admitted while B is down")
 	}
+	// Through the Stack: the caller on B is decided locally (an empty
+	// bucket: denied), and the error handler hears that B is local; the
+	// caller on A is decided, and counted, in Redis.
+	if d, err := st.Allow(ctx, sluice.NewKeys("caller", callerB)); err != nil || d.Allowed {
+		t.Errorf("caller on B, B down: %+v, %v; want a local denial", d, err)
+	}
+	var before int64
+	for k := 0; k < 2; k++ { // the bucket, written by the first (it expires once refilled)
+		if k == 1 {
+			before = heldA()
+		}
+		if d, err := st.Allow(ctx, sluice.NewKeys("caller", callerA)); err != nil || !d.Allowed {
+			t.Errorf("caller on A, B down: %+v, %v", d, err)
+		}
+	}
+	if got := heldA(); got != before-1 {
+		t.Errorf("caller A's bucket in Redis holds %d after an admission, want %d", got, before-1)
+	}
+	mu.Lock()
+	heardB := false
+	for _, err := range handled {
+		var fe *stack.FallbackError
+		var ne *redisbackend.NodeError
+		if errors.As(err, &fe) && fe.Active && errors.As(fe.Err, &ne) && ne.Addr == nB {
+			heardB = true
+		}
+	}
+	mu.Unlock()
+	if !heardB {
+		t.Errorf("the Stack's error handler heard %v, want B entering its local fallback", handled)
+	}
+
 	// A second: the local bucket gets the share of B's rate, no more.
 	b1 := both.Load()
 	clock.Advance(time.Second)
