@@ -75,14 +75,13 @@ const (
 
 // partResult is how a part was decided and where it took.
 type partResult struct {
-	out       stack.Outcome
-	err       error
-	redis     bool          // took in Redis
-	mem       *localBuckets // took in these local buckets (nil: none)
-	owedIn    *localBuckets // what it took is owed in these
-	ops       []stack.Op    // the part's ops (Redis parameters)
-	at        time.Time     // the local instant
-	fromLocal bool          // the outcome is a local decision
+	out    stack.Outcome
+	err    error
+	redis  bool          // took in Redis
+	mem    *localBuckets // took in these local buckets (nil: none)
+	owedIn *localBuckets // what it took is owed in these
+	ops    []stack.Op    // the part's ops (Redis parameters)
+	at     time.Time     // the local instant
 }
 
 func addrOf(node *redis.Client) string {
@@ -334,7 +333,6 @@ func (b *Backend) takeLocalPart(ctx context.Context, nf *nodeFB, r *partResult) 
 	fb := &b.fb
 	fb.mu.Lock()
 	defer fb.mu.Unlock()
-	r.fromLocal = true
 	if err := b.ensureIn(&nf.localBuckets, ctx, r.at, r.ops); err != nil {
 		r.out, r.err = stack.Outcome{}, err
 		return
@@ -369,7 +367,7 @@ func (b *Backend) takeBothPart(ctx context.Context, nf *nodeFB, p part, keys []s
 	fb.mu.Unlock()
 	loc.Notices = nil
 	if err != nil || loc.Denied >= 0 {
-		r.out, r.err, r.fromLocal = loc, err, true
+		r.out, r.err = loc, err
 		return
 	}
 	out, err := b.takePart(ctx, r.ops, keys, args, p)
@@ -384,7 +382,7 @@ func (b *Backend) takeBothPart(ctx context.Context, nf *nodeFB, p part, keys []s
 		}
 		nf.local++
 		fb.mu.Unlock()
-		r.out, r.err, r.fromLocal = loc, nil, true
+		r.out, r.err = loc, nil
 		return
 	}
 	if err != nil || out.Denied >= 0 {
