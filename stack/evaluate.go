@@ -537,17 +537,38 @@ func (s *Stack) decideBackend(ctx context.Context, items []item, keys *sluice.Ke
 // wildcardKey appends the request's values at the entry's "*" positions to a
 // bucket key prefix, in BucketKey's length-prefixed form.
 func wildcardKey(prefix string, values []string) string {
-	b := make([]byte, 0, len(prefix)+32)
-	b = append(b, prefix...)
+	n := len(prefix)
 	for i, v := range values {
 		if i > 0 {
-			b = append(b, ',')
+			n++
 		}
-		b = strconv.AppendInt(b, int64(len(v)), 10)
-		b = append(b, ':')
-		b = append(b, v...)
+		n += decimalLen(len(v)) + 1 + len(v)
 	}
-	return string(b)
+	// One allocation, of the exact size: the Builder's bytes become the
+	// string.
+	var sb strings.Builder
+	sb.Grow(n)
+	sb.WriteString(prefix)
+	var num [20]byte
+	for i, v := range values {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.Write(strconv.AppendInt(num[:0], int64(len(v)), 10))
+		sb.WriteByte(':')
+		sb.WriteString(v)
+	}
+	return sb.String()
+}
+
+// decimalLen is the number of decimal digits of n ≥ 0.
+func decimalLen(n int) int {
+	d := 1
+	for n >= 10 {
+		n /= 10
+		d++
+	}
+	return d
 }
 
 // limitKey renders "<rateLimitId>/<key>=<value>[,<key>=<value>…]" with the

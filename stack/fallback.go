@@ -17,7 +17,10 @@ type FallbackError struct {
 	Failures int64
 	// Local counts the decisions made locally since the fallback began.
 	Local int64
-	// Err is the latest failure, nil on the way back.
+	// Err is the latest failure, nil on the way back; a backend whose
+	// fallback is per part of the store (per Redis Cluster master) may
+	// instead name the part in every event, with an error whose own
+	// failure is nil on the way back.
 	Err error
 }
 

@@ -40,8 +40,21 @@ type batchCall struct {
 	slot  int        // a node batcher's: the slot of every key, or -1
 	out   stack.Outcome
 	err   error
-	batch []*batchCall // set when this call is handed the lead
-	done  chan struct{}
+	batch []*batchCall  // set when this call is handed the lead
+	done  chan struct{} // one signal: the outcome is in, or the lead is handed over
+}
+
+// callPool keeps batchCalls, each with its channel (buffered: a signal
+// never blocks its sender, and a pooled call's channel is always empty).
+var callPool = sync.Pool{New: func() any { return &batchCall{done: make(chan struct{}, 1)} }}
+
+func getCall() *batchCall { return callPool.Get().(*batchCall) }
+
+// putCall returns c to the pool once its caller has read its outcome.
+func putCall(c *batchCall) {
+	done := c.done
+	*c = batchCall{done: done}
+	callPool.Put(c)
 }
 
 // takeBatched is takeRedis through the batcher.
@@ -49,7 +62,11 @@ func (b *Backend) takeBatched(ctx context.Context, keys []string, args []any, no
 	if b.maxBatch <= 1 {
 		return b.takeRedis(ctx, keys, args, nops)
 	}
-	return b.takeVia(&b.batch, &batchCall{ctx: ctx, keys: keys, args: args, nops: nops})
+	c := getCall()
+	c.ctx, c.keys, c.args, c.nops = ctx, keys, args, nops
+	out, err := b.takeVia(&b.batch, c)
+	putCall(c)
+	return out, err
 }
 
 // takeVia sends c's decision through batcher bt.
@@ -62,7 +79,6 @@ func (b *Backend) takeVia(bt *batcher, c *batchCall) (stack.Outcome, error) {
 		b.handOff(bt)
 		return c.out, c.err
 	}
-	c.done = make(chan struct{})
 	bt.pending = append(bt.pending, c)
 	bt.mu.Unlock()
 	<-c.done
@@ -100,11 +116,11 @@ func (b *Backend) handOff(bt *batcher) {
 	bt.mu.Unlock()
 	lead := batch[0]
 	lead.batch = batch
-	close(lead.done)
+	lead.done <- struct{}{}
 }
 
 // runBatch sends batch in one script call (mode "m") and gives each call
-// its outcome; the lead's done channel is already closed.
+// its outcome; the lead has already been signalled.
 func (b *Backend) runBatch(bt *batcher, batch []*batchCall) {
 	lead := batch[0]
 	if len(batch) == 1 {
@@ -116,9 +132,9 @@ func (b *Backend) runBatch(bt *batcher, batch []*batchCall) {
 	for _, c := range batch {
 		nkeys += len(c.keys)
 		nargs += 1 + len(c.args) - 2
-		if t, ok := c.args[1].(int64); ok {
-			if n, ok := now.(int64); !ok || t > n {
-				now = t // the latest instant of the batch
+		if t, ok := argNum(c.args[1]); ok {
+			if n, ok := argNum(now); !ok || t > n {
+				now = c.args[1] // the latest instant of the batch
 			}
 		}
 	}
@@ -144,7 +160,7 @@ func (b *Backend) runBatch(bt *batcher, batch []*batchCall) {
 			for k, c := range batch {
 				c.out, c.err = b.takeParts(c.ctx, c.ops, c.keys, c.args, true)
 				if k > 0 {
-					close(c.done)
+					c.done <- struct{}{}
 				}
 			}
 			return
@@ -170,7 +186,7 @@ func (b *Backend) runBatch(bt *batcher, batch []*batchCall) {
 			i += 1 + n
 		}
 		if k > 0 {
-			close(c.done)
+			c.done <- struct{}{}
 		}
 	}
 }

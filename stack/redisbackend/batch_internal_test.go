@@ -62,13 +62,12 @@ func TestBatchMatchesOneByOne(t *testing.T) {
 				t.Fatal(err)
 			}
 			want = append(want, out)
-			keys, args, err := bat.request("t", ops)
+			keys, args, err := bat.request(nil, "t", ops)
 			if err != nil {
 				t.Fatal(err)
 			}
-			calls = append(calls, &batchCall{ctx: ctx, keys: keys, args: args, nops: nops, done: make(chan struct{})})
+			calls = append(calls, &batchCall{ctx: ctx, keys: keys, args: args, nops: nops, done: make(chan struct{}, 1)})
 		}
-		close(calls[0].done)
 		bat.runBatch(&bat.batch, calls)
 		for d, c := range calls {
 			if c.err != nil {

@@ -99,8 +99,8 @@ func (b *Backend) runCross(ctx context.Context, keys []string, args []any) (*red
 	}
 	xa := make([]any, 0, 2+len(keys)+len(args))
 	xa = append(xa, "x", len(keys))
-	for _, k := range keys {
-		xa = append(xa, k)
+	for i := range keys {
+		xa = append(xa, &keys[i]) // no allocation, unlike boxing a string
 	}
 	xa = append(xa, args...)
 	cmd, err := b.runScript(ctx, gcraCross, keys[:1], xa)
@@ -130,7 +130,11 @@ func (b *Backend) takeParts(ctx context.Context, ops []stack.Op, keys []string, 
 		// One node: batched with the node's other concurrent decisions.
 		if p := parts[0]; p.node != nil && b.maxBatch > 1 {
 			if bt := b.nodeBatcher(p.node); bt != nil {
-				return b.takeVia(bt, &batchCall{ctx: ctx, keys: keys, args: args, nops: len(ops), ops: ops, slot: p.slot})
+				c := getCall()
+				c.ctx, c.keys, c.args, c.nops, c.ops, c.slot = ctx, keys, args, len(ops), ops, p.slot
+				out, err := b.takeVia(bt, c)
+				putCall(c)
+				return out, err
 			}
 		}
 		return b.takePart(ctx, ops, keys, args, parts[0])
@@ -197,6 +201,12 @@ func parseCmd(cmd *redis.Cmd, nops int) (stack.Outcome, error) {
 // closed) it stays taken, so that a fail-open decision is still counted
 // where it could be.
 func (b *Backend) combine(ctx context.Context, ops []stack.Op, keys []string, args []any, parts []part, outs []stack.Outcome, errs []error) (stack.Outcome, error) {
+	return b.combineWith(ctx, ops, parts, outs, errs, func() { b.giveBackParts(ctx, ops, parts, outs, errs) })
+}
+
+// combineWith is combine with giveBack giving back what the parts that
+// passed took.
+func (b *Backend) combineWith(ctx context.Context, ops []stack.Op, parts []part, outs []stack.Outcome, errs []error, giveBack func()) (stack.Outcome, error) {
 	first, fj := -1, -1
 	var failed error
 	for j, p := range parts {
@@ -214,9 +224,10 @@ func (b *Backend) combine(ctx context.Context, ops []stack.Op, keys []string, ar
 	out := stack.Outcome{Denied: -1}
 	if first < 0 && failed != nil {
 		if b.share > 0 {
-			// The local fallback decides instead and will owe every op
-			// to Redis: what the other nodes took is given back.
-			b.giveBackParts(ctx, ops, parts, outs, errs)
+			// The local fallback decides instead (and will owe what it
+			// takes), or the decision fails: what the other nodes took is
+			// given back.
+			giveBack()
 		}
 		return stack.Outcome{}, failed
 	}
@@ -258,7 +269,7 @@ func (b *Backend) combine(ctx context.Context, ops []stack.Op, keys []string, ar
 			out.RetryAfter = max(out.RetryAfter, o.RetryAfter)
 		}
 	}
-	b.giveBackParts(ctx, ops, parts, outs, errs)
+	giveBack()
 	return out, nil
 }
 
@@ -295,7 +306,7 @@ func (b *Backend) giveBack(ctx context.Context, ops []stack.Op, idx []int) error
 		}
 		back[j] = op
 	}
-	keys, args, err := b.request("a", back)
+	keys, args, err := b.request(nil, "a", back)
 	if err != nil {
 		return err
 	}
@@ -383,7 +394,7 @@ func (b *Backend) probeKeyFor(key string) string {
 // nodeDownErr returns, while a node is not asked again after failing
 // (WithProbeInterval), the error of a call to it; nil when it may be asked.
 func (b *Backend) nodeDownErr(node *redis.Client) error {
-	if !b.anyDown.Load() {
+	if !b.anyDown.Load() || b.share > 0 { // a local fallback: see takeMixed
 		return nil
 	}
 	addr := node.Options().Addr
@@ -406,6 +417,16 @@ func (b *Backend) nodeDownErr(node *redis.Client) error {
 // forgets it after a success (err nil).
 func (b *Backend) nodeFailed(node *redis.Client, err error) {
 	addr := node.Options().Addr
+	if b.share > 0 {
+		// The master's buckets go to its local fallback (nodefallback.go);
+		// a probe, not a success, ends it.
+		if err != nil {
+			b.fb.mu.Lock()
+			b.enterNode(addr, "", err)
+			b.fb.mu.Unlock()
+		}
+		return
+	}
 	b.nodesMu.Lock()
 	defer b.nodesMu.Unlock()
 	if err == nil {
@@ -451,6 +472,6 @@ func (b *Backend) adjustDirect(ctx context.Context, ops []stack.Op, keys []strin
 
 // global reports whether a failure sends the whole backend down (to its
 // fallback or to failing every call for the probe interval). With the
-// spread layout on a cluster and no local fallback, only the failed node is
-// left alone for the probe interval.
-func (b *Backend) global() bool { return b.cluster == nil || b.share > 0 }
+// spread layout on a cluster, only the failed node is: left alone for the
+// probe interval, or decided by its own local fallback (takeNodes).
+func (b *Backend) global() bool { return b.cluster == nil }

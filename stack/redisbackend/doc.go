@@ -135,9 +135,22 @@
 // some slot has no master, unless cluster-require-full-coverage is no:
 // set it so that the other masters keep deciding during a failover. What
 // the other nodes took for a failed decision stays taken, so
-// that a fail-open admission still counts where it could. With
-// WithLocalFallback, a failing node sends the whole Backend to its
-// fallback, as on a single server.
+// that a fail-open admission still counts where it could.
+//
+// With WithLocalFallback the fallback is per master: the buckets of a
+// master that cannot decide are decided in local buckets, by the rules of
+// the single-server fallback (they start empty, at the fallback's share;
+// what they take is charged, down to zero, by the probe that ends the
+// outage; for a rejoin period a decision on them must pass both Redis and
+// the local bucket), while the other masters go on deciding theirs in
+// Redis. A decision with buckets on both stays all or nothing: the first
+// denial in order decides, and what the other parts took is given back, in
+// Redis or locally. The probe charges through the cluster's current
+// routing, so that after a failover the new master of the slots is
+// charged. The error handler hears a *stack.FallbackError for each master
+// entering, staying in (at most once a second) and leaving its fallback,
+// its Err a *NodeError naming the master. While any master is in its
+// fallback, or rejoining, decisions are not batched.
 //
 // Switching a fleet to WithSpread renames every key, so it is not the
 // default: buckets start full once, and while old and new processes run

@@ -49,9 +49,18 @@ type fallbackState struct {
 	nextProbe   int64 // mono: before it, Redis is not asked while down
 	lastReport  int64 // mono of the last FallbackError
 	rejoinUntil int64 // mono: end of the rejoin period
-	mem         *stack.MemoryBackend
-	owed        map[string]*owedOp // the local buckets, by key
-	notices     []error
+	localBuckets
+	notices []error
+	// nodes are the cluster masters decided locally, or rejoining, by
+	// address (WithSpread or WithPin on a cluster; see nodefallback.go).
+	nodes map[string]*nodeFB
+}
+
+// localBuckets are the buckets a fallback decides with: mem holds them at
+// the fallback's share, owed their Redis parameters and what they took.
+type localBuckets struct {
+	mem  *stack.MemoryBackend
+	owed map[string]*owedOp // the local buckets, by key
 }
 
 // owedOp is the op of one local bucket (Redis parameters) with, as Cost,
@@ -166,7 +175,11 @@ func (b *Backend) scaled(ops []stack.Op) []stack.Op {
 // ensureLocal creates, empty, the local buckets of ops that do not exist
 // yet, under fb.mu. It fails when that would exceed maxLocalKeys.
 func (b *Backend) ensureLocal(ctx context.Context, at time.Time, ops []stack.Op) error {
-	fb := &b.fb
+	return b.ensureIn(&b.fb.localBuckets, ctx, at, ops)
+}
+
+// ensureIn is ensureLocal in the local buckets fb, under b.fb.mu.
+func (b *Backend) ensureIn(fb *localBuckets, ctx context.Context, at time.Time, ops []stack.Op) error {
 	var drain []stack.Op
 	for _, op := range ops {
 		o := fb.owed[op.Key]
@@ -221,10 +234,12 @@ func (b *Backend) takeLocal(ctx context.Context, at time.Time, ops []stack.Op) (
 }
 
 // owe adds what ops took locally to the debt to Redis, under fb.mu.
-func (b *Backend) owe(ops []stack.Op, skip []int) {
+func (b *Backend) owe(ops []stack.Op, skip []int) { b.fb.localBuckets.owe(ops, skip) }
+
+func (lb *localBuckets) owe(ops []stack.Op, skip []int) {
 	for i, op := range ops {
 		if !op.Conn && !slices.Contains(skip, i) { // a slot is no charge
-			b.fb.owed[op.Key].op.Cost += op.Cost
+			lb.owed[op.Key].op.Cost += op.Cost
 		}
 	}
 }
@@ -250,9 +265,11 @@ func (b *Backend) adjustLocal(ctx context.Context, at time.Time, ops []stack.Op)
 }
 
 // takeOwed returns the charges owed to Redis and clears them, under fb.mu.
-func (b *Backend) takeOwed() []stack.Op {
+func (b *Backend) takeOwed() []stack.Op { return b.fb.localBuckets.takeOwed() }
+
+func (lb *localBuckets) takeOwed() []stack.Op {
 	var ops []stack.Op
-	for _, o := range b.fb.owed {
+	for _, o := range lb.owed {
 		if o.op.Cost > 0 {
 			ops = append(ops, o.op)
 		}
@@ -262,16 +279,21 @@ func (b *Backend) takeOwed() []stack.Op {
 }
 
 // reowe puts back charges that could not be made, under fb.mu.
-func (b *Backend) reowe(ops []stack.Op) {
+func (b *Backend) reowe(ops []stack.Op) { b.fb.localBuckets.reowe(ops) }
+
+func (lb *localBuckets) reowe(ops []stack.Op) {
+	if lb.owed == nil {
+		lb.owed = map[string]*owedOp{}
+	}
 	for _, op := range ops {
-		o := b.fb.owed[op.Key]
+		o := lb.owed[op.Key]
 		if o == nil {
-			if len(b.fb.owed) >= maxLocalKeys {
+			if len(lb.owed) >= maxLocalKeys {
 				continue
 			}
 			o = &owedOp{op: op}
 			o.op.Cost = 0
-			b.fb.owed[op.Key] = o
+			lb.owed[op.Key] = o
 		}
 		o.op.Cost += op.Cost
 	}
@@ -283,26 +305,11 @@ func (b *Backend) reowe(ops []stack.Op) {
 // It also writes a short-lived probe key, so that it fails as a decision
 // would (out of memory, read-only) even when nothing is owed: it is the
 // probe that ends an outage. Charges that fail because Redis cannot
-// decide stay owed.
+// decide stay owed. (With the spread layout on a cluster each master has
+// its own fallback, which pays with payParts.)
 func (b *Backend) pay(ctx context.Context, owed []stack.Op) error {
-	keys, args, err := b.request("c", owed)
+	keys, args, err := b.request(nil, "c", owed)
 	if err != nil {
-		return err
-	}
-	if b.cluster != nil && len(owed) > 0 {
-		// A probe key per call; only what the nodes that failed did not
-		// take stays owed.
-		var failed []int
-		failed, err = b.adjustPartsFailed(ctx, owed, keys, args, false)
-		if len(failed) > 0 {
-			still := make([]stack.Op, len(failed))
-			for j, i := range failed {
-				still[j] = owed[i]
-			}
-			b.fb.mu.Lock()
-			b.reowe(still)
-			b.fb.mu.Unlock()
-		}
 		return err
 	}
 	keys = append(keys, b.redisKey(probeKey))

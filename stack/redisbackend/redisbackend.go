@@ -25,7 +25,11 @@ var gcraScript = redis.NewScript(gcraSource)
 
 // gcraCross is the script with the flag that lets it touch keys of several
 // slots of one cluster node (Redis 7 and later), for mode "x".
-var gcraCross = redis.NewScript("#!lua flags=allow-cross-slot-keys\n" + gcraSource)
+var gcraCross = redis.NewScript(gcraCrossSource)
+
+const gcraCrossHeader = "#!lua flags=allow-cross-slot-keys\n"
+
+var gcraCrossSource = gcraCrossHeader + gcraSource
 
 // ErrUnavailable matches (with errors.Is) the error Take and Adjust return
 // when Redis cannot decide now: no reply (connection refused or reset,
@@ -83,6 +87,7 @@ type Backend struct {
 	isCluster bool                 // the client is a *redis.ClusterClient
 	noCross   atomic.Bool          // the cluster has no allow-cross-slot-keys: a call per slot
 	anyDown   atomic.Bool          // nodesDown is not empty
+	anyLocal  atomic.Bool          // fb.nodes is not empty
 	nodesMu   sync.Mutex
 	nodesDown map[string]nodeDown        // failed cluster nodes, by address (spread layout, no fallback)
 	nodeBatch map[*redis.Client]*batcher // per cluster node (spread layout), under nodesMu
@@ -255,6 +260,11 @@ func WithProbeInterval(d time.Duration) Option {
 // *stack.FallbackError when the backend enters the fallback, at most once a
 // second while in it (with the count of failures and of local decisions),
 // and when it leaves it.
+//
+// With WithSpread or WithPin on a Redis Cluster the fallback is per
+// master: only the buckets of a master that cannot decide are decided
+// locally, and each event's Err is a *NodeError naming it (see the package
+// documentation, "Redis Cluster").
 func WithLocalFallback(share float64) Option {
 	return func(b *Backend) error {
 		if !(share > 0 && share <= 1) {
@@ -383,36 +393,111 @@ func paramsOf(op stack.Op) (params, error) {
 	}
 }
 
-// request builds the script's keys and arguments.
-func (b *Backend) request(mode string, ops []stack.Op) ([]string, []any, error) {
-	keys := make([]string, len(ops))
-	args := make([]any, 2, 2+6*len(ops))
-	args[0] = mode
-	if b.clock != nil {
-		args[1] = b.clock().UnixMicro()
-	} else {
-		args[1] = ""
+// request builds the script's keys and arguments in rq (nil: fresh
+// buffers). Every number is boxed as a pointer into rq.nums and every lease
+// as a pointer into rq.strs (go-redis writes *int64 and *string as it writes
+// int64 and string), so that building the arguments allocates nothing but
+// the keys: boxing an int64 or a string into an interface allocates.
+func (b *Backend) request(rq *reqBuf, mode string, ops []stack.Op) ([]string, []any, error) {
+	if rq == nil {
+		rq = new(reqBuf)
 	}
-	for i, op := range ops {
-		keys[i] = b.redisKey(op.Key)
-		shadow := "0"
-		if op.Shadow {
-			shadow = "1"
+	nn := 1 + 5*len(ops)
+	if cap(rq.nums) < nn {
+		rq.nums = make([]int64, nn)
+	}
+	nums := rq.nums[:nn] // never grown below: the pointers stay valid
+	keys := rq.keys[:0]
+	args := append(rq.args[:0], boxedMode(mode), "")
+	if b.clock != nil {
+		nums[0] = b.clock().UnixMicro()
+		args[1] = &nums[0]
+	}
+	strs := rq.strs[:0]
+	for _, op := range ops {
+		if op.Conn {
+			strs = append(strs, op.Lease)
 		}
+	}
+	rq.strs = strs
+	for i, op := range ops {
+		keys = append(keys, b.redisKey(op.Key))
+		shadow := argZero
+		if op.Shadow {
+			shadow = argOne
+		}
+		v := nums[1+5*i : 6+5*i]
 		if op.Conn {
 			if op.Lease == "" || op.TTL < time.Microsecond {
 				return nil, nil, fmt.Errorf("redisbackend: connections slot %q without a lease or a TTL", op.Key)
 			}
-			args = append(args, 0, int64(op.TTL/time.Microsecond), op.Lease, max(op.Burst, 0), op.Cost, shadow)
+			v[0], v[1], v[2] = int64(op.TTL/time.Microsecond), max(op.Burst, 0), op.Cost
+			args = append(args, argZero, &v[0], &strs[0], &v[1], &v[2], shadow)
+			strs = strs[1:]
 			continue
 		}
 		p, err := paramsOf(op)
 		if err != nil {
 			return nil, nil, err
 		}
-		args = append(args, p.t, p.r, p.u, p.n, op.Cost, shadow)
+		v[0], v[1], v[2], v[3], v[4] = p.t, p.r, p.u, p.n, op.Cost
+		args = append(args, &v[0], &v[1], &v[2], &v[3], &v[4], shadow)
 	}
+	rq.keys, rq.args = keys, args
 	return keys, args, nil
+}
+
+// Strings boxed once: boxing a string variable allocates.
+var (
+	argZero, argOne               any = "0", "1"
+	modeTake, modeAdjust, modePay any = "t", "a", "c"
+)
+
+func boxedMode(mode string) any {
+	switch mode {
+	case "t":
+		return modeTake
+	case "a":
+		return modeAdjust
+	case "c":
+		return modePay
+	}
+	return mode
+}
+
+// reqBuf holds the keys and arguments of one call to the script, reused
+// through reqPool by Take and Adjust.
+type reqBuf struct {
+	keys []string
+	args []any
+	nums []int64  // the numbers args points to
+	strs []string // the leases args points to
+}
+
+var reqPool = sync.Pool{New: func() any { return new(reqBuf) }}
+
+func getReq() *reqBuf { return reqPool.Get().(*reqBuf) }
+
+// putReq returns rq to the pool once nothing refers to its buffers.
+func putReq(rq *reqBuf) {
+	if cap(rq.args) > 1024 {
+		return // a huge decision: let it go
+	}
+	clear(rq.keys)
+	clear(rq.args)
+	clear(rq.strs[:cap(rq.strs)])
+	reqPool.Put(rq)
+}
+
+// argNum returns the int64 an argument built by request holds.
+func argNum(a any) (int64, bool) {
+	switch v := a.(type) {
+	case *int64:
+		return *v, true
+	case int64:
+		return v, true
+	}
+	return 0, false
 }
 
 func (b *Backend) mono() int64 { return int64(time.Since(b.start)) + 1 }
@@ -426,7 +511,7 @@ func (b *Backend) run(ctx context.Context, keys []string, args []any) (*redis.Cm
 func (b *Backend) runScript(ctx context.Context, script *redis.Script, keys []string, args []any) (*redis.Cmd, error) {
 	cctx, cancel := b.callContext(ctx)
 	defer cancel()
-	cmd := script.Run(cctx, b.client, keys, args...)
+	cmd := b.eval(cctx, script, keys, args)
 	err := cmd.Err()
 	if err == nil {
 		return cmd, nil
@@ -443,6 +528,54 @@ func (b *Backend) runScript(ctx context.Context, script *redis.Script, keys []st
 	}
 	return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
+
+// eval is script.Run (EVALSHA, then EVAL if the server lacks the script)
+// without its allocations: the keys are boxed as pointers (go-redis writes
+// a *string as a string; boxing a string allocates), the digest and
+// source once for all, and the command's argument slice is pooled.
+func (b *Backend) eval(ctx context.Context, script *redis.Script, keys []string, args []any) *redis.Cmd {
+	sha, src := gcraSHA, gcraSrc
+	if script == gcraCross {
+		sha, src = gcraCrossSHA, gcraCrossSrc
+	}
+	bp := cmdPool.Get().(*[]any)
+	a := append((*bp)[:0], "evalsha", sha, len(keys))
+	for i := range keys {
+		a = append(a, &keys[i])
+	}
+	a = append(a, args...)
+	cmd := redis.NewCmd(ctx, a...)
+	if len(keys) > 0 {
+		cmd.SetFirstKeyPos(3)
+	}
+	_ = b.client.Process(ctx, cmd)
+	if err := cmd.Err(); err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")) {
+		a[0], a[1] = "eval", src
+		cmd = redis.NewCmd(ctx, a...)
+		if len(keys) > 0 {
+			cmd.SetFirstKeyPos(3)
+		}
+		_ = b.client.Process(ctx, cmd)
+	}
+	// The command is done with its arguments: its reply is read, and only
+	// the reply is used from here on.
+	if cap(a) <= 4096 {
+		clear(a)
+		*bp = a[:0]
+		cmdPool.Put(bp)
+	}
+	return cmd
+}
+
+var cmdPool = sync.Pool{New: func() any { return new([]any) }}
+
+// The scripts' digests and sources, boxed once.
+var (
+	gcraSHA      any = gcraScript.Hash()
+	gcraSrc      any = gcraSource
+	gcraCrossSHA any = gcraCross.Hash()
+	gcraCrossSrc any = gcraCrossSource
+)
 
 // callContext bounds one call by the backend's timeout. A context that can
 // never be cancelled (context.Background, or a batch's) gets a shared one:
@@ -539,7 +672,9 @@ func (b *Backend) Take(ctx context.Context, at time.Time, ops []stack.Op) (stack
 	if len(ops) == 0 {
 		return stack.Outcome{Denied: -1, Remaining: []int64{}}, nil
 	}
-	keys, args, err := b.request("t", ops)
+	rq := getReq()
+	defer putReq(rq)
+	keys, args, err := b.request(rq, "t", ops)
 	if err != nil {
 		return stack.Outcome{}, err
 	}
@@ -547,7 +682,9 @@ func (b *Backend) Take(ctx context.Context, at time.Time, ops []stack.Op) (stack
 		return b.takeSlow(ctx, at, ops, keys, args)
 	}
 	var out stack.Outcome
-	if b.cluster != nil {
+	if b.cluster != nil && b.share > 0 {
+		return b.takeNodes(ctx, at, ops, keys, args) // a local fallback per master
+	} else if b.cluster != nil {
 		out, err = b.takeParts(ctx, ops, keys, args, false) // not batched: parts go to different nodes
 	} else {
 		out, err = b.takeBatched(ctx, keys, args, len(ops))
@@ -624,9 +761,14 @@ func (b *Backend) Adjust(ctx context.Context, at time.Time, ops []stack.Op) erro
 	if len(ops) == 0 {
 		return nil
 	}
-	keys, args, err := b.request("a", ops)
+	rq := getReq()
+	defer putReq(rq)
+	keys, args, err := b.request(rq, "a", ops)
 	if err != nil {
 		return err
+	}
+	if b.cluster != nil && b.share > 0 {
+		return b.adjustNodes(ctx, at, ops, keys, args) // a local fallback per master
 	}
 	if b.state.Load() == stateDown {
 		if b.share > 0 {
