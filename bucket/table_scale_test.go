@@ -64,7 +64,11 @@ func TestTableMemoryIndependentOfKeyLength(t *testing.T) {
 			t.Fatalf("key length %d: %d keys hold %d bytes, want ≤ %d (64 B per bucket + 16 KiB)", keyLen, n, grown, limit)
 		}
 	}
-	if d := perKey[10<<10] - perKey[10]; d > 4 || d < -4 {
+	// The arrays grow to twice the live count at the insert that crosses
+	// three quarters, so where each shard's last growth fell (random, with
+	// the seeds) moves the bytes per key by a few either way; a stored key
+	// would add 10 KB.
+	if d := perKey[10<<10] - perKey[10]; d > 8 || d < -8 {
 		t.Fatalf("bytes per key depend on key length: %.1f for 10 B keys, %.1f for 10 KB keys", perKey[10], perKey[10<<10])
 	}
 }
