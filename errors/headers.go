@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // Quota describes one rate-limit policy for the IETF RateLimit and
@@ -117,26 +118,58 @@ const (
 // SetRateLimitHeaders sets the RateLimit-Policy and RateLimit fields of q on
 // h, as h.Set would. It does nothing when q.Limit ≤ 0 (no limit applied).
 //
-// It allocates twice whatever q: the two field values share one string,
-// rendered into a stack buffer, and the two one-element value slices share
-// one backing array (each capped at its element, so a later Add to one field
-// never writes into the other). PolicyCache also spares the rendering of the
-// policy.
+// It allocates once for the usual policy names (a rendered pair of values up
+// to 112 bytes), twice beyond: the two field values and their one-element
+// value slices share one allocation (each slice capped at its element, so a
+// later Add to one field never writes into the other). PolicyCache also
+// spares the rendering of the policy.
 func SetRateLimitHeaders(h http.Header, q Quota) {
 	if q.Limit <= 0 {
 		return
 	}
 	var buf [128]byte
-	setRateLimitFields(h, q, q.AppendPolicy(buf[:0]))
+	b := q.AppendPolicy(buf[:0])
+	n := len(b)
+	setRateLimitFields(h, "", q.AppendRateLimit(b), n)
 }
 
-// setRateLimitFields sets both fields; b holds q's RateLimit-Policy value,
-// and the RateLimit value is appended to it.
-func setRateLimitFields(h http.Header, q Quota, b []byte) {
-	n := len(b)
-	both := string(q.AppendRateLimit(b))
-	vals := make([]string, 2)
-	vals[0], vals[1] = both[:n], both[n:]
+// fieldValues and fieldValuesLarge hold the values of one response's
+// RateLimit fields in one allocation: the two value strings, which the two
+// header slices point into, and the bytes of the strings. The bytes are
+// written once, before the strings are made, and never again.
+type fieldValues struct {
+	vals [2]string
+	buf  [48]byte // 80 bytes in all, a malloc size class
+}
+
+type fieldValuesLarge struct {
+	vals [2]string
+	buf  [112]byte // 144 bytes, a size class
+}
+
+// setRateLimitFields sets both fields: the RateLimit-Policy value is policy,
+// or b[:split] when policy is "", and the RateLimit value is b[split:].
+func setRateLimitFields(h http.Header, policy string, b []byte, split int) {
+	var (
+		vals *[2]string
+		dst  []byte
+	)
+	switch {
+	case len(b) <= len(fieldValues{}.buf):
+		v := new(fieldValues)
+		vals, dst = &v.vals, v.buf[:len(b)]
+	case len(b) <= len(fieldValuesLarge{}.buf):
+		v := new(fieldValuesLarge)
+		vals, dst = &v.vals, v.buf[:len(b)]
+	default: // a long policy name: two allocations
+		vals, dst = new([2]string), make([]byte, len(b))
+	}
+	copy(dst, b)
+	s := unsafe.String(unsafe.SliceData(dst), len(dst)) // dst is not written again
+	if policy == "" {
+		policy = s[:split]
+	}
+	vals[0], vals[1] = policy, s[split:]
 	h[fieldPolicy] = vals[0:1:1]
 	h[fieldRateLimit] = vals[1:2:2]
 }
@@ -147,7 +180,7 @@ const policyCacheSlots = 16
 
 // PolicyCache remembers the RateLimit-Policy values of the policies it has
 // rendered (a policy is its name, Limit and Window), so that responses of
-// the same policy copy the value instead of rendering it again. It holds at
+// the same policy share the value instead of rendering it again. It holds at
 // most 16 policies, the first ones seen; the zero value is ready to use, and
 // it is safe for concurrent use. Middleware keeps one for its lifetime.
 type PolicyCache struct {
@@ -158,35 +191,49 @@ type renderedPolicy struct {
 	name   string
 	limit  int64
 	window time.Duration
-	text   []byte
+	policy string // the RateLimit-Policy value
+	prefix []byte // the start of every RateLimit value: the quoted name and ";r="
 }
 
 // SetRateLimitHeaders is the package's SetRateLimitHeaders, its output
-// identical, with q's RateLimit-Policy value from c.
+// identical, with q's RateLimit-Policy value from c. It allocates once for a
+// cached policy whose rendered RateLimit value fits in 48 bytes (a policy
+// name of up to about 10 characters with the largest values, 40 with
+// typical ones).
 func (c *PolicyCache) SetRateLimitHeaders(h http.Header, q Quota) {
 	if q.Limit <= 0 {
 		return
 	}
+	p := c.lookup(q)
+	if p == nil {
+		SetRateLimitHeaders(h, q)
+		return
+	}
 	var buf [128]byte
-	setRateLimitFields(h, q, c.appendPolicy(buf[:0], q))
+	b := append(buf[:0], p.prefix...)
+	b = strconv.AppendInt(b, clampSF(q.Remaining), 10)
+	b = append(b, ";t="...)
+	b = strconv.AppendInt(b, clampSF(ceilSecs(q.Reset)), 10)
+	setRateLimitFields(h, p.policy, b, 0)
 }
 
-// appendPolicy appends q's RateLimit-Policy value to dst: copied when c
-// has it, rendered (and kept, when a slot is free) otherwise.
-func (c *PolicyCache) appendPolicy(dst []byte, q Quota) []byte {
+// lookup returns q's rendered policy: the one c has, or a new one rendered
+// into a free slot; nil when c is full and q's policy is not in it.
+func (c *PolicyCache) lookup(q Quota) *renderedPolicy {
 	for i := range c.slots {
 		p := c.slots[i].Load()
 		if p == nil {
-			p = &renderedPolicy{q.Policy, q.Limit, q.Window, q.AppendPolicy(nil)}
+			p = &renderedPolicy{name: q.Policy, limit: q.Limit, window: q.Window, policy: string(q.AppendPolicy(nil))}
+			p.prefix = append(appendPolicyName(nil, q.Policy), ";r="...)
 			if !c.slots[i].CompareAndSwap(nil, p) {
 				p = c.slots[i].Load() // another request filled the slot first
 			}
 		}
 		if p.name == q.Policy && p.limit == q.Limit && p.window == q.Window {
-			return append(dst, p.text...)
+			return p
 		}
 	}
-	return q.AppendPolicy(dst)
+	return nil
 }
 
 // SetHeaders sets on h the headers a throttled response carries, the ones

@@ -26,9 +26,9 @@
 // way, and tokens limits are not charged by the middleware. WithoutReserve
 // restores Allow.
 //
-// An allowed request costs the middleware two allocations beyond the
-// limiter's: the RateLimit field values, rendered into one string, and their
-// one value array (each limit's RateLimit-Policy value is rendered once).
+// An allowed request costs the middleware one allocation beyond the
+// limiter's: the RateLimit field values and their value slices, together
+// (each limit's RateLimit-Policy value is rendered once and shared).
 //
 // Client addresses are never taken from X-Forwarded-For unless the caller
 // names the proxies it trusts: see TrustedProxies.
