@@ -170,6 +170,7 @@ type handler struct {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
 	keys, err := h.keys(r)
 	if err != nil {
 		h.cfg.onError(w, r, &KeyError{err})
@@ -183,11 +184,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	)
 	switch {
 	case h.sr != nil:
-		res, d, err = h.sr.ReserveSlots(r.Context(), keys)
+		res, d, err = h.sr.ReserveSlots(ctx, keys)
 	case h.rs != nil:
-		res, d, err = h.rs.Reserve(r.Context(), keys, 0)
+		res, d, err = h.rs.Reserve(ctx, keys, 0)
 	default:
-		d, err = h.l.Allow(r.Context(), keys)
+		d, err = h.l.Allow(ctx, keys)
 	}
 	if err != nil {
 		if h.cfg.failClosed {
