@@ -118,11 +118,11 @@ const (
 // SetRateLimitHeaders sets the RateLimit-Policy and RateLimit fields of q on
 // h, as h.Set would. It does nothing when q.Limit ≤ 0 (no limit applied).
 //
-// It allocates once for the usual policy names (a rendered pair of values up
-// to 112 bytes), twice beyond: the two field values and their one-element
-// value slices share one allocation (each slice capped at its element, so a
-// later Add to one field never writes into the other). PolicyCache also
-// spares the rendering of the policy.
+// It allocates once for the usual policy names (the two values rendered in
+// up to 112 bytes; more for longer ones): the two field values and their
+// one-element value slices share one allocation (each slice capped at its
+// element, so a later Add to one field never writes into the other).
+// PolicyCache also spares the rendering of the policy.
 func SetRateLimitHeaders(h http.Header, q Quota) {
 	if q.Limit <= 0 {
 		return
@@ -130,7 +130,7 @@ func SetRateLimitHeaders(h http.Header, q Quota) {
 	var buf [128]byte
 	b := q.AppendPolicy(buf[:0])
 	n := len(b)
-	setRateLimitFields(h, "", q.AppendRateLimit(b), n)
+	setRateLimitFields(h, q.AppendRateLimit(b), n)
 }
 
 // fieldValues and fieldValuesLarge hold the values of one response's
@@ -147,32 +147,56 @@ type fieldValuesLarge struct {
 	buf  [112]byte // 144 bytes, a size class
 }
 
-// setRateLimitFields sets both fields: the RateLimit-Policy value is policy,
-// or b[:split] when policy is "", and the RateLimit value is b[split:].
-func setRateLimitFields(h http.Header, policy string, b []byte, split int) {
-	var (
-		vals *[2]string
-		dst  []byte
-	)
+// newFieldValues returns the value strings of a response's RateLimit fields
+// and n bytes for their text: one allocation up to 112 bytes, two beyond.
+func newFieldValues(n int) (*[2]string, []byte) {
 	switch {
-	case len(b) <= len(fieldValues{}.buf):
+	case n <= len(fieldValues{}.buf):
 		v := new(fieldValues)
-		vals, dst = &v.vals, v.buf[:len(b)]
-	case len(b) <= len(fieldValuesLarge{}.buf):
+		return &v.vals, v.buf[:n]
+	case n <= len(fieldValuesLarge{}.buf):
 		v := new(fieldValuesLarge)
-		vals, dst = &v.vals, v.buf[:len(b)]
-	default: // a long policy name: two allocations
-		vals, dst = new([2]string), make([]byte, len(b))
+		return &v.vals, v.buf[:n]
+	default: // a long policy name
+		return new([2]string), make([]byte, n)
 	}
-	copy(dst, b)
-	s := unsafe.String(unsafe.SliceData(dst), len(dst)) // dst is not written again
-	if policy == "" {
-		policy = s[:split]
-	}
-	vals[0], vals[1] = policy, s[split:]
+}
+
+// setFields sets both fields to vals, each field its own one-element slice
+// capped at its element.
+func setFields(h http.Header, vals *[2]string) {
 	h[fieldPolicy] = vals[0:1:1]
 	h[fieldRateLimit] = vals[1:2:2]
 }
+
+// setRateLimitFields sets both fields: the RateLimit-Policy value is
+// b[:split], and the RateLimit value is b[split:].
+func setRateLimitFields(h http.Header, b []byte, split int) {
+	vals, dst := newFieldValues(len(b))
+	copy(dst, b)
+	s := unsafe.String(unsafe.SliceData(dst), len(dst)) // dst is not written again
+	vals[0], vals[1] = s[:split], s[split:]
+	setFields(h, vals)
+}
+
+// putDecimal writes n (≥ 0) in decimal at the end of dst[:i] and returns
+// the index of its first digit.
+func putDecimal(dst *[rateLimitTail]byte, i int, n int64) int {
+	u := uint64(n)
+	for u >= 10 {
+		i--
+		q := u / 10
+		dst[i] = byte('0' + u - q*10)
+		u = q
+	}
+	i--
+	dst[i] = byte('0' + u)
+	return i
+}
+
+// rateLimitTail bounds the part of a RateLimit value after the cached
+// prefix: two Structured Field integers (15 digits at most) and ";t=".
+const rateLimitTail = 2*15 + 3
 
 // policyCacheSlots bounds a PolicyCache: policies beyond it are rendered on
 // every response, as by SetRateLimitHeaders.
@@ -209,12 +233,17 @@ func (c *PolicyCache) SetRateLimitHeaders(h http.Header, q Quota) {
 		SetRateLimitHeaders(h, q)
 		return
 	}
-	var buf [128]byte
-	b := append(buf[:0], p.prefix...)
-	b = strconv.AppendInt(b, clampSF(q.Remaining), 10)
-	b = append(b, ";t="...)
-	b = strconv.AppendInt(b, clampSF(ceilSecs(q.Reset)), 10)
-	setRateLimitFields(h, p.policy, b, 0)
+	// The digits are written from the end of tail, then the RateLimit value
+	// (the cached prefix and tail) is copied into its one allocation.
+	var tail [rateLimitTail]byte
+	i := putDecimal(&tail, len(tail), clampSF(ceilSecs(q.Reset)))
+	i -= 3
+	copy(tail[i:], ";t=")
+	i = putDecimal(&tail, i, clampSF(q.Remaining))
+	vals, dst := newFieldValues(len(p.prefix) + len(tail) - i)
+	copy(dst[copy(dst, p.prefix):], tail[i:])
+	vals[0], vals[1] = p.policy, unsafe.String(unsafe.SliceData(dst), len(dst)) // dst is not written again
+	setFields(h, vals)
 }
 
 // lookup returns q's rendered policy: the one c has, or a new one rendered

@@ -58,6 +58,48 @@ func TestSetRateLimitHeadersMatchesHeaderSet(t *testing.T) {
 	}
 }
 
+// The cached path writes the numbers itself: every digit count, and the
+// values around each power of ten, come out as strconv writes them.
+func TestPolicyCacheNumbers(t *testing.T) {
+	var cache slerrors.PolicyCache
+	for n := int64(1); n > 0 && n <= 1e16; n *= 10 {
+		for _, v := range []int64{n - 1, n, n + 1} {
+			q := slerrors.Quota{Policy: "p", Limit: 1e16, Remaining: v, Window: time.Minute, Reset: time.Duration(v) * time.Second}
+			if v > 1e9 {
+				q.Reset = time.Duration(v) // nanoseconds: rounded up to whole seconds
+			}
+			h := http.Header{}
+			cache.SetRateLimitHeaders(h, q)
+			if want := wantHeaders(q); !reflect.DeepEqual(h, want) {
+				t.Errorf("%+v: %q, want %q", q, h, want)
+			}
+		}
+	}
+}
+
+// FuzzRateLimitHeaders checks both setters against Header.Set of the
+// rendered values.
+func FuzzRateLimitHeaders(f *testing.F) {
+	f.Add("per-caller", int64(100), int64(42), int64(time.Minute), int64(time.Second))
+	f.Add(`a"b\c`, int64(1<<62), int64(-1), int64(1), int64(1<<62))
+	f.Add(strings.Repeat("x", 100), int64(5), int64(5), int64(0), int64(0))
+	var cache slerrors.PolicyCache
+	f.Fuzz(func(t *testing.T, name string, limit, remaining, window, reset int64) {
+		q := slerrors.Quota{Policy: name, Limit: limit, Remaining: remaining, Window: time.Duration(window), Reset: time.Duration(reset)}
+		want := http.Header{}
+		if limit > 0 {
+			want = wantHeaders(q)
+		}
+		for i, set := range []func(http.Header, slerrors.Quota){slerrors.SetRateLimitHeaders, cache.SetRateLimitHeaders} {
+			h := http.Header{}
+			set(h, q)
+			if !reflect.DeepEqual(h, want) {
+				t.Errorf("setter %d, %+v: %q, want %q", i, q, h, want)
+			}
+		}
+	})
+}
+
 // The two fields share one backing array: appending to one must not write
 // into the other.
 func TestRateLimitFieldsAreIndependent(t *testing.T) {
