@@ -133,29 +133,40 @@ func SetRateLimitHeaders(h http.Header, q Quota) {
 	setRateLimitFields(h, q.AppendRateLimit(b), n)
 }
 
-// fieldValues and fieldValuesLarge hold the values of one response's
-// RateLimit fields in one allocation: the two value strings, which the two
-// header slices point into, and the bytes of the strings. The bytes are
-// written once, before the strings are made, and never again.
-type fieldValues struct {
+// fieldValues32, fieldValues48 and fieldValues112 hold the values of one
+// response's RateLimit fields in one allocation: the two value strings,
+// which the two header slices point into, and the bytes of the strings (or
+// of the RateLimit value alone, when the policy value is a cached string).
+// The bytes are written once, before the strings are made, and never again.
+// Each is a malloc size class (64, 80 and 144 bytes): the smallest that fits
+// is taken, since a response's garbage is what brings the next collection.
+type fieldValues32 struct {
 	vals [2]string
-	buf  [48]byte // 80 bytes in all, a malloc size class
+	buf  [32]byte
 }
 
-type fieldValuesLarge struct {
+type fieldValues48 struct {
 	vals [2]string
-	buf  [112]byte // 144 bytes, a size class
+	buf  [48]byte
+}
+
+type fieldValues112 struct {
+	vals [2]string
+	buf  [112]byte
 }
 
 // newFieldValues returns the value strings of a response's RateLimit fields
 // and n bytes for their text: one allocation up to 112 bytes, two beyond.
 func newFieldValues(n int) (*[2]string, []byte) {
 	switch {
-	case n <= len(fieldValues{}.buf):
-		v := new(fieldValues)
+	case n <= len(fieldValues32{}.buf):
+		v := new(fieldValues32)
 		return &v.vals, v.buf[:n]
-	case n <= len(fieldValuesLarge{}.buf):
-		v := new(fieldValuesLarge)
+	case n <= len(fieldValues48{}.buf):
+		v := new(fieldValues48)
+		return &v.vals, v.buf[:n]
+	case n <= len(fieldValues112{}.buf):
+		v := new(fieldValues112)
 		return &v.vals, v.buf[:n]
 	default: // a long policy name
 		return new([2]string), make([]byte, n)
