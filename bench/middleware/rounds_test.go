@@ -23,8 +23,9 @@ type side struct {
 // compare runs every side once per round, round after round (A B C, B C A,
 // C A B, …), each for -benchtime, so that the sides share the machine's noise; it
 // then reports, per side, the median ns/op and allocs/op over the rounds,
-// and for every side after the first two, its median ratio to the second
-// (the peer). The first side is the baseline (the bare handler): the
+// and for every side after the first two, its ratio to the second (the
+// peer): of the medians, and the median (and range) of the ratios within
+// each round. The first side is the baseline (the bare handler): the
 // "added" columns subtract it.
 func compare(b *testing.B, title string, sides []side) {
 	for _, s := range sides {
@@ -67,7 +68,14 @@ func compare(b *testing.B, title string, sides []side) {
 		for i := 2; i < len(sides); i++ {
 			ratio := median(ns[i]) / peer
 			added := (median(ns[i]) - base) / (peer - base)
-			fmt.Fprintf(&out, "%s ÷ %s: %.2f× per request, %.2f× of the cost added to the bare handler\n", sides[i].name, sides[1].name, ratio, added)
+			// Per round, the side against the peer of the same round:
+			// load that drifts between rounds weighs on both alike.
+			perRound := make([]float64, len(ns[i]))
+			for r := range perRound {
+				perRound[r] = ns[i][r] / ns[1][r]
+			}
+			fmt.Fprintf(&out, "%s ÷ %s: %.2f× per request, %.2f× of the cost added to the bare handler; per round %.2f× (%.2f–%.2f)\n",
+				sides[i].name, sides[1].name, ratio, added, median(perRound), slices.Min(perRound), slices.Max(perRound))
 		}
 	}
 	fmt.Print(out.String())
