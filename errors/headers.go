@@ -231,10 +231,11 @@ type renderedPolicy struct {
 }
 
 // SetRateLimitHeaders is the package's SetRateLimitHeaders, its output
-// identical, with q's RateLimit-Policy value from c. It allocates once for a
-// cached policy whose rendered RateLimit value fits in 48 bytes (a policy
-// name of up to about 10 characters with the largest values, 40 with
-// typical ones).
+// identical, with q's RateLimit-Policy value from c (shared by the
+// responses of the policy). For a cached policy it allocates once when the
+// RateLimit value fits in 112 bytes (a name of up to 74 bytes whatever the
+// values), 64 bytes in all when it fits in 32 (a name of up to 15 bytes with
+// 7-digit remaining units and a reset under 100 s).
 func (c *PolicyCache) SetRateLimitHeaders(h http.Header, q Quota) {
 	if q.Limit <= 0 {
 		return

@@ -170,7 +170,7 @@ type handler struct {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
+	ctx := r.Context() // read first: its cache miss overlaps the key function's
 	keys, err := h.keys(r)
 	if err != nil {
 		h.cfg.onError(w, r, &KeyError{err})
