@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // Quota describes one rate-limit policy for the IETF RateLimit and
@@ -117,29 +118,96 @@ const (
 // SetRateLimitHeaders sets the RateLimit-Policy and RateLimit fields of q on
 // h, as h.Set would. It does nothing when q.Limit ≤ 0 (no limit applied).
 //
-// It allocates twice whatever q: the two field values share one string,
-// rendered into a stack buffer, and the two one-element value slices share
-// one backing array (each capped at its element, so a later Add to one field
-// never writes into the other). PolicyCache also spares the rendering of the
-// policy.
+// It allocates once for the usual policy names (the two values rendered in
+// up to 112 bytes; more for longer ones): the two field values and their
+// one-element value slices share one allocation (each slice capped at its
+// element, so a later Add to one field never writes into the other).
+// PolicyCache also spares the rendering of the policy.
 func SetRateLimitHeaders(h http.Header, q Quota) {
 	if q.Limit <= 0 {
 		return
 	}
 	var buf [128]byte
-	setRateLimitFields(h, q, q.AppendPolicy(buf[:0]))
+	b := q.AppendPolicy(buf[:0])
+	n := len(b)
+	setRateLimitFields(h, q.AppendRateLimit(b), n)
 }
 
-// setRateLimitFields sets both fields; b holds q's RateLimit-Policy value,
-// and the RateLimit value is appended to it.
-func setRateLimitFields(h http.Header, q Quota, b []byte) {
-	n := len(b)
-	both := string(q.AppendRateLimit(b))
-	vals := make([]string, 2)
-	vals[0], vals[1] = both[:n], both[n:]
+// fieldValues32, fieldValues48 and fieldValues112 hold the values of one
+// response's RateLimit fields in one allocation: the two value strings,
+// which the two header slices point into, and the bytes of the strings (or
+// of the RateLimit value alone, when the policy value is a cached string).
+// The bytes are written once, before the strings are made, and never again.
+// Each is a malloc size class (64, 80 and 144 bytes): the smallest that fits
+// is taken, since a response's garbage is what brings the next collection.
+type fieldValues32 struct {
+	vals [2]string
+	buf  [32]byte
+}
+
+type fieldValues48 struct {
+	vals [2]string
+	buf  [48]byte
+}
+
+type fieldValues112 struct {
+	vals [2]string
+	buf  [112]byte
+}
+
+// newFieldValues returns the value strings of a response's RateLimit fields
+// and n bytes for their text: one allocation up to 112 bytes, two beyond.
+func newFieldValues(n int) (*[2]string, []byte) {
+	switch {
+	case n <= len(fieldValues32{}.buf):
+		v := new(fieldValues32)
+		return &v.vals, v.buf[:n]
+	case n <= len(fieldValues48{}.buf):
+		v := new(fieldValues48)
+		return &v.vals, v.buf[:n]
+	case n <= len(fieldValues112{}.buf):
+		v := new(fieldValues112)
+		return &v.vals, v.buf[:n]
+	default: // a long policy name
+		return new([2]string), make([]byte, n)
+	}
+}
+
+// setFields sets both fields to vals, each field its own one-element slice
+// capped at its element.
+func setFields(h http.Header, vals *[2]string) {
 	h[fieldPolicy] = vals[0:1:1]
 	h[fieldRateLimit] = vals[1:2:2]
 }
+
+// setRateLimitFields sets both fields: the RateLimit-Policy value is
+// b[:split], and the RateLimit value is b[split:].
+func setRateLimitFields(h http.Header, b []byte, split int) {
+	vals, dst := newFieldValues(len(b))
+	copy(dst, b)
+	s := unsafe.String(unsafe.SliceData(dst), len(dst)) // dst is not written again
+	vals[0], vals[1] = s[:split], s[split:]
+	setFields(h, vals)
+}
+
+// putDecimal writes n (≥ 0) in decimal at the end of dst[:i] and returns
+// the index of its first digit.
+func putDecimal(dst *[rateLimitTail]byte, i int, n int64) int {
+	u := uint64(n)
+	for u >= 10 {
+		i--
+		q := u / 10
+		dst[i] = byte('0' + u - q*10)
+		u = q
+	}
+	i--
+	dst[i] = byte('0' + u)
+	return i
+}
+
+// rateLimitTail bounds the part of a RateLimit value after the cached
+// prefix: two Structured Field integers (15 digits at most) and ";t=".
+const rateLimitTail = 2*15 + 3
 
 // policyCacheSlots bounds a PolicyCache: policies beyond it are rendered on
 // every response, as by SetRateLimitHeaders.
@@ -147,7 +215,7 @@ const policyCacheSlots = 16
 
 // PolicyCache remembers the RateLimit-Policy values of the policies it has
 // rendered (a policy is its name, Limit and Window), so that responses of
-// the same policy copy the value instead of rendering it again. It holds at
+// the same policy share the value instead of rendering it again. It holds at
 // most 16 policies, the first ones seen; the zero value is ready to use, and
 // it is safe for concurrent use. Middleware keeps one for its lifetime.
 type PolicyCache struct {
@@ -158,35 +226,55 @@ type renderedPolicy struct {
 	name   string
 	limit  int64
 	window time.Duration
-	text   []byte
+	policy string // the RateLimit-Policy value
+	prefix []byte // the start of every RateLimit value: the quoted name and ";r="
 }
 
 // SetRateLimitHeaders is the package's SetRateLimitHeaders, its output
-// identical, with q's RateLimit-Policy value from c.
+// identical, with q's RateLimit-Policy value from c (shared by the
+// responses of the policy). For a cached policy it allocates once when the
+// RateLimit value fits in 112 bytes (a name of up to 74 bytes whatever the
+// values), 64 bytes in all when it fits in 32 (a name of up to 15 bytes with
+// 7-digit remaining units and a reset under 100 s).
 func (c *PolicyCache) SetRateLimitHeaders(h http.Header, q Quota) {
 	if q.Limit <= 0 {
 		return
 	}
-	var buf [128]byte
-	setRateLimitFields(h, q, c.appendPolicy(buf[:0], q))
+	p := c.lookup(q)
+	if p == nil {
+		SetRateLimitHeaders(h, q)
+		return
+	}
+	// The digits are written from the end of tail, then the RateLimit value
+	// (the cached prefix and tail) is copied into its one allocation.
+	var tail [rateLimitTail]byte
+	i := putDecimal(&tail, len(tail), clampSF(ceilSecs(q.Reset)))
+	i -= 3
+	copy(tail[i:], ";t=")
+	i = putDecimal(&tail, i, clampSF(q.Remaining))
+	vals, dst := newFieldValues(len(p.prefix) + len(tail) - i)
+	copy(dst[copy(dst, p.prefix):], tail[i:])
+	vals[0], vals[1] = p.policy, unsafe.String(unsafe.SliceData(dst), len(dst)) // dst is not written again
+	setFields(h, vals)
 }
 
-// appendPolicy appends q's RateLimit-Policy value to dst: copied when c
-// has it, rendered (and kept, when a slot is free) otherwise.
-func (c *PolicyCache) appendPolicy(dst []byte, q Quota) []byte {
+// lookup returns q's rendered policy: the one c has, or a new one rendered
+// into a free slot; nil when c is full and q's policy is not in it.
+func (c *PolicyCache) lookup(q Quota) *renderedPolicy {
 	for i := range c.slots {
 		p := c.slots[i].Load()
 		if p == nil {
-			p = &renderedPolicy{q.Policy, q.Limit, q.Window, q.AppendPolicy(nil)}
+			p = &renderedPolicy{name: q.Policy, limit: q.Limit, window: q.Window, policy: string(q.AppendPolicy(nil))}
+			p.prefix = append(appendPolicyName(nil, q.Policy), ";r="...)
 			if !c.slots[i].CompareAndSwap(nil, p) {
 				p = c.slots[i].Load() // another request filled the slot first
 			}
 		}
 		if p.name == q.Policy && p.limit == q.Limit && p.window == q.Window {
-			return append(dst, p.text...)
+			return p
 		}
 	}
-	return q.AppendPolicy(dst)
+	return nil
 }
 
 // SetHeaders sets on h the headers a throttled response carries, the ones

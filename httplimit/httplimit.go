@@ -26,9 +26,9 @@
 // way, and tokens limits are not charged by the middleware. WithoutReserve
 // restores Allow.
 //
-// An allowed request costs the middleware two allocations beyond the
-// limiter's: the RateLimit field values, rendered into one string, and their
-// one value array (each limit's RateLimit-Policy value is rendered once).
+// An allowed request costs the middleware one allocation beyond the
+// limiter's: the RateLimit field values and their value slices, together
+// (each limit's RateLimit-Policy value is rendered once and shared).
 //
 // Client addresses are never taken from X-Forwarded-For unless the caller
 // names the proxies it trusts: see TrustedProxies.
@@ -170,6 +170,7 @@ type handler struct {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context() // read first: its cache miss overlaps the key function's
 	keys, err := h.keys(r)
 	if err != nil {
 		h.cfg.onError(w, r, &KeyError{err})
@@ -183,11 +184,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	)
 	switch {
 	case h.sr != nil:
-		res, d, err = h.sr.ReserveSlots(r.Context(), keys)
+		res, d, err = h.sr.ReserveSlots(ctx, keys)
 	case h.rs != nil:
-		res, d, err = h.rs.Reserve(r.Context(), keys, 0)
+		res, d, err = h.rs.Reserve(ctx, keys, 0)
 	default:
-		d, err = h.l.Allow(r.Context(), keys)
+		d, err = h.l.Allow(ctx, keys)
 	}
 	if err != nil {
 		if h.cfg.failClosed {

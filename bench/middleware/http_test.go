@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -118,4 +119,80 @@ func BenchmarkHTTP(b *testing.B) {
 			compare(b, "HTTP, handler "+handler.name, sides)
 		})
 	}
+}
+
+// instant is a sluice.Limiter that admits every request at once, with the
+// RateLimit figures of a per-caller bucket: httplimit over it costs what
+// the middleware costs without an engine.
+type instant struct{}
+
+func (instant) Allow(context.Context, sluice.Keys) (sluice.Decision, error) {
+	return sluice.Decision{Allowed: true, LimitID: "per-caller", Limit: 1_000_000, Remaining: 999_000, Window: 16_000 * time.Second}, nil
+}
+
+// The two RateLimit fields as constants, for the floor below: shared value
+// slices, no rendering, no allocation.
+var (
+	constPolicy    = []string{`"per-caller";q=1000000;w=16000`}
+	constRateLimit = []string{`"per-caller";r=999000;t=16`}
+)
+
+var keySink int
+
+// BenchmarkHTTPFloor splits BenchmarkHTTP's typed row (same recorder, same
+// requests) into what any rate-limiting middleware of this shape pays and
+// what is sluice's own: the key function alone ("key": the request's
+// header read while the request is cold, and the Keys built), the two
+// RateLimit fields set from constants ("fields": two entries in the
+// response's header map, which the recorder's snapshot copies), and
+// httplimit over a limiter that decides at once ("instant": key, fields
+// rendered, and the middleware's own path). sluice − instant is the
+// engine's share.
+//
+//	go test -run '^$' -bench HTTPFloor -benchtime 300ms -rounds 7
+func BenchmarkHTTPFloor(b *testing.B) {
+	reqs := requests()
+	next := http.HandlerFunc(typed)
+	sides := httpSides(next)[1:] // httprate, sluice
+	sides = append([]struct {
+		name string
+		h    http.Handler
+	}{{"bare", next}}, sides...)
+	sides = append(sides, []struct {
+		name string
+		h    http.Handler
+	}{
+		{"key", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			k, _ := callerKeys(r)
+			keySink += k.Len()
+			next.ServeHTTP(w, r)
+		})},
+		{"fields", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h := w.Header()
+			h["Ratelimit-Policy"], h["Ratelimit"] = constPolicy, constRateLimit
+			next.ServeHTTP(w, r)
+		})},
+		{"instant", httplimit.New(instant{}, callerKeys)(next)},
+	}...)
+	var cs []side
+	for _, s := range sides {
+		cs = append(cs, side{s.name, func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				w := httptest.NewRecorder()
+				s.h.ServeHTTP(w, reqs[i])
+				if w.Code != http.StatusOK {
+					b.Fatalf("%s: status %d", s.name, w.Code)
+				}
+				if i++; i == len(reqs) {
+					i = 0
+				}
+			}
+		}, func() {
+			for _, r := range reqs {
+				s.h.ServeHTTP(httptest.NewRecorder(), r)
+			}
+		}})
+	}
+	compare(b, "HTTP floor, handler typed", cs)
 }

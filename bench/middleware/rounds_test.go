@@ -22,9 +22,10 @@ type side struct {
 
 // compare runs every side once per round, round after round (A B C, B C A,
 // C A B, …), each for -benchtime, so that the sides share the machine's noise; it
-// then reports, per side, the median ns/op and allocs/op over the rounds,
-// and for every side after the first two, its median ratio to the second
-// (the peer). The first side is the baseline (the bare handler): the
+// then reports, per side, the median ns/op, process CPU time per op and
+// allocs/op over the rounds, and for every side after the first two, its
+// ratio to the second (the peer): of the medians, and the median (and
+// range) of the ratios within each round. The first side is the baseline (the bare handler): the
 // "added" columns subtract it.
 func compare(b *testing.B, title string, sides []side) {
 	for _, s := range sides {
@@ -33,6 +34,7 @@ func compare(b *testing.B, title string, sides []side) {
 		}
 	}
 	ns := make([][]float64, len(sides))
+	cpu := make([][]float64, len(sides)) // process CPU time per op; -1 where unknown
 	allocs := make([][]float64, len(sides))
 	for r := range *rounds {
 		for k := range sides {
@@ -40,37 +42,67 @@ func compare(b *testing.B, title string, sides []side) {
 			// runs first (after the previous round's garbage) or last.
 			i := (k + r) % len(sides)
 			s := sides[i]
-			var perOp, allocsPerOp float64
+			var perOp, cpuPerOp, allocsPerOp float64
 			b.Run(fmt.Sprintf("round=%d/side=%s", r+1, s.name), func(b *testing.B) {
 				b.ReportAllocs()
 				var m0, m1 runtime.MemStats
 				runtime.ReadMemStats(&m0)
+				c0 := processCPU()
 				s.fn(b)
+				c1 := processCPU()
 				runtime.ReadMemStats(&m1)
 				// The last call of this function is the measured one.
 				perOp = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 				allocsPerOp = float64(m1.Mallocs-m0.Mallocs) / float64(b.N)
+				cpuPerOp = -1
+				if c0 >= 0 && c1 >= 0 {
+					cpuPerOp = float64(c1-c0) / float64(b.N)
+				}
 			})
 			ns[i] = append(ns[i], perOp)
+			cpu[i] = append(cpu[i], cpuPerOp)
 			allocs[i] = append(allocs[i], allocsPerOp)
 		}
 	}
 	var out strings.Builder
-	fmt.Fprintf(&out, "\n%s: %d rounds, medians\n%-12s %10s %8s %12s %12s\n", title, *rounds, "side", "ns/op", "allocs", "added ns", "added allocs")
+	fmt.Fprintf(&out, "\n%s: %d rounds, medians\n%-12s %10s %10s %8s %12s %12s\n", title, *rounds, "side", "ns/op", "cpu ns/op", "allocs", "added ns", "added allocs")
 	base, baseA := median(ns[0]), median(allocs[0])
 	for i, s := range sides {
 		m, a := median(ns[i]), median(allocs[i])
-		fmt.Fprintf(&out, "%-12s %10.0f %8.1f %12.0f %12.1f\n", s.name, m, a, m-base, a-baseA)
+		fmt.Fprintf(&out, "%-12s %10.0f %10.0f %8.1f %12.0f %12.1f\n", s.name, m, median(cpu[i]), a, m-base, a-baseA)
 	}
 	if len(sides) > 2 {
 		peer := median(ns[1])
 		for i := 2; i < len(sides); i++ {
 			ratio := median(ns[i]) / peer
 			added := (median(ns[i]) - base) / (peer - base)
-			fmt.Fprintf(&out, "%s ÷ %s: %.2f× per request, %.2f× of the cost added to the bare handler\n", sides[i].name, sides[1].name, ratio, added)
+			// Per round, the side against the peer of the same round:
+			// load that drifts between rounds weighs on both alike.
+			perRound, cpuRound := roundRatios(ns[i], ns[1]), roundRatios(cpu[i], cpu[1])
+			fmt.Fprintf(&out, "%s ÷ %s: %.2f× per request, %.2f× of the cost added to the bare handler; per round %.2f× (%.2f–%.2f)",
+				sides[i].name, sides[1].name, ratio, added, median(perRound), slices.Min(perRound), slices.Max(perRound))
+			if cpuRound != nil {
+				// CPU time leaves out the waits for a core on a busy
+				// machine (and counts the collector's workers).
+				fmt.Fprintf(&out, "; CPU time %.2f× (per round %.2f–%.2f)", median(cpu[i])/median(cpu[1]), slices.Min(cpuRound), slices.Max(cpuRound))
+			}
+			out.WriteString("\n")
 		}
 	}
 	fmt.Print(out.String())
+}
+
+// roundRatios returns xs[r]/ys[r] for every round r; nil when a value is
+// unknown (negative).
+func roundRatios(xs, ys []float64) []float64 {
+	out := make([]float64, len(xs))
+	for r := range xs {
+		if xs[r] < 0 || ys[r] <= 0 {
+			return nil
+		}
+		out[r] = xs[r] / ys[r]
+	}
+	return out
 }
 
 func median(xs []float64) float64 {
