@@ -470,7 +470,11 @@ func (b *Backend) giveBackMixed(ctx context.Context, res []partResult) {
 // owed (taken locally for nf, or nil), never below zero; it also writes a
 // probe key in nf's probe slot when nothing is owed, so that it fails as a
 // decision on that master would. What fails to be charged stays owed.
+// The debt is the backend's, not the caller's: a caller that gives up
+// (ctx cancelled, or its deadline passed) neither cuts the charge short
+// nor passes for an answer (only the backend's timeout bounds it).
 func (b *Backend) payParts(ctx context.Context, nf *nodeFB, owed []stack.Op) error {
+	ctx = context.WithoutCancel(ctx)
 	if len(owed) == 0 {
 		if nf == nil || nf.probeKey == "" {
 			return nil

@@ -1,0 +1,97 @@
+package redisbackend_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/stack"
+	"github.com/sluicehq/sluice/stack/limitertest"
+	"github.com/sluicehq/sluice/stack/redisbackend"
+)
+
+// TestClusterNodeFallbackFaults makes one master of a three-master cluster
+// refuse writes (maxmemory 1: OOM) and accept them again, under a
+// per-master local fallback, to check what a probe and a failed decision
+// do with the fallback's debt and events.
+func TestClusterNodeFallbackFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-node cluster")
+	}
+	addrs, _ := startCluster(t, 3, 0, "--cluster-require-full-coverage", "no")
+	client, _ := newClusterClient(t, addrs)
+	ctx := context.Background()
+	var masters []string
+	slots, err := client.ClusterSlots(ctx).Result() //lint:ignore SA1019 CLUSTER SHARDS is Redis 7 only
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range slots {
+		if !containsStr(masters, s.Nodes[0].Addr) {
+			masters = append(masters, s.Nodes[0].Addr)
+		}
+	}
+	if len(masters) != 3 {
+		t.Fatalf("masters %v", masters)
+	}
+	nB := masters[1]
+	adminB := node(t, nB)
+	oom := func(on bool) {
+		t.Helper()
+		mm := "0"
+		if on {
+			mm = "1"
+			if err := adminB.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := adminB.ConfigSet(ctx, "maxmemory", mm).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _ = adminB.ConfigSet(ctx, "maxmemory", "0").Err() })
+
+	// A probe made by a decision whose caller has given up (its context is
+	// cancelled) still charges what was decided locally, or keeps it owed:
+	// the debt is the backend's, not the caller's.
+	t.Run("cancelledProbe", func(t *testing.T) {
+		clock := limitertest.NewClock(limitertest.Start)
+		b, err := redisbackend.New(client, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
+			redisbackend.WithTimeout(2*time.Second), redisbackend.WithProbeInterval(0), // every decision on B probes
+			redisbackend.WithLocalFallback(0.5), redisbackend.WithKeyPrefix(uniquePrefix("cprobe")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		kB := keyOn(t, client, b, nB)
+		opB := stack.Op{Key: kB, Rate: 100, Period: time.Second, Burst: 100, Cost: 1}
+		oom(true)
+		defer oom(false)
+		// B fails: its local bucket starts empty; a second gives it 50.
+		if out, err := b.Take(ctx, clock.Now(), []stack.Op{opB}); err != nil || out.Denied != 0 {
+			t.Fatalf("B down, empty local bucket: %+v, %v", out, err)
+		}
+		clock.Advance(time.Second)
+		const local = 10
+		for i := 0; i < local; i++ {
+			if out, err := b.Take(ctx, clock.Now(), []stack.Op{opB}); err != nil || out.Denied >= 0 {
+				t.Fatalf("local decision %d: %+v, %v", i, out, err)
+			}
+		}
+		oom(false)
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		_, _ = b.Take(cctx, clock.Now(), []stack.Op{opB}) // probes B with a cancelled context
+		probe := opB
+		probe.Cost = 0
+		var out stack.Outcome
+		for i := 0; i < 3; i++ { // until B decides in Redis again
+			out, err = b.Take(ctx, clock.Now(), []stack.Op{probe})
+		}
+		if err != nil || out.Denied >= 0 {
+			t.Fatalf("B back: %+v, %v", out, err)
+		}
+		if got, want := out.Remaining[0], int64(100-local); got != want {
+			t.Errorf("B's bucket in Redis holds %d after %d local decisions were charged, want %d", got, local, want)
+		}
+	})
+}
