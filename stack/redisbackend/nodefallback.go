@@ -321,9 +321,13 @@ func (b *Backend) takeMixed(ctx context.Context, at time.Time, ops []stack.Op, k
 		outs[j], errs[j] = res[j].out, res[j].err
 	}
 	out, err := b.combineWith(ctx, ops, parts, outs, errs, func() { b.giveBackMixed(ctx, res) })
-	fb.mu.Lock()
-	out.Notices = append(out.Notices, b.takeNotices()...)
-	fb.mu.Unlock()
+	if err == nil {
+		// The Stack hears only the error of a failed decision: the events
+		// wait for the next decision that succeeds.
+		fb.mu.Lock()
+		out.Notices = append(out.Notices, b.takeNotices()...)
+		fb.mu.Unlock()
+	}
 	return out, err
 }
 

@@ -2,9 +2,12 @@ package redisbackend_test
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
 	"github.com/sluicehq/sluice/stack/redisbackend"
@@ -34,7 +37,7 @@ func TestClusterNodeFallbackFaults(t *testing.T) {
 	if len(masters) != 3 {
 		t.Fatalf("masters %v", masters)
 	}
-	nB := masters[1]
+	nA, nB := masters[0], masters[1]
 	adminB := node(t, nB)
 	oom := func(on bool) {
 		t.Helper()
@@ -92,6 +95,86 @@ func TestClusterNodeFallbackFaults(t *testing.T) {
 		}
 		if got, want := out.Remaining[0], int64(100-local); got != want {
 			t.Errorf("B's bucket in Redis holds %d after %d local decisions were charged, want %d", got, local, want)
+		}
+	})
+
+	// The events of a decision that fails (the Stack hears only its error)
+	// reach the error handler with the next decision that succeeds.
+	t.Run("eventOfFailedDecision", func(t *testing.T) {
+		clock := limitertest.NewClock(limitertest.Start)
+		b, err := redisbackend.New(client, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
+			redisbackend.WithTimeout(2*time.Second), redisbackend.WithProbeInterval(0),
+			redisbackend.WithLocalFallback(0.5), redisbackend.WithKeyPrefix(uniquePrefix("fevent")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var heard []error
+		st, err := stack.New(stack.Config{RateLimits: threeLimits.RateLimits[:2]}, stack.WithBackend(b),
+			stack.WithClock(clock.Now), stack.WithErrorHandler(func(err error) {
+				mu.Lock()
+				heard = append(heard, err)
+				mu.Unlock()
+			}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		heardB := func(active bool) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, err := range heard {
+				var fe *stack.FallbackError
+				var ne *redisbackend.NodeError
+				if errors.As(err, &fe) && fe.Active == active && errors.As(fe.Err, &ne) && ne.Addr == nB {
+					return true
+				}
+			}
+			return false
+		}
+		targetKey := func(v string) string {
+			return b.Key(stack.BucketKey("per-target", sluice.MetricRequests, 0, []string{"*"}, []string{v}))
+		}
+		callerKey := func(v string) string {
+			return b.Key(stack.BucketKey("per-caller", sluice.MetricRequests, 0, []string{"*"}, []string{v}))
+		}
+		var target, good, bad string
+		for i := 0; target == "" || good == "" || bad == ""; i++ {
+			v := "v" + itoa(i)
+			switch {
+			case target == "" && nodeOf(t, client, targetKey(v)) == nB:
+				target = v
+			case good == "" && nodeOf(t, client, callerKey(v)) == nA:
+				good = v
+			case bad == "" && nodeOf(t, client, callerKey(v)) == nA:
+				bad = v
+			}
+		}
+		// The bad caller's bucket holds something else: a decision on it
+		// fails (not an outage).
+		if err := client.Set(ctx, callerKey(bad), "not a bucket", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		oom(true)
+		defer oom(false)
+		if d, err := st.Allow(ctx, sluice.NewKeys("targetName", target, "caller", good)); err != nil || d.Allowed {
+			t.Fatalf("B down, its local bucket empty: %+v, %v", d, err)
+		}
+		if !heardB(true) {
+			t.Fatalf("heard %v, want B entering its fallback", heard)
+		}
+		clock.Advance(time.Second) // the local bucket gets its share
+		oom(false)
+		// This decision probes B (which decides again: an event) and fails
+		// on the bad caller's bucket.
+		d, err := st.Allow(ctx, sluice.NewKeys("targetName", target, "caller", bad))
+		if err != nil || !d.Allowed { // the Stack fails open
+			t.Fatalf("decision on the bad caller: %+v, %v", d, err)
+		}
+		if d, err := st.Allow(ctx, sluice.NewKeys("targetName", target, "caller", good)); err != nil || !d.Allowed {
+			t.Fatalf("B back: %+v, %v", d, err)
+		}
+		if !heardB(false) {
+			t.Errorf("heard %v, want B deciding again", heard)
 		}
 	})
 }
