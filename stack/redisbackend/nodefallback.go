@@ -350,7 +350,10 @@ func (b *Backend) takeLocalPart(ctx context.Context, nf *nodeFB, r *partResult) 
 	nf.local++
 	if out.Denied < 0 {
 		nf.owe(r.ops, out.ShadowDenied)
-		r.mem, r.owedIn = &nf.localBuckets, &nf.localBuckets
+		// These buckets, even if nf is left and entered again before a
+		// give-back: the new ones start empty and never held these units.
+		lb := nf.localBuckets
+		r.mem, r.owedIn = &lb, &lb
 	}
 	b.reportNode(nf, b.mono())
 }
