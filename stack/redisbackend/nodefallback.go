@@ -483,10 +483,16 @@ func (b *Backend) giveBackMixed(ctx context.Context, res []partResult) {
 func (b *Backend) payParts(ctx context.Context, nf *nodeFB, owed []stack.Op) error {
 	ctx = context.WithoutCancel(ctx)
 	if len(owed) == 0 {
-		if nf == nil || nf.probeKey == "" {
+		if nf == nil {
 			return nil
 		}
-		_, err := b.run(ctx, []string{b.probeKeyFor(nf.probeKey)}, []any{modePay, ""})
+		b.fb.mu.Lock()
+		pk := nf.probeKey // a decision may set it meanwhile
+		b.fb.mu.Unlock()
+		if pk == "" {
+			return nil
+		}
+		_, err := b.run(ctx, []string{b.probeKeyFor(pk)}, []any{modePay, ""})
 		return err
 	}
 	keys, args, err := b.request(nil, "c", owed)

@@ -70,3 +70,25 @@ func TestNodeGiveBackAfterReentry(t *testing.T) {
 		t.Errorf("the new local bucket admitted a unit given back to it: %+v", r.out)
 	}
 }
+
+// A probe reads its master's probe key under the lock that guards it: a
+// decision may set it meanwhile (the master's fallback was entered by a
+// failed batch, which knows no key of its own). The race detector checks.
+func TestNodeProbeKeyRead(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	t.Cleanup(func() { client.Close() })
+	b, err := New(client, WithSpread(), WithLocalFallback(0.5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fail := errors.New("master failed")
+	b.fb.mu.Lock()
+	nf := b.enterNode("m", "", fail)
+	b.fb.mu.Unlock()
+	done := make(chan error)
+	go func() { done <- b.payParts(context.Background(), nf, nil) }() // an idle master's probe
+	b.fb.mu.Lock()
+	b.downNode("m", "sluice:{x}:k", fail) // a decision's part on the master
+	b.fb.mu.Unlock()
+	<-done
+}
