@@ -305,9 +305,12 @@ func (lb *localBuckets) reowe(ops []stack.Op) {
 // It also writes a short-lived probe key, so that it fails as a decision
 // would (out of memory, read-only) even when nothing is owed: it is the
 // probe that ends an outage. Charges that fail because Redis cannot
-// decide stay owed. (With the spread layout on a cluster each master has
-// its own fallback, which pays with payParts.)
+// decide stay owed; the caller giving up (ctx cancelled, or its deadline
+// passed) neither cuts the charge short nor passes for an answer (only the
+// backend's timeout bounds it). (With the spread layout on a cluster each
+// master has its own fallback, which pays with payParts.)
 func (b *Backend) pay(ctx context.Context, owed []stack.Op) error {
+	ctx = context.WithoutCancel(ctx)
 	keys, args, err := b.request(nil, "c", owed)
 	if err != nil {
 		return err

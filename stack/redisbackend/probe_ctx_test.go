@@ -1,0 +1,65 @@
+package redisbackend_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/stack"
+	"github.com/sluicehq/sluice/stack/limitertest"
+	"github.com/sluicehq/sluice/stack/redisbackend"
+)
+
+// The probe that ends an outage of a single server, made by a decision
+// whose caller has given up (its context is cancelled), still charges what
+// was decided locally, or keeps it owed.
+func TestFallbackCancelledProbe(t *testing.T) {
+	srv := startRedis(t, "--maxmemory-policy", "noeviction") // its own server: its memory limit changes
+	client, _ := newClient(t, srv.Addr)
+	ctx := context.Background()
+	oom := func(on bool) {
+		t.Helper()
+		mm := "0"
+		if on {
+			mm = "1"
+		}
+		if err := client.ConfigSet(ctx, "maxmemory", mm).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock := limitertest.NewClock(limitertest.Start)
+	b, err := redisbackend.New(client, redisbackend.WithClock(clock.Now), redisbackend.WithTimeout(2*time.Second),
+		redisbackend.WithProbeInterval(0), // every decision probes while down
+		redisbackend.WithLocalFallback(0.5), redisbackend.WithKeyPrefix(uniquePrefix("cprobe1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := stack.Op{Key: "k", Rate: 100, Period: time.Second, Burst: 100, Cost: 1}
+	oom(true)
+	if out, err := b.Take(ctx, clock.Now(), []stack.Op{op}); err != nil || out.Denied != 0 {
+		t.Fatalf("Redis down, empty local bucket: %+v, %v", out, err)
+	}
+	clock.Advance(time.Second)
+	const local = 10
+	for i := 0; i < local; i++ {
+		if out, err := b.Take(ctx, clock.Now(), []stack.Op{op}); err != nil || out.Denied >= 0 {
+			t.Fatalf("local decision %d: %+v, %v", i, out, err)
+		}
+	}
+	oom(false)
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	_, _ = b.Take(cctx, clock.Now(), []stack.Op{op}) // probes Redis with a cancelled context
+	probe := op
+	probe.Cost = 0
+	var out stack.Outcome
+	for i := 0; i < 3; i++ { // until Redis decides again
+		out, err = b.Take(ctx, clock.Now(), []stack.Op{probe})
+	}
+	if err != nil || out.Denied >= 0 {
+		t.Fatalf("Redis back: %+v, %v", out, err)
+	}
+	if got, want := out.Remaining[0], int64(100-local); got != want {
+		t.Errorf("the bucket in Redis holds %d after %d local decisions were charged, want %d", got, local, want)
+	}
+}
