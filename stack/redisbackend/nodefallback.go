@@ -128,7 +128,14 @@ func (b *Backend) enterNode(addr, probeKey string, err error) *nodeFB {
 		if nf.owed == nil {
 			nf.owed = map[string]*owedOp{}
 		}
-		for _, o := range nf.owed {
+		for k, o := range nf.owed {
+			if o.op.Cost <= 0 {
+				// Owes nothing and is not in the new buckets: gone, so that
+				// a master failing again and again keeps at most
+				// maxLocalKeys buckets in use, not in all its entries.
+				delete(nf.owed, k)
+				continue
+			}
 			o.inMem = false
 		}
 		nf.lastReport = now

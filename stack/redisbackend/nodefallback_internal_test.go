@@ -3,6 +3,7 @@ package redisbackend
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -91,4 +92,46 @@ func TestNodeProbeKeyRead(t *testing.T) {
 	b.downNode("m", "sluice:{x}:k", fail) // a decision's part on the master
 	b.fb.mu.Unlock()
 	<-done
+}
+
+// A master that keeps failing again within its rejoin period keeps its
+// fallback, whose local buckets start empty at each entry: the buckets of
+// earlier entries that owe nothing are gone, and do not count against
+// maxLocalKeys (or a long-flapping master would fail every decision on a
+// new bucket, which the Stack then fails open).
+func TestNodeFlappingBucketsBounded(t *testing.T) {
+	clock := limitertest.NewClock(limitertest.Start)
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	t.Cleanup(func() { client.Close() })
+	b, err := New(client, WithSpread(), WithClock(clock.Now), WithLocalFallback(0.5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	fail := errors.New("master failed")
+	enter := func() *nodeFB {
+		b.fb.mu.Lock()
+		defer b.fb.mu.Unlock()
+		return b.enterNode("m", "", fail)
+	}
+	nf := enter()
+	const perEntry = 4096
+	for i := 0; i < maxLocalKeys+perEntry; i++ {
+		if i > 0 && i%perEntry == 0 {
+			b.rejoinNode(nf) // a probe succeeded (nothing owed: every decision was denied)
+			enter()          // and the master failed again
+		}
+		r := &partResult{ops: []stack.Op{{Key: fmt.Sprint("k", i), Rate: 100, Period: time.Second, Burst: 100, Cost: 1}},
+			at: clock.Now()}
+		b.takeLocalPart(ctx, nf, r)
+		if r.err != nil {
+			t.Fatalf("bucket %d, entry %d: %v", i, i/perEntry+1, r.err)
+		}
+		if r.out.Denied != 0 {
+			t.Fatalf("bucket %d: a new local bucket admitted: %+v", i, r.out)
+		}
+	}
+	if n := len(nf.owed); n > perEntry {
+		t.Errorf("the fallback keeps %d local buckets, want at most the %d of its latest entry", n, perEntry)
+	}
 }
