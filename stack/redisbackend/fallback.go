@@ -114,7 +114,14 @@ func (b *Backend) fail(err error) {
 		if fb.owed == nil {
 			fb.owed = map[string]*owedOp{}
 		}
-		for _, o := range fb.owed {
+		for k, o := range fb.owed {
+			if o.op.Cost <= 0 {
+				// Owes nothing and is not in the new buckets: gone, so that
+				// a Redis failing again and again keeps at most
+				// maxLocalKeys buckets in use, not in all its outages.
+				delete(fb.owed, k)
+				continue
+			}
 			o.inMem = false
 		}
 		fb.failures++
