@@ -207,7 +207,9 @@ func (b *Backend) ensureIn(fb *localBuckets, ctx context.Context, at time.Time, 
 		o.op.Key, o.op.Rate, o.op.Period, o.op.Burst = op.Key, op.Rate, op.Period, op.Burst
 	}
 	if len(drain) > 0 {
-		return fb.mem.Adjust(ctx, at, drain)
+		// Whether the caller still waits or not: a bucket marked in mem
+		// and not drained would be made full by its next decision.
+		return fb.mem.Adjust(context.WithoutCancel(ctx), at, drain)
 	}
 	return nil
 }

@@ -177,4 +177,37 @@ func TestClusterNodeFallbackFaults(t *testing.T) {
 			t.Errorf("heard %v, want B deciding again", heard)
 		}
 	})
+
+	// A decision on a master's local buckets whose caller has given up
+	// creates no bucket full: the next decision finds it empty, as every
+	// new local bucket starts.
+	t.Run("cancelledNewBucket", func(t *testing.T) {
+		clock := limitertest.NewClock(limitertest.Start)
+		b, err := redisbackend.New(client, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
+			redisbackend.WithTimeout(2*time.Second), redisbackend.WithProbeInterval(time.Hour),
+			redisbackend.WithLocalFallback(0.5), redisbackend.WithKeyPrefix(uniquePrefix("cnew")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		k1 := keyOn(t, client, b, nB)
+		k2 := keyOn(t, client, b, nB, redisbackend.Slot(b.Key(k1)))
+		op1 := stack.Op{Key: k1, Rate: 100, Period: time.Second, Burst: 100, Cost: 1}
+		op2 := op1
+		op2.Key = k2
+		oom(true)
+		defer oom(false)
+		if out, err := b.Take(ctx, clock.Now(), []stack.Op{op1}); err != nil || out.Denied != 0 {
+			t.Fatalf("B down, empty local bucket: %+v, %v", out, err)
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := b.Take(cctx, clock.Now(), []stack.Op{op2}); err == nil {
+			t.Fatal("a decision with a cancelled context succeeded")
+		}
+		// The clock stands still: k2's local bucket is empty.
+		if out, err := b.Take(ctx, clock.Now(), []stack.Op{op2}); err != nil || out.Denied != 0 {
+			t.Errorf("B down, k2's local bucket after a cancelled decision: %+v, %v; want a denial", out, err)
+		}
+	})
+
 }

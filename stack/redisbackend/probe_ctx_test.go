@@ -63,3 +63,36 @@ func TestFallbackCancelledProbe(t *testing.T) {
 		t.Errorf("the bucket in Redis holds %d after %d local decisions were charged, want %d", got, local, want)
 	}
 }
+
+// A local decision whose caller has given up creates no bucket full: the
+// next decision finds it empty, as every new local bucket starts.
+func TestFallbackCancelledNewBucket(t *testing.T) {
+	srv := startRedis(t, "--maxmemory-policy", "noeviction") // its own server: its memory limit changes
+	client, _ := newClient(t, srv.Addr)
+	ctx := context.Background()
+	clock := limitertest.NewClock(limitertest.Start)
+	b, err := redisbackend.New(client, redisbackend.WithClock(clock.Now), redisbackend.WithTimeout(2*time.Second),
+		redisbackend.WithProbeInterval(time.Hour), redisbackend.WithLocalFallback(0.5),
+		redisbackend.WithKeyPrefix(uniquePrefix("cnew1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	op1 := stack.Op{Key: "k1", Rate: 100, Period: time.Second, Burst: 100, Cost: 1}
+	op2 := op1
+	op2.Key = "k2"
+	if err := client.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := b.Take(ctx, clock.Now(), []stack.Op{op1}); err != nil || out.Denied != 0 {
+		t.Fatalf("Redis down, empty local bucket: %+v, %v", out, err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := b.Take(cctx, clock.Now(), []stack.Op{op2}); err == nil {
+		t.Fatal("a decision with a cancelled context succeeded")
+	}
+	// The clock stands still: k2's local bucket is empty.
+	if out, err := b.Take(ctx, clock.Now(), []stack.Op{op2}); err != nil || out.Denied != 0 {
+		t.Errorf("k2's local bucket after a cancelled decision: %+v, %v; want a denial", out, err)
+	}
+}
