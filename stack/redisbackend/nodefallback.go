@@ -409,7 +409,7 @@ func (b *Backend) takeBothPart(ctx context.Context, nf *nodeFB, p part, keys []s
 			}
 		}
 		fb.mu.Lock()
-		_ = lb.mem.Adjust(ctx, r.at, refund)
+		_ = lb.mem.Adjust(context.WithoutCancel(ctx), r.at, refund) // even if the caller gave up
 		fb.mu.Unlock()
 		r.out, r.err = out, err
 		return
@@ -424,7 +424,7 @@ func (b *Backend) takeBothPart(ctx context.Context, nf *nodeFB, p part, keys []s
 	}
 	fb.mu.Lock()
 	if len(release) > 0 {
-		_ = lb.mem.Adjust(ctx, r.at, release)
+		_ = lb.mem.Adjust(context.WithoutCancel(ctx), r.at, release)
 	}
 	fb.mu.Unlock()
 	r.out, r.err, r.redis = out, nil, true
@@ -473,7 +473,8 @@ func (b *Backend) giveBackMixed(ctx context.Context, res []partResult) {
 			refund = append(refund, s)
 		}
 		if r.mem != nil && r.mem.mem != nil {
-			_ = r.mem.mem.Adjust(ctx, r.at, refund)
+			// Even if the caller gave up (often why the decision failed).
+			_ = r.mem.mem.Adjust(context.WithoutCancel(ctx), r.at, refund)
 		}
 		fb.mu.Unlock()
 	}

@@ -210,4 +210,84 @@ func TestClusterNodeFallbackFaults(t *testing.T) {
 		}
 	})
 
+	// A decision that fails because its caller gave up while another part
+	// was in flight gives back what its local part took: a failed or
+	// denied decision consumes nothing, locally either.
+	pause := func(addr string) func() {
+		t.Helper()
+		admin := node(t, addr)
+		if err := admin.Do(ctx, "client", "pause", 5000, "write").Err(); err != nil {
+			t.Fatal(err)
+		}
+		return func() { _ = admin.Do(ctx, "client", "unpause").Err() }
+	}
+	t.Run("cancelledGiveBack", func(t *testing.T) {
+		clock := limitertest.NewClock(limitertest.Start)
+		b, err := redisbackend.New(client, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
+			redisbackend.WithTimeout(2*time.Second), redisbackend.WithProbeInterval(time.Hour),
+			redisbackend.WithLocalFallback(0.5), redisbackend.WithKeyPrefix(uniquePrefix("cgive")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		opA := stack.Op{Key: keyOn(t, client, b, nA), Rate: 100, Period: time.Second, Burst: 100, Cost: 1}
+		opB := stack.Op{Key: keyOn(t, client, b, nB), Rate: 100, Period: time.Second, Burst: 100, Cost: 10}
+		oom(true)
+		defer oom(false)
+		if out, err := b.Take(ctx, clock.Now(), []stack.Op{opB}); err != nil || out.Denied != 0 {
+			t.Fatalf("B down, empty local bucket: %+v, %v", out, err)
+		}
+		clock.Advance(time.Second) // B's local bucket: 50
+		unpause := pause(nA)
+		dctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		_, err = b.Take(dctx, clock.Now(), []stack.Op{opB, opA}) // B local, A hangs past the deadline
+		cancel()
+		unpause()
+		if err == nil {
+			t.Fatal("a decision on a paused master succeeded past its deadline")
+		}
+		all := opB
+		all.Cost = 50
+		if out, err := b.Take(ctx, clock.Now(), []stack.Op{all}); err != nil || out.Denied >= 0 {
+			t.Errorf("B's local bucket after a failed decision: %+v, %v; want its 50 units", out, err)
+		}
+	})
+
+	// The same for a rejoining master, whose decisions take locally and
+	// then in Redis: a Redis call cut short by the caller gives the local
+	// units back.
+	t.Run("cancelledRejoinTake", func(t *testing.T) {
+		clock := limitertest.NewClock(limitertest.Start)
+		b, err := redisbackend.New(client, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
+			redisbackend.WithTimeout(2*time.Second), redisbackend.WithProbeInterval(0),
+			redisbackend.WithLocalFallback(0.5), redisbackend.WithKeyPrefix(uniquePrefix("crejoin")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		opB := stack.Op{Key: keyOn(t, client, b, nB), Rate: 100, Period: time.Second, Burst: 100, Cost: 10}
+		oom(true)
+		if out, err := b.Take(ctx, clock.Now(), []stack.Op{opB}); err != nil || out.Denied != 0 {
+			t.Fatalf("B down, empty local bucket: %+v, %v", out, err)
+		}
+		clock.Advance(time.Second) // B's local bucket: 50
+		oom(false)
+		probe := opB
+		probe.Cost = 0
+		if out, err := b.Take(ctx, clock.Now(), []stack.Op{probe}); err != nil || out.Denied >= 0 {
+			t.Fatalf("B back (rejoining): %+v, %v", out, err)
+		}
+		unpause := pause(nB)
+		dctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		_, err = b.Take(dctx, clock.Now(), []stack.Op{opB}) // local, then Redis hangs past the deadline
+		cancel()
+		unpause()
+		if err == nil {
+			t.Fatal("a decision on a paused master succeeded past its deadline")
+		}
+		all := opB
+		all.Cost = 50
+		if out, err := b.Take(ctx, clock.Now(), []stack.Op{all}); err != nil || out.Denied >= 0 {
+			t.Errorf("B's local bucket after a failed decision: %+v, %v; want its 50 units", out, err)
+		}
+	})
+
 }
