@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/stack"
@@ -212,18 +215,15 @@ func TestClusterNodeFallbackFaults(t *testing.T) {
 
 	// A decision that fails because its caller gave up while another part
 	// was in flight gives back what its local part took: a failed or
-	// denied decision consumes nothing, locally either.
-	pause := func(addr string) func() {
-		t.Helper()
-		admin := node(t, addr)
-		if err := admin.Do(ctx, "client", "pause", 5000, "write").Err(); err != nil {
-			t.Fatal(err)
-		}
-		return func() { _ = admin.Do(ctx, "client", "unpause").Err() }
-	}
+	// denied decision consumes nothing, locally either. The caller gives
+	// up as the Redis call starts.
+	hook := &cancelOnScript{}
+	cclient := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
+	cclient.OnNewNode(func(n *redis.Client) { n.AddHook(hook) })
+	t.Cleanup(func() { cclient.Close() })
 	t.Run("cancelledGiveBack", func(t *testing.T) {
 		clock := limitertest.NewClock(limitertest.Start)
-		b, err := redisbackend.New(client, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
+		b, err := redisbackend.New(cclient, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
 			redisbackend.WithTimeout(2*time.Second), redisbackend.WithProbeInterval(time.Hour),
 			redisbackend.WithLocalFallback(0.5), redisbackend.WithKeyPrefix(uniquePrefix("cgive")))
 		if err != nil {
@@ -237,13 +237,12 @@ func TestClusterNodeFallbackFaults(t *testing.T) {
 			t.Fatalf("B down, empty local bucket: %+v, %v", out, err)
 		}
 		clock.Advance(time.Second) // B's local bucket: 50
-		unpause := pause(nA)
-		dctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-		_, err = b.Take(dctx, clock.Now(), []stack.Op{opB, opA}) // B local, A hangs past the deadline
+		cctx, cancel := context.WithCancel(ctx)
+		hook.arm(cancel)
+		_, err = b.Take(cctx, clock.Now(), []stack.Op{opB, opA}) // B local, then A's call: the caller gives up
 		cancel()
-		unpause()
 		if err == nil {
-			t.Fatal("a decision on a paused master succeeded past its deadline")
+			t.Fatal("a decision whose caller gave up during its Redis call succeeded")
 		}
 		all := opB
 		all.Cost = 50
@@ -257,7 +256,7 @@ func TestClusterNodeFallbackFaults(t *testing.T) {
 	// units back.
 	t.Run("cancelledRejoinTake", func(t *testing.T) {
 		clock := limitertest.NewClock(limitertest.Start)
-		b, err := redisbackend.New(client, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
+		b, err := redisbackend.New(cclient, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
 			redisbackend.WithTimeout(2*time.Second), redisbackend.WithProbeInterval(0),
 			redisbackend.WithLocalFallback(0.5), redisbackend.WithKeyPrefix(uniquePrefix("crejoin")))
 		if err != nil {
@@ -275,13 +274,12 @@ func TestClusterNodeFallbackFaults(t *testing.T) {
 		if out, err := b.Take(ctx, clock.Now(), []stack.Op{probe}); err != nil || out.Denied >= 0 {
 			t.Fatalf("B back (rejoining): %+v, %v", out, err)
 		}
-		unpause := pause(nB)
-		dctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-		_, err = b.Take(dctx, clock.Now(), []stack.Op{opB}) // local, then Redis hangs past the deadline
+		cctx, cancel := context.WithCancel(ctx)
+		hook.arm(cancel)
+		_, err = b.Take(cctx, clock.Now(), []stack.Op{opB}) // local, then Redis: the caller gives up
 		cancel()
-		unpause()
 		if err == nil {
-			t.Fatal("a decision on a paused master succeeded past its deadline")
+			t.Fatal("a decision whose caller gave up during its Redis call succeeded")
 		}
 		all := opB
 		all.Cost = 50
@@ -290,4 +288,29 @@ func TestClusterNodeFallbackFaults(t *testing.T) {
 		}
 	})
 
+}
+
+// cancelOnScript cancels, once armed, a context as the next script call
+// starts: a caller giving up while its decision's Redis call is in flight.
+type cancelOnScript struct {
+	cancel atomic.Pointer[context.CancelFunc]
+}
+
+func (h *cancelOnScript) arm(cancel context.CancelFunc) { h.cancel.Store(&cancel) }
+
+func (h *cancelOnScript) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *cancelOnScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if n := cmd.Name(); n == "evalsha" || n == "eval" {
+			if c := h.cancel.Swap(nil); c != nil {
+				(*c)()
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *cancelOnScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
