@@ -438,7 +438,7 @@ func (b *Backend) takeBoth(ctx context.Context, at time.Time, ops []stack.Op, ke
 				refund = append(refund, op)
 			}
 		}
-		_ = mem.Adjust(ctx, lat, refund)
+		_ = mem.Adjust(context.WithoutCancel(ctx), lat, refund) // even if the caller gave up
 	} else {
 		// Redis holds the slots now: the local ones would only leak.
 		var release []stack.Op
@@ -449,7 +449,7 @@ func (b *Backend) takeBoth(ctx context.Context, at time.Time, ops []stack.Op, ke
 			}
 		}
 		if len(release) > 0 {
-			_ = mem.Adjust(ctx, lat, release)
+			_ = mem.Adjust(context.WithoutCancel(ctx), lat, release)
 		}
 	}
 	fb.mu.Lock()

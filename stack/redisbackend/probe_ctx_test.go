@@ -96,3 +96,50 @@ func TestFallbackCancelledNewBucket(t *testing.T) {
 		t.Errorf("k2's local bucket after a cancelled decision: %+v, %v; want a denial", out, err)
 	}
 }
+
+// While rejoining, a decision takes locally and then in Redis: a Redis call
+// cut short by its caller (who gives up as it starts) gives the local units
+// back.
+func TestFallbackCancelledRejoinTake(t *testing.T) {
+	srv := startRedis(t, "--maxmemory-policy", "noeviction") // its own server: its memory limit changes
+	client, _ := newClient(t, srv.Addr)
+	hook := &cancelOnScript{}
+	client.AddHook(hook)
+	admin := node(t, srv.Addr)
+	ctx := context.Background()
+	clock := limitertest.NewClock(limitertest.Start)
+	b, err := redisbackend.New(client, redisbackend.WithClock(clock.Now), redisbackend.WithTimeout(2*time.Second),
+		redisbackend.WithProbeInterval(0), redisbackend.WithLocalFallback(0.5),
+		redisbackend.WithKeyPrefix(uniquePrefix("crejoin1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := stack.Op{Key: "k", Rate: 100, Period: time.Second, Burst: 100, Cost: 10}
+	if err := admin.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := b.Take(ctx, clock.Now(), []stack.Op{op}); err != nil || out.Denied != 0 {
+		t.Fatalf("Redis down, empty local bucket: %+v, %v", out, err)
+	}
+	clock.Advance(time.Second) // the local bucket: 50
+	if err := admin.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	probe := op
+	probe.Cost = 0
+	if out, err := b.Take(ctx, clock.Now(), []stack.Op{probe}); err != nil || out.Denied >= 0 {
+		t.Fatalf("Redis back (rejoining): %+v, %v", out, err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	hook.arm(cancel)
+	_, err = b.Take(cctx, clock.Now(), []stack.Op{op}) // local, then Redis: the caller gives up
+	cancel()
+	if err == nil {
+		t.Fatal("a decision whose caller gave up during its Redis call succeeded")
+	}
+	all := op
+	all.Cost = 50
+	if out, err := b.Take(ctx, clock.Now(), []stack.Op{all}); err != nil || out.Denied >= 0 {
+		t.Errorf("the local bucket after a failed decision: %+v, %v; want its 50 units", out, err)
+	}
+}
