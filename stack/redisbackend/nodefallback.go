@@ -35,7 +35,9 @@ import (
 // locally, or again in Redis.
 type NodeError struct {
 	// Addr is the master's address when it failed (after a failover, its
-	// slots have a new master, which the fallback charges).
+	// slots have a new master, which the fallback charges); "" when no
+	// master could be found for the keys (the cluster's routing failed),
+	// or for the charges of an ended fallback that could not be made.
 	Addr string
 	// Err is the latest failure; nil in the event that ends the fallback.
 	Err error
