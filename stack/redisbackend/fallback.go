@@ -225,7 +225,7 @@ func (b *Backend) takeLocal(ctx context.Context, at time.Time, ops []stack.Op) (
 		fb.mem, fb.owed = stack.NewMemoryBackend(), map[string]*owedOp{}
 	}
 	if err := b.ensureLocal(ctx, at, ops); err != nil {
-		return stack.Outcome{Notices: b.takeNotices()}, err
+		return stack.Outcome{}, err // the Stack hears only the error: events wait
 	}
 	out, err := fb.mem.Take(ctx, at, b.scaled(ops))
 	if err != nil {
@@ -409,7 +409,9 @@ func (b *Backend) takeBoth(ctx context.Context, at time.Time, ops []stack.Op, ke
 	mem := fb.mem
 	loc, err := mem.Take(ctx, lat, sc)
 	if err != nil || loc.Denied >= 0 {
-		loc.Notices = b.takeNotices()
+		if err == nil { // the Stack hears only the error of a failed decision: events wait
+			loc.Notices = b.takeNotices()
+		}
 		fb.mu.Unlock()
 		return loc, err
 	}
@@ -452,9 +454,11 @@ func (b *Backend) takeBoth(ctx context.Context, at time.Time, ops []stack.Op, ke
 			_ = mem.Adjust(context.WithoutCancel(ctx), lat, release)
 		}
 	}
-	fb.mu.Lock()
-	out.Notices = append(out.Notices, b.takeNotices()...)
-	fb.mu.Unlock()
+	if err == nil {
+		fb.mu.Lock()
+		out.Notices = append(out.Notices, b.takeNotices()...)
+		fb.mu.Unlock()
+	}
 	return out, err
 }
 

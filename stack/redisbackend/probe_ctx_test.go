@@ -143,3 +143,53 @@ func TestFallbackCancelledRejoinTake(t *testing.T) {
 		t.Errorf("the local bucket after a failed decision: %+v, %v; want its 50 units", out, err)
 	}
 }
+
+// The event that Redis decides again, queued by a probe whose caller gave
+// up (the decision then fails), reaches the Stack with the next decision.
+func TestFallbackEventOfCancelledProbe(t *testing.T) {
+	srv := startRedis(t, "--maxmemory-policy", "noeviction") // its own server: its memory limit changes
+	client, _ := newClient(t, srv.Addr)
+	hook := &cancelOnScript{}
+	client.AddHook(hook)
+	ctx := context.Background()
+	clock := limitertest.NewClock(limitertest.Start)
+	b, err := redisbackend.New(client, redisbackend.WithClock(clock.Now), redisbackend.WithTimeout(2*time.Second),
+		redisbackend.WithProbeInterval(0), redisbackend.WithLocalFallback(0.5),
+		redisbackend.WithKeyPrefix(uniquePrefix("cevent1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var heard []*stack.FallbackError
+	take := func(ctx context.Context, op stack.Op) error {
+		out, err := b.Take(ctx, clock.Now(), []stack.Op{op})
+		if err == nil { // the Stack hears only the error of a failed decision
+			for _, n := range out.Notices {
+				if fe, ok := n.(*stack.FallbackError); ok {
+					heard = append(heard, fe)
+				}
+			}
+		}
+		return err
+	}
+	op := stack.Op{Key: "k", Rate: 100, Period: time.Second, Burst: 100, Cost: 1}
+	if err := client.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := take(ctx, op); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	hook.arm(cancel) // the caller gives up as the probe starts: the probe still pays, and succeeds
+	if err := take(cctx, op); err == nil {
+		t.Fatal("a decision whose caller gave up succeeded")
+	}
+	if err := take(ctx, op); err != nil {
+		t.Fatal(err)
+	}
+	if len(heard) != 2 || !heard[0].Active || heard[1].Active {
+		t.Errorf("heard %v, want the fallback entered and then left", heard)
+	}
+}
