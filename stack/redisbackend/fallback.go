@@ -114,7 +114,14 @@ func (b *Backend) fail(err error) {
 		if fb.owed == nil {
 			fb.owed = map[string]*owedOp{}
 		}
-		for _, o := range fb.owed {
+		for k, o := range fb.owed {
+			if o.op.Cost <= 0 {
+				// Owes nothing and is not in the new buckets: gone, so that
+				// a Redis failing again and again keeps at most
+				// maxLocalKeys buckets in use, not in all its outages.
+				delete(fb.owed, k)
+				continue
+			}
 			o.inMem = false
 		}
 		fb.failures++
@@ -200,7 +207,9 @@ func (b *Backend) ensureIn(fb *localBuckets, ctx context.Context, at time.Time, 
 		o.op.Key, o.op.Rate, o.op.Period, o.op.Burst = op.Key, op.Rate, op.Period, op.Burst
 	}
 	if len(drain) > 0 {
-		return fb.mem.Adjust(ctx, at, drain)
+		// Whether the caller still waits or not: a bucket marked in mem
+		// and not drained would be made full by its next decision.
+		return fb.mem.Adjust(context.WithoutCancel(ctx), at, drain)
 	}
 	return nil
 }
@@ -216,7 +225,7 @@ func (b *Backend) takeLocal(ctx context.Context, at time.Time, ops []stack.Op) (
 		fb.mem, fb.owed = stack.NewMemoryBackend(), map[string]*owedOp{}
 	}
 	if err := b.ensureLocal(ctx, at, ops); err != nil {
-		return stack.Outcome{Notices: b.takeNotices()}, err
+		return stack.Outcome{}, err // the Stack hears only the error: events wait
 	}
 	out, err := fb.mem.Take(ctx, at, b.scaled(ops))
 	if err != nil {
@@ -305,9 +314,12 @@ func (lb *localBuckets) reowe(ops []stack.Op) {
 // It also writes a short-lived probe key, so that it fails as a decision
 // would (out of memory, read-only) even when nothing is owed: it is the
 // probe that ends an outage. Charges that fail because Redis cannot
-// decide stay owed. (With the spread layout on a cluster each master has
-// its own fallback, which pays with payParts.)
+// decide stay owed; the caller giving up (ctx cancelled, or its deadline
+// passed) neither cuts the charge short nor passes for an answer (only the
+// backend's timeout bounds it). (With the spread layout on a cluster each
+// master has its own fallback, which pays with payParts.)
 func (b *Backend) pay(ctx context.Context, owed []stack.Op) error {
+	ctx = context.WithoutCancel(ctx)
 	keys, args, err := b.request(nil, "c", owed)
 	if err != nil {
 		return err
@@ -397,7 +409,9 @@ func (b *Backend) takeBoth(ctx context.Context, at time.Time, ops []stack.Op, ke
 	mem := fb.mem
 	loc, err := mem.Take(ctx, lat, sc)
 	if err != nil || loc.Denied >= 0 {
-		loc.Notices = b.takeNotices()
+		if err == nil { // the Stack hears only the error of a failed decision: events wait
+			loc.Notices = b.takeNotices()
+		}
 		fb.mu.Unlock()
 		return loc, err
 	}
@@ -426,7 +440,7 @@ func (b *Backend) takeBoth(ctx context.Context, at time.Time, ops []stack.Op, ke
 				refund = append(refund, op)
 			}
 		}
-		_ = mem.Adjust(ctx, lat, refund)
+		_ = mem.Adjust(context.WithoutCancel(ctx), lat, refund) // even if the caller gave up
 	} else {
 		// Redis holds the slots now: the local ones would only leak.
 		var release []stack.Op
@@ -437,12 +451,14 @@ func (b *Backend) takeBoth(ctx context.Context, at time.Time, ops []stack.Op, ke
 			}
 		}
 		if len(release) > 0 {
-			_ = mem.Adjust(ctx, lat, release)
+			_ = mem.Adjust(context.WithoutCancel(ctx), lat, release)
 		}
 	}
-	fb.mu.Lock()
-	out.Notices = append(out.Notices, b.takeNotices()...)
-	fb.mu.Unlock()
+	if err == nil {
+		fb.mu.Lock()
+		out.Notices = append(out.Notices, b.takeNotices()...)
+		fb.mu.Unlock()
+	}
 	return out, err
 }
 

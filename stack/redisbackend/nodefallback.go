@@ -35,7 +35,9 @@ import (
 // locally, or again in Redis.
 type NodeError struct {
 	// Addr is the master's address when it failed (after a failover, its
-	// slots have a new master, which the fallback charges).
+	// slots have a new master, which the fallback charges); "" when no
+	// master could be found for the keys (the cluster's routing failed),
+	// or for the charges of an ended fallback that could not be made.
 	Addr string
 	// Err is the latest failure; nil in the event that ends the fallback.
 	Err error
@@ -128,7 +130,14 @@ func (b *Backend) enterNode(addr, probeKey string, err error) *nodeFB {
 		if nf.owed == nil {
 			nf.owed = map[string]*owedOp{}
 		}
-		for _, o := range nf.owed {
+		for k, o := range nf.owed {
+			if o.op.Cost <= 0 {
+				// Owes nothing and is not in the new buckets: gone, so that
+				// a master failing again and again keeps at most
+				// maxLocalKeys buckets in use, not in all its entries.
+				delete(nf.owed, k)
+				continue
+			}
 			o.inMem = false
 		}
 		nf.lastReport = now
@@ -321,9 +330,13 @@ func (b *Backend) takeMixed(ctx context.Context, at time.Time, ops []stack.Op, k
 		outs[j], errs[j] = res[j].out, res[j].err
 	}
 	out, err := b.combineWith(ctx, ops, parts, outs, errs, func() { b.giveBackMixed(ctx, res) })
-	fb.mu.Lock()
-	out.Notices = append(out.Notices, b.takeNotices()...)
-	fb.mu.Unlock()
+	if err == nil {
+		// The Stack hears only the error of a failed decision: the events
+		// wait for the next decision that succeeds.
+		fb.mu.Lock()
+		out.Notices = append(out.Notices, b.takeNotices()...)
+		fb.mu.Unlock()
+	}
 	return out, err
 }
 
@@ -346,7 +359,10 @@ func (b *Backend) takeLocalPart(ctx context.Context, nf *nodeFB, r *partResult) 
 	nf.local++
 	if out.Denied < 0 {
 		nf.owe(r.ops, out.ShadowDenied)
-		r.mem, r.owedIn = &nf.localBuckets, &nf.localBuckets
+		// These buckets, even if nf is left and entered again before a
+		// give-back: the new ones start empty and never held these units.
+		lb := nf.localBuckets
+		r.mem, r.owedIn = &lb, &lb
 	}
 	b.reportNode(nf, b.mono())
 }
@@ -395,7 +411,7 @@ func (b *Backend) takeBothPart(ctx context.Context, nf *nodeFB, p part, keys []s
 			}
 		}
 		fb.mu.Lock()
-		_ = lb.mem.Adjust(ctx, r.at, refund)
+		_ = lb.mem.Adjust(context.WithoutCancel(ctx), r.at, refund) // even if the caller gave up
 		fb.mu.Unlock()
 		r.out, r.err = out, err
 		return
@@ -410,7 +426,7 @@ func (b *Backend) takeBothPart(ctx context.Context, nf *nodeFB, p part, keys []s
 	}
 	fb.mu.Lock()
 	if len(release) > 0 {
-		_ = lb.mem.Adjust(ctx, r.at, release)
+		_ = lb.mem.Adjust(context.WithoutCancel(ctx), r.at, release)
 	}
 	fb.mu.Unlock()
 	r.out, r.err, r.redis = out, nil, true
@@ -459,7 +475,8 @@ func (b *Backend) giveBackMixed(ctx context.Context, res []partResult) {
 			refund = append(refund, s)
 		}
 		if r.mem != nil && r.mem.mem != nil {
-			_ = r.mem.mem.Adjust(ctx, r.at, refund)
+			// Even if the caller gave up (often why the decision failed).
+			_ = r.mem.mem.Adjust(context.WithoutCancel(ctx), r.at, refund)
 		}
 		fb.mu.Unlock()
 	}
@@ -470,12 +487,22 @@ func (b *Backend) giveBackMixed(ctx context.Context, res []partResult) {
 // owed (taken locally for nf, or nil), never below zero; it also writes a
 // probe key in nf's probe slot when nothing is owed, so that it fails as a
 // decision on that master would. What fails to be charged stays owed.
+// The debt is the backend's, not the caller's: a caller that gives up
+// (ctx cancelled, or its deadline passed) neither cuts the charge short
+// nor passes for an answer (only the backend's timeout bounds it).
 func (b *Backend) payParts(ctx context.Context, nf *nodeFB, owed []stack.Op) error {
+	ctx = context.WithoutCancel(ctx)
 	if len(owed) == 0 {
-		if nf == nil || nf.probeKey == "" {
+		if nf == nil {
 			return nil
 		}
-		_, err := b.run(ctx, []string{b.probeKeyFor(nf.probeKey)}, []any{modePay, ""})
+		b.fb.mu.Lock()
+		pk := nf.probeKey // a decision may set it meanwhile
+		b.fb.mu.Unlock()
+		if pk == "" {
+			return nil
+		}
+		_, err := b.run(ctx, []string{b.probeKeyFor(pk)}, []any{modePay, ""})
 		return err
 	}
 	keys, args, err := b.request(nil, "c", owed)

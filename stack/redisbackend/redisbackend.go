@@ -521,12 +521,21 @@ func (b *Backend) runScript(ctx context.Context, script *redis.Script, keys []st
 		// is moving, as TRYAGAIN says.
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	if ctx.Err() != nil || !cannotDecide(err) {
+	if ctx.Err() != nil || deadlinePassed(ctx) || !cannotDecide(err) {
 		// The caller gave up, or the server answered an error that is not
 		// about its availability (a key holding something else).
 		return nil, fmt.Errorf("redisbackend: %w", err)
 	}
 	return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// deadlinePassed reports whether ctx's deadline has passed. A call bounded
+// by the caller's deadline (shorter than the timeout) times out reading at
+// that deadline as a network timeout, which ctx may not report yet: the
+// caller gave up, Redis did not fail.
+func deadlinePassed(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 // eval is script.Run (EVALSHA, then EVAL if the server lacks the script)
