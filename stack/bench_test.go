@@ -168,6 +168,57 @@ func BenchmarkGateway(b *testing.B) {
 	}
 }
 
+// BenchmarkOneLimit is the common middleware shape: one per-caller "*"
+// limit, 10,000 callers, through the sluice.Limiter interface, against the
+// same bucket taken directly from a bucket.Table (the floor) and against a
+// mutex map of rate.Limiter written by hand; all on time.Now.
+func BenchmarkOneLimit(b *testing.B) {
+	keys := newBenchKeys()
+	callers := keys.callers[:10_000]
+	s, err := stack.New(stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "per-caller", DimensionKeys: []string{"caller"},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 60, Period: "minute", Burst: 1_000_000}}}}}}},
+		stack.WithClock(time.Now))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var l sluice.Limiter = s
+	ctx := context.Background()
+	caller := func(i int) string { return callers[(i*7919)%len(callers)] }
+	sl := func(i int) {
+		if d, _ := l.Allow(ctx, sluice.NewKeys("caller", caller(i))); !d.Allowed {
+			b.Fatal("denied")
+		}
+	}
+	tab := bucket.NewTable(1, 1_000_000)
+	floor := func(i int) {
+		if !tab.TakeN(caller(i), time.Now(), 1).OK {
+			b.Fatal("denied")
+		}
+	}
+	var mu sync.Mutex
+	m := map[string]*rate.Limiter{}
+	hand := func(i int) {
+		c := caller(i)
+		mu.Lock()
+		lim := m[c]
+		if lim == nil {
+			lim = rate.NewLimiter(1, 1_000_000)
+			m[strings.Clone(c)] = lim
+		}
+		mu.Unlock()
+		if !lim.AllowN(time.Now(), 1) {
+			b.Fatal("denied")
+		}
+	}
+	for i := range 2 * len(callers) {
+		sl(i)
+		floor(i)
+		hand(i)
+	}
+	b.ReportAllocs()
+	interleave(b, 15, side{"sluice", sl}, side{"table-only", floor}, side{"xrate-map", hand})
+}
+
 // baseline is what a careful user writes by hand with x/time/rate.
 type baseline struct {
 	now       func() time.Time
