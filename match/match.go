@@ -310,7 +310,14 @@ func New(keys []string, entries [][]string) (*Matcher, error) {
 		tmp[p][h] = int32(i)
 	}
 	var arena []byte
-	off := make(map[int32]uint32)
+	off := make([]uint32, len(entries)) // by entry index
+	size := 0
+	for _, lv := range tmp {
+		for _, i := range lv {
+			size += len(m.enc[i])
+		}
+	}
+	arena = make([]byte, 0, size)
 	for _, lv := range tmp {
 		for _, i := range lv {
 			off[i] = uint32(len(arena))
@@ -318,6 +325,11 @@ func New(keys []string, entries [][]string) (*Matcher, error) {
 		}
 	}
 	m.arena = string(arena)
+	for _, lv := range tmp { // the encodings share the arena's memory
+		for _, i := range lv {
+			m.enc[i] = m.arena[off[i] : off[i]+uint32(len(m.enc[i]))]
+		}
+	}
 	for p, lv := range tmp {
 		if lv != nil {
 			m.levels[p] = newHashIndex(lv, off)
@@ -349,7 +361,7 @@ type hashSlot struct {
 	off uint32 // where the entry's encoding starts in Matcher.arena
 }
 
-func newHashIndex(m map[uint64]int32, off map[int32]uint32) *hashIndex {
+func newHashIndex(m map[uint64]int32, off []uint32) *hashIndex {
 	size := 2
 	for size < 2*len(m) {
 		size <<= 1
