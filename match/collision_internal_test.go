@@ -104,3 +104,49 @@ func TestMatchEncodedConfirmsByEncoding(t *testing.T) {
 		t.Error("a hash hit with a different encoding matched")
 	}
 }
+
+// Encodings too large in all for the arena's 32-bit offsets are confirmed
+// against their own strings; MatchEncoded must answer the same either way.
+func TestMatchEncodedWithoutArenaMatchesTheSame(t *testing.T) {
+	keys := []string{"a", "b"}
+	var entries [][]string
+	for i := 0; i < 30; i++ {
+		entries = append(entries,
+			[]string{fmt.Sprint("x", i), fmt.Sprint("y", i)},
+			[]string{fmt.Sprint("x", i), Wildcard})
+	}
+	withArena, err := New(keys, entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	without, _ := New(keys, entries)
+	without.noArena, without.arena = true, ""
+	hits := 0
+	for i := 0; i < 32; i++ {
+		for _, v := range [][]string{
+			{fmt.Sprint("x", i), fmt.Sprint("y", i)},
+			{fmt.Sprint("x", i), "other"},
+			{"other", fmt.Sprint("y", i)},
+		} {
+			var pre [MaxKeys + 1]uint64
+			var ends [MaxKeys + 1]int
+			var enc []byte
+			for k, s := range v {
+				pre[k+1] = NextPrefix(pre[k], Hash(s))
+				enc = AppendValue(enc, s)
+				ends[k+1] = len(enc)
+			}
+			a, aok := withArena.MatchEncoded(v, pre[:], enc, ends[:])
+			b, bok := without.MatchEncoded(v, pre[:], enc, ends[:])
+			if a != b || aok != bok {
+				t.Fatalf("MatchEncoded(%q): with the arena %d %v, without %d %v", v, a, aok, b, bok)
+			}
+			if aok {
+				hits++
+			}
+		}
+	}
+	if hits != 60 {
+		t.Fatalf("%d hits, want 60 (30 exact, 30 by prefix)", hits)
+	}
+}

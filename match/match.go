@@ -17,6 +17,7 @@ package match
 import (
 	"fmt"
 	"hash/maphash"
+	"math"
 	"math/bits"
 	"strconv"
 	"strings"
@@ -40,7 +41,8 @@ type Matcher struct {
 	// arena holds every enc[i] of a hashed level back to back; a hashSlot
 	// gives its entry's offset, so that MatchEncoded confirms a hit with
 	// one load from the slot's line to the bytes (no string header between).
-	arena string
+	arena   string
+	noArena bool // the encodings are too large in all for 32-bit offsets
 	// levels[p] maps the hash of the first p values (prefixHash) to the
 	// index of the entry with exactly p leading exact values (and n-p
 	// trailing "*"). levels[0] is unused: the all-wildcard entry is in all.
@@ -317,17 +319,22 @@ func New(keys []string, entries [][]string) (*Matcher, error) {
 			size += len(m.enc[i])
 		}
 	}
-	arena = make([]byte, 0, size)
-	for _, lv := range tmp {
-		for _, i := range lv {
-			off[i] = uint32(len(arena))
-			arena = append(arena, m.enc[i]...)
+	// Offsets are 32-bit: encodings beyond 4 GiB in all (values of
+	// hundreds of kilobytes in every entry) keep their own strings, and a
+	// hit is confirmed against those (noArena).
+	if m.noArena = size > math.MaxUint32; !m.noArena {
+		arena = make([]byte, 0, size)
+		for _, lv := range tmp {
+			for _, i := range lv {
+				off[i] = uint32(len(arena))
+				arena = append(arena, m.enc[i]...)
+			}
 		}
-	}
-	m.arena = string(arena)
-	for _, lv := range tmp { // the encodings share the arena's memory
-		for _, i := range lv {
-			m.enc[i] = m.arena[off[i] : off[i]+uint32(len(m.enc[i]))]
+		m.arena = string(arena)
+		for _, lv := range tmp { // the encodings share the arena's memory
+			for _, i := range lv {
+				m.enc[i] = m.arena[off[i] : off[i]+uint32(len(m.enc[i]))]
+			}
 		}
 	}
 	for p, lv := range tmp {
@@ -478,7 +485,11 @@ func (m *Matcher) MatchEncoded(values []string, pre []uint64, enc []byte, ends [
 			if s, ok := lv.slot(pre[p]); ok {
 				// The stored encoding holds exactly p self-delimiting values:
 				// equal on the request's ends[p] bytes means equal.
-				if e := int(s.off) + ends[p]; e <= len(m.arena) && m.arena[s.off:e] == string(enc[:ends[p]]) {
+				if m.noArena {
+					if m.enc[s.i-1] == string(enc[:ends[p]]) {
+						return int(s.i - 1), true
+					}
+				} else if e := int(s.off) + ends[p]; e <= len(m.arena) && m.arena[s.off:e] == string(enc[:ends[p]]) {
 					return int(s.i - 1), true
 				}
 			}
