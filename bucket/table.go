@@ -48,12 +48,12 @@ import (
 // decision. A sweep drops a bucket once it has been full for one second (so
 // a key that is busy but refills between its visits keeps its slot instead
 // of churning: with 50 ms, 100,000 callers returning every 50–100 ms
-// re-created their buckets on most visits). No goroutine runs in the background: operations sweep a few
-// slots of their shard as they pass (and, now and then, of another shard),
-// and an insert that would grow an array first sweeps all of it. So the
-// memory of buckets that have refilled comes back, and the arrays shrink,
-// within a bounded number of takes on the Table after the buckets go idle,
-// whether or not new keys arrive.
+// re-created their buckets on most visits). No goroutine runs in the
+// background: operations sweep a few slots of their shard as they pass
+// (and, now and then, of another shard), and an insert that would grow an
+// array first sweeps all of it. So the memory of buckets that have refilled
+// comes back, and the arrays shrink, within a bounded number of takes on
+// the Table after the buckets go idle, whether or not new keys arrive.
 //
 // Dropping a bucket is conservative: each shard remembers the latest state
 // of the buckets it dropped (its floor) and creates new buckets in that

@@ -322,7 +322,7 @@ func New(keys []string, entries [][]string) (*Matcher, error) {
 	// Offsets are 32-bit: encodings beyond 4 GiB in all (values of
 	// hundreds of kilobytes in every entry) keep their own strings, and a
 	// hit is confirmed against those (noArena).
-	if m.noArena = size > math.MaxUint32; !m.noArena {
+	if m.noArena = uint64(size) > math.MaxUint32; !m.noArena {
 		arena = make([]byte, 0, size)
 		for _, lv := range tmp {
 			for _, i := range lv {
