@@ -73,19 +73,7 @@ func TestClusterFaults(t *testing.T) {
 		"--cluster-require-full-coverage", "no") // the other masters serve while B's slots have none
 	client, _ := newClusterClient(t, addrs)
 	ctx := context.Background()
-	var masters []string
-	slots, err := client.ClusterSlots(ctx).Result() //lint:ignore SA1019 CLUSTER SHARDS is Redis 7 only
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range slots {
-		if !containsStr(masters, s.Nodes[0].Addr) {
-			masters = append(masters, s.Nodes[0].Addr)
-		}
-	}
-	if len(masters) != 3 {
-		t.Fatalf("masters %v", masters)
-	}
+	masters := clusterMasters(t, client, 3)
 	clock := limitertest.NewClock(limitertest.Start)
 	b, err := redisbackend.New(client, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
 		redisbackend.WithTimeout(300*time.Millisecond), redisbackend.WithProbeInterval(100*time.Millisecond),
@@ -238,6 +226,26 @@ func TestClusterFaults(t *testing.T) {
 		out, err := b.Take(ctx, clock.Now(), append([]stack.Op(nil), all[1:]...))
 		return err == nil && out.Denied < 0
 	})
+}
+
+// clusterMasters returns the addresses of the cluster's masters, in slot
+// order, failing t unless there are want of them.
+func clusterMasters(t testing.TB, client *redis.ClusterClient, want int) []string {
+	t.Helper()
+	var masters []string
+	slots, err := client.ClusterSlots(context.Background()).Result() //lint:ignore SA1019 CLUSTER SHARDS is Redis 7 only
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range slots {
+		if !containsStr(masters, s.Nodes[0].Addr) {
+			masters = append(masters, s.Nodes[0].Addr)
+		}
+	}
+	if len(masters) != want {
+		t.Fatalf("masters %v, want %d", masters, want)
+	}
+	return masters
 }
 
 func containsStr(s []string, v string) bool {

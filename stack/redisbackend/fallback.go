@@ -63,6 +63,25 @@ type localBuckets struct {
 	owed map[string]*owedOp // the local buckets, by key
 }
 
+// renew replaces the local buckets by new, empty ones at the entry into a
+// fallback, keeping the debts still owed. A bucket that owes nothing is
+// forgotten: it is not in the new buckets, and a Redis (or a master)
+// failing again and again keeps at most maxLocalKeys buckets in use, not
+// that many per outage.
+func (lb *localBuckets) renew() {
+	lb.mem = stack.NewMemoryBackend()
+	if lb.owed == nil {
+		lb.owed = map[string]*owedOp{}
+	}
+	for k, o := range lb.owed {
+		if o.op.Cost <= 0 {
+			delete(lb.owed, k)
+			continue
+		}
+		o.inMem = false
+	}
+}
+
 // owedOp is the op of one local bucket (Redis parameters) with, as Cost,
 // the units taken locally and not yet charged to Redis. inMem reports
 // whether the bucket exists (drained) in the current fb.mem.
@@ -110,20 +129,7 @@ func (b *Backend) fail(err error) {
 		fb.failures, fb.local = 0, 0
 		// New local buckets, empty: those of a rejoin period may hold
 		// units Redis denied and were given back.
-		fb.mem = stack.NewMemoryBackend()
-		if fb.owed == nil {
-			fb.owed = map[string]*owedOp{}
-		}
-		for k, o := range fb.owed {
-			if o.op.Cost <= 0 {
-				// Owes nothing and is not in the new buckets: gone, so that
-				// a Redis failing again and again keeps at most
-				// maxLocalKeys buckets in use, not in all its outages.
-				delete(fb.owed, k)
-				continue
-			}
-			o.inMem = false
-		}
+		fb.renew()
 		fb.failures++
 		if b.share > 0 {
 			b.notice(&stack.FallbackError{Active: true, Failures: fb.failures, Err: err})

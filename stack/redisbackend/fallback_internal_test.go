@@ -16,13 +16,7 @@ import (
 // TestNodeFlappingBucketsBounded for the single-server fallback: a Redis
 // that keeps failing again within the rejoin period.
 func TestFlappingBucketsBounded(t *testing.T) {
-	clock := limitertest.NewClock(limitertest.Start)
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
-	t.Cleanup(func() { client.Close() })
-	b, err := New(client, WithClock(clock.Now), WithLocalFallback(0.5))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, clock := unreachableBackend(t)
 	ctx := context.Background()
 	fail := errors.New("redis failed")
 	b.fail(fail)
@@ -43,4 +37,19 @@ func TestFlappingBucketsBounded(t *testing.T) {
 	if n := len(b.fb.owed); n > perEntry {
 		t.Errorf("the fallback keeps %d local buckets, want at most the %d of its latest entry", n, perEntry)
 	}
+}
+
+// unreachableBackend is a Backend with a local fallback at share 0.5 and an
+// injected clock whose client reaches no Redis: tests drive the fallback's
+// bookkeeping step by step, and no call they make reaches a server.
+func unreachableBackend(t *testing.T, opts ...Option) (*Backend, *limitertest.Clock) {
+	t.Helper()
+	clock := limitertest.NewClock(limitertest.Start)
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	t.Cleanup(func() { client.Close() })
+	b, err := New(client, append(opts, WithClock(clock.Now), WithLocalFallback(0.5))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, clock
 }

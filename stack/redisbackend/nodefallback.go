@@ -126,20 +126,7 @@ func (b *Backend) enterNode(addr, probeKey string, err error) *nodeFB {
 		// Entering (or leaving a rejoin period): new local buckets, empty.
 		nf.down = true
 		nf.failures, nf.local = 1, 0
-		nf.mem = stack.NewMemoryBackend()
-		if nf.owed == nil {
-			nf.owed = map[string]*owedOp{}
-		}
-		for k, o := range nf.owed {
-			if o.op.Cost <= 0 {
-				// Owes nothing and is not in the new buckets: gone, so that
-				// a master failing again and again keeps at most
-				// maxLocalKeys buckets in use, not in all its entries.
-				delete(nf.owed, k)
-				continue
-			}
-			o.inMem = false
-		}
+		nf.renew()
 		nf.lastReport = now
 		b.queue(&stack.FallbackError{Active: true, Failures: 1, Err: &NodeError{Addr: addr, Err: err}})
 		if b.cluster != nil {

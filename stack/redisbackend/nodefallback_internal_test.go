@@ -7,10 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/sluicehq/sluice/stack"
-	"github.com/sluicehq/sluice/stack/limitertest"
 )
 
 // A local part given back after its master's fallback was left and entered
@@ -20,13 +17,7 @@ import (
 // refund there would admit what nothing took. Only the local bookkeeping is
 // involved (no call reaches Redis), so it is driven step by step here.
 func TestNodeGiveBackAfterReentry(t *testing.T) {
-	clock := limitertest.NewClock(limitertest.Start)
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
-	t.Cleanup(func() { client.Close() })
-	b, err := New(client, WithSpread(), WithClock(clock.Now), WithLocalFallback(0.5))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, clock := unreachableBackend(t, WithSpread())
 	ctx := context.Background()
 	fail := errors.New("master failed")
 	op := stack.Op{Key: "k", Rate: 100, Period: time.Second, Burst: 100, Cost: 1}
@@ -76,12 +67,7 @@ func TestNodeGiveBackAfterReentry(t *testing.T) {
 // decision may set it meanwhile (the master's fallback was entered by a
 // failed batch, which knows no key of its own). The race detector checks.
 func TestNodeProbeKeyRead(t *testing.T) {
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
-	t.Cleanup(func() { client.Close() })
-	b, err := New(client, WithSpread(), WithLocalFallback(0.5))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, _ := unreachableBackend(t, WithSpread())
 	fail := errors.New("master failed")
 	b.fb.mu.Lock()
 	nf := b.enterNode("m", "", fail)
@@ -100,13 +86,7 @@ func TestNodeProbeKeyRead(t *testing.T) {
 // maxLocalKeys (or a long-flapping master would fail every decision on a
 // new bucket, which the Stack then fails open).
 func TestNodeFlappingBucketsBounded(t *testing.T) {
-	clock := limitertest.NewClock(limitertest.Start)
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
-	t.Cleanup(func() { client.Close() })
-	b, err := New(client, WithSpread(), WithClock(clock.Now), WithLocalFallback(0.5))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, clock := unreachableBackend(t, WithSpread())
 	ctx := context.Background()
 	fail := errors.New("master failed")
 	enter := func() *nodeFB {

@@ -27,19 +27,7 @@ func TestClusterNodeFallbackFaults(t *testing.T) {
 	addrs, _ := startCluster(t, 3, 0, "--cluster-require-full-coverage", "no")
 	client, _ := newClusterClient(t, addrs)
 	ctx := context.Background()
-	var masters []string
-	slots, err := client.ClusterSlots(ctx).Result() //lint:ignore SA1019 CLUSTER SHARDS is Redis 7 only
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range slots {
-		if !containsStr(masters, s.Nodes[0].Addr) {
-			masters = append(masters, s.Nodes[0].Addr)
-		}
-	}
-	if len(masters) != 3 {
-		t.Fatalf("masters %v", masters)
-	}
+	masters := clusterMasters(t, client, 3)
 	nA, nB := masters[0], masters[1]
 	adminB := node(t, nB)
 	oom := func(on bool) {

@@ -31,19 +31,7 @@ func TestClusterNodeFallback(t *testing.T) {
 		"--cluster-require-full-coverage", "no") // the other masters serve while B's slots have none
 	client, _ := newClusterClient(t, addrs)
 	ctx := context.Background()
-	var masters []string
-	slots, err := client.ClusterSlots(ctx).Result() //lint:ignore SA1019 CLUSTER SHARDS is Redis 7 only
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range slots {
-		if !containsStr(masters, s.Nodes[0].Addr) {
-			masters = append(masters, s.Nodes[0].Addr)
-		}
-	}
-	if len(masters) != 3 {
-		t.Fatalf("masters %v", masters)
-	}
+	masters := clusterMasters(t, client, 3)
 	clock := limitertest.NewClock(limitertest.Start)
 	const share = 0.5
 	b, err := redisbackend.New(client, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
