@@ -11,10 +11,10 @@ import (
 	"github.com/sluicehq/sluice/bucket"
 )
 
-// TestTryTakeAgreesWithTake runs the same random takes on two Buckets and two
-// Tables, one side through TakeN/TakeBytes and the other through
-// TryTakeN/TryTakeBytes: OK and Remaining must agree on every call, so the
-// states stay equal too.
+// TestTryTakeAgreesWithTake runs the same random takes on two Buckets and
+// two pairs of Tables, one side through TakeN/TakeBytes and the other
+// through TryTakeN/TryTakeBytes (keys as bytes, then as strings): OK and
+// Remaining must agree on every call, so the states stay equal too.
 func TestTryTakeAgreesWithTake(t *testing.T) {
 	for _, c := range []struct {
 		r rate.Limit
@@ -24,6 +24,7 @@ func TestTryTakeAgreesWithTake(t *testing.T) {
 			rnd := rand.New(rand.NewPCG(3, 4))
 			full, try := bucket.New(c.r, c.b), bucket.New(c.r, c.b)
 			tfull, ttry := bucket.NewTable(c.r, c.b, bucket.WithBudget(bucket.NewBudget(3))), bucket.NewTable(c.r, c.b, bucket.WithBudget(bucket.NewBudget(3)))
+			sfull, stry := bucket.NewTable(c.r, c.b, bucket.WithBudget(bucket.NewBudget(3))), bucket.NewTable(c.r, c.b, bucket.WithBudget(bucket.NewBudget(3)))
 			at := time.Unix(1_000_000, 0)
 			for i := range 5000 {
 				at = at.Add(time.Duration(rnd.IntN(300)) * time.Millisecond)
@@ -38,6 +39,11 @@ func TestTryTakeAgreesWithTake(t *testing.T) {
 				ok, left = ttry.TryTakeBytes(key, at, n)
 				if ok != wantT.OK || left != wantT.Remaining {
 					t.Fatalf("call %d, key %s, n=%d: TryTakeBytes = %v, %d; TakeBytes = %+v", i, key, n, ok, left, wantT)
+				}
+				wantS := sfull.TakeN(string(key), at, n)
+				ok, left = stry.TryTakeN(string(key), at, n)
+				if ok != wantS.OK || left != wantS.Remaining {
+					t.Fatalf("call %d, key %s, n=%d: Table.TryTakeN = %v, %d; TakeN = %+v", i, key, n, ok, left, wantS)
 				}
 			}
 		})

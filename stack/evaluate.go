@@ -155,13 +155,7 @@ func (s *Stack) evaluateSingles(ctx context.Context, c *compiled, keys *sluice.K
 			continue // a missing dimension skips the limit
 		}
 		rb := sl.rb
-		cost := 1
-		if rb.kind == kindTokens {
-			cost = tokens
-		}
-		if rb.rate == 0 && cost == 0 {
-			cost = 1 // rate 0 blocks every matching request, whatever it costs
-		}
+		cost := rb.cost(tokens)
 		var ok bool
 		var rem int64
 		tab := rb.table.get()
@@ -416,22 +410,27 @@ func resolvedValues(l *limit, keys *sluice.Keys) []string {
 	return out
 }
 
-// addItem appends rb's item to items, kept sorted by rank: items arrive
-// nearly in rank order, so an insertion moves little. Connections limits
-// are skipped unless reserving (conns).
-func addItem(items []item, rb *rateBucket, k0, k1 int32, tokens int, conns bool) []item {
+// cost is what a request costing tokens of "tokens" limits (and one of
+// every other) takes from rb.
+func (rb *rateBucket) cost(tokens int) int {
 	cost := 1
-	switch rb.kind {
-	case kindConnections:
-		if !conns {
-			return items // enforced by Reserve only
-		}
-	case kindTokens:
+	if rb.kind == kindTokens {
 		cost = tokens
 	}
 	if rb.rate == 0 && cost == 0 {
 		cost = 1 // rate 0 blocks every matching request, whatever it costs
 	}
+	return cost
+}
+
+// addItem appends rb's item to items, kept sorted by rank: items arrive
+// nearly in rank order, so an insertion moves little. Connections limits
+// are skipped unless reserving (conns).
+func addItem(items []item, rb *rateBucket, k0, k1 int32, tokens int, conns bool) []item {
+	if rb.kind == kindConnections && !conns {
+		return items // enforced by Reserve only
+	}
+	cost := rb.cost(tokens)
 	// Built in place: a struct literal copied in would be read back in
 	// 16-byte moves from 8-byte stores (a store-forwarding stall).
 	i := len(items)

@@ -96,27 +96,7 @@ func BenchmarkHTTP(b *testing.B) {
 		h    http.HandlerFunc
 	}{{"typed", typed}, {"empty", empty}} {
 		b.Run("handler="+handler.name, func(b *testing.B) {
-			var sides []side
-			for _, s := range httpSides(handler.h) {
-				sides = append(sides, side{s.name, func(b *testing.B) {
-					i := 0
-					for b.Loop() {
-						w := httptest.NewRecorder()
-						s.h.ServeHTTP(w, reqs[i])
-						if w.Code != http.StatusOK {
-							b.Fatalf("%s: status %d", s.name, w.Code)
-						}
-						if i++; i == len(reqs) {
-							i = 0
-						}
-					}
-				}, func() {
-					for _, r := range reqs {
-						s.h.ServeHTTP(httptest.NewRecorder(), r)
-					}
-				}})
-			}
-			compare(b, "HTTP, handler "+handler.name, sides)
+			compare(b, "HTTP, handler "+handler.name, recorderSides(httpSides(handler.h), reqs))
 		})
 	}
 }
@@ -174,9 +154,19 @@ func BenchmarkHTTPFloor(b *testing.B) {
 		})},
 		{"instant", httplimit.New(instant{}, callerKeys)(next)},
 	}...)
-	var cs []side
-	for _, s := range sides {
-		cs = append(cs, side{s.name, func(b *testing.B) {
+	compare(b, "HTTP floor, handler typed", recorderSides(sides, reqs))
+}
+
+// recorderSides makes each handler a side of a comparison: a request in
+// turn from reqs through a new httptest recorder, admitted (200) or the
+// benchmark fails; the warm-up sends every request once.
+func recorderSides(hs []struct {
+	name string
+	h    http.Handler
+}, reqs []*http.Request) []side {
+	var sides []side
+	for _, s := range hs {
+		sides = append(sides, side{s.name, func(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				w := httptest.NewRecorder()
@@ -194,5 +184,5 @@ func BenchmarkHTTPFloor(b *testing.B) {
 			}
 		}})
 	}
-	compare(b, "HTTP floor, handler typed", cs)
+	return sides
 }
