@@ -156,14 +156,23 @@ func BenchmarkGateway(b *testing.B) {
 				b.Fatal("denied")
 			}
 		}
+		spec := newSpecialist(lim).allow(now)
 		for i := 0; i < len(keys.callers); i++ { // warm: every caller has been seen
 			sl(i)
 			floor(i)
 			hand(i)
+			if !spec(keys.at(i)) {
+				b.Fatal("denied")
+			}
+		}
+		special := func(i int) {
+			if !spec(keys.at(i)) {
+				b.Fatal("denied")
+			}
 		}
 		b.Run(clk, func(b *testing.B) {
 			b.ReportAllocs()
-			interleave(b, 15, side{"sluice", sl}, side{"buckets-only", floor}, side{"xrate-maps", hand})
+			interleave(b, 15, side{"sluice", sl}, side{"specialist", special}, side{"buckets-only", floor}, side{"xrate-maps", hand})
 		})
 	}
 }
@@ -217,6 +226,79 @@ func BenchmarkOneLimit(b *testing.B) {
 	}
 	b.ReportAllocs()
 	interleave(b, 15, side{"sluice", sl}, side{"table-only", floor}, side{"xrate-map", hand})
+}
+
+// specialist is BenchmarkGateway's configuration written by hand on
+// sluice's buckets, with everything a stack must do and nothing generic:
+// the request's Keys built and read by name, the (target, tool) entry found
+// in a Go map (or the (target, *) entry's per-tool table), the three
+// buckets taken in the plan's order and given back on a refusal
+// (all-or-nothing). It is what the generic plan could cost at best: the
+// stack's resolving, matching and ordering for any configuration, against
+// code that knows this one.
+type specialist struct {
+	exact     map[[2]string]*bucket.Bucket
+	perTarget map[string]*bucket.Table // targets with a (target, *) entry: per-tool buckets
+	target    *bucket.Table
+	caller    *bucket.Table
+}
+
+func newSpecialist(lim rate.Limit) *specialist {
+	sp := &specialist{exact: map[[2]string]*bucket.Bucket{}, perTarget: map[string]*bucket.Table{},
+		target: bucket.NewTable(lim, 10_000_000), caller: bucket.NewTable(lim, 10_000_000)}
+	for i := 0; i < 990; i++ {
+		sp.exact[[2]string{fmt.Sprintf("target-%d", i%100), fmt.Sprintf("tool-%d", i/100)}] = bucket.New(lim, 10_000_000)
+	}
+	for i := 0; i < 10; i++ {
+		sp.perTarget[fmt.Sprintf("target-%d", i)] = bucket.NewTable(lim, 10_000_000)
+	}
+	return sp
+}
+
+// allow returns the specialist's decision for one request, on clock now.
+func (sp *specialist) allow(now func() time.Time) func(target, tool, caller string) bool {
+	return func(target, tool, caller string) bool {
+		k := sluice.NewKeys("targetName", target, "toolName", tool, "caller", caller)
+		t := now()
+		tg, okT := k.Get("targetName")
+		tl, okL := k.Get("toolName")
+		c, okC := k.Get("caller")
+		if !okT || !okL || !okC {
+			return false
+		}
+		var one *bucket.Bucket
+		var perTool *bucket.Table
+		if one = sp.exact[[2]string{tg, tl}]; one == nil {
+			perTool = sp.perTarget[tg]
+		}
+		switch {
+		case one != nil:
+			if ok, _ := one.TryTakeN(t, 1); !ok {
+				return false
+			}
+		case perTool != nil:
+			if ok, _ := perTool.TryTakeN(tl, t, 1); !ok {
+				return false
+			}
+		}
+		giveBack := func() {
+			if one != nil {
+				one.RefundN(t, 1)
+			} else if perTool != nil {
+				perTool.RefundN(tl, t, 1)
+			}
+		}
+		if ok, _ := sp.target.TryTakeN(tg, t, 1); !ok {
+			giveBack()
+			return false
+		}
+		if ok, _ := sp.caller.TryTakeN(c, t, 1); !ok {
+			sp.target.RefundN(tg, t, 1)
+			giveBack()
+			return false
+		}
+		return true
+	}
 }
 
 // baseline is what a careful user writes by hand with x/time/rate.
