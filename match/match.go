@@ -505,6 +505,66 @@ func (m *Matcher) MatchEncoded(values []string, pre []uint64, enc []byte, ends [
 	return 0, false
 }
 
+// MatchValues is MatchHashed confirming a hash hit against the entry's
+// encoding, value by value, so that the caller builds no encoding and no
+// entry's strings are followed: hashes[k] must be Hash(values[k]) for k <
+// Depth(). It returns what Match returns.
+func (m *Matcher) MatchValues(values []string, hashes []uint64) (int, bool) {
+	if len(values) != len(m.keys) || len(hashes) < m.top {
+		return 0, false
+	}
+	var pre [MaxKeys + 1]uint64
+	for p := 1; p <= m.top; p++ {
+		pre[p] = mix(pre[p-1], hashes[p-1])
+	}
+	for p := m.top; p >= 1; p-- {
+		if lv := m.levels[p]; lv != nil {
+			if s, ok := lv.slot(pre[p]); ok {
+				e := m.enc[s.i-1]
+				if !m.noArena {
+					e = m.arena[s.off:] // the entry's encoding starts here
+				}
+				if encodes(e, values[:p]) {
+					return int(s.i - 1), true
+				}
+			}
+		} else if ex := m.exact[p]; ex != nil {
+			if i, ok := lookupEncoded(ex, values[:p]); ok {
+				return int(i), true
+			}
+		}
+	}
+	if m.all >= 0 {
+		return int(m.all), true
+	}
+	return 0, false
+}
+
+// encodes reports whether e starts with the encoding of values (see
+// encode).
+func encodes(e string, values []string) bool {
+	for _, v := range values {
+		n, shift := uint64(0), uint(0)
+		for {
+			if len(e) == 0 || shift > 63 {
+				return false
+			}
+			b := e[0]
+			e = e[1:]
+			n |= uint64(b&0x7f) << shift
+			if b < 0x80 {
+				break
+			}
+			shift += 7
+		}
+		if n != uint64(len(v)) || uint64(len(e)) < n || e[:n] != v {
+			return false
+		}
+		e = e[n:]
+	}
+	return true
+}
+
 func equal(a, b []string) bool {
 	for i := range a {
 		if a[i] != b[i] {

@@ -36,6 +36,9 @@ func TestAllowDoesNotAllocateAcrossReclaims(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if s.cfg.Load().direct == nil {
+		t.Fatal("this configuration should be decided by evaluateDirect")
+	}
 	const callers = 2000
 	names := make([]string, callers)
 	for i := range names {
@@ -86,3 +89,44 @@ var (
 		return
 	}()
 )
+
+// Which configurations evaluateDirect decides: neither a singles plan nor
+// a big one, the limits with only connections buckets left out.
+func TestDirectPlan(t *testing.T) {
+	perSecond := func(r int64) []Rate { return []Rate{{Rate: r, Period: PeriodSecond}} }
+	star := func(keys ...string) map[string]string {
+		m := map[string]string{}
+		for _, k := range keys {
+			m[k] = "*"
+		}
+		return m
+	}
+	conc := RateLimit{RateLimitID: "conc", DimensionKeys: []string{"caller"},
+		Entries: []Entry{{Dimensions: star("caller"), Connections: perSecond(2)}}}
+	pair := RateLimit{RateLimitID: "pair", DimensionKeys: []string{"org", "caller"},
+		Entries: []Entry{{Dimensions: map[string]string{"org": "o", "caller": "*"}, Requests: perSecond(5)}}}
+	single := func(id string) RateLimit {
+		return RateLimit{RateLimitID: id, DimensionKeys: []string{"caller"}, Entries: []Entry{{Dimensions: star("caller"), Requests: perSecond(5)}}}
+	}
+	for _, c := range []struct {
+		name   string
+		limits []RateLimit
+		want   []string // the ids evaluateDirect visits; nil: not a direct plan
+	}{
+		{"matched and connections", []RateLimit{conc, pair, single("aa")}, []string{"pair", "aa"}},
+		{"singles", []RateLimit{single("aa"), single("bb")}, nil},
+		{"big", []RateLimit{pair, single("aa"), single("bb"), single("cc"), single("dd")}, nil},
+	} {
+		s, err := New(Config{RateLimits: c.limits})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, l := range s.cfg.Load().direct {
+			got = append(got, l.id)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(c.want) || (got == nil) != (c.want == nil) {
+			t.Errorf("%s: direct plan %q, want %q", c.name, got, c.want)
+		}
+	}
+}

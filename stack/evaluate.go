@@ -93,8 +93,17 @@ func (it *item) refund(kb []byte, t time.Time) {
 // The decision is written into *d (zero on entry), saving copies of a large
 // struct on the hot path.
 func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, r *reservation, d *sluice.Decision) error {
-	if c.singles != nil && r == nil && s.backend == nil && s.evaluateSingles(ctx, c, keys, t, tokens, d) {
-		return nil
+	if r == nil && s.backend == nil {
+		switch {
+		case c.singles != nil:
+			if s.evaluateSingles(ctx, c, keys, t, tokens, d) {
+				return nil
+			}
+		case c.direct != nil:
+			if s.evaluateDirect(ctx, c, keys, t, tokens, d) {
+				return nil
+			}
+		}
 	}
 	if c.big {
 		// More than the stack buffers hold: pooled buffers, so that large
@@ -174,6 +183,126 @@ func (s *Stack) evaluateSingles(ctx context.Context, c *compiled, keys *sluice.K
 		// general path.
 		if !rb.shadow && (tight == nil || rem < left) {
 			tight, left = rb, rem
+		}
+	}
+	d.Allowed = true
+	if tight != nil {
+		d.Limit, d.Remaining, d.Window = tight.burst, max(left, 0), tight.window
+		d.LimitID = tight.lim.id
+	}
+	return true
+}
+
+// directTake is one bucket evaluateDirect took: its key is the per-value
+// value itself, or kb[k0:k1] (a digest) when k1 > k0; none for a shared
+// bucket.
+type directTake struct {
+	rb     *rateBucket
+	key    string
+	k0, k1 int32
+	cost   int
+}
+
+// evaluateDirect decides a request against a direct plan (see
+// compiled.direct) when every bucket admits it: each limit's entry is
+// matched (MatchValues: no encoding built) and its buckets taken at once,
+// with no list of items to build and sort. The order of the takes does not
+// matter when all of them succeed: the buckets end the same, and the
+// tightest bucket reported is the one with the least left, the lowest rank
+// among equals, as on the general path. On the first refusal it gives back
+// what it took and returns false, leaving d untouched, and evaluate decides
+// the request again on the general path, in rank order, which reports the
+// denial (as evaluateSingles does). It returns false at once when the
+// context asks for the evaluated list.
+func (s *Stack) evaluateDirect(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, d *sluice.Decision) bool {
+	if sluice.EvaluatedRequested(ctx) {
+		return false
+	}
+	var (
+		taken  [inlineItems]directTake
+		n      int
+		kb     [inlineKeyBytes]byte
+		kn     int32
+		vals   [inlineDims]string
+		hashes [inlineDims]uint64
+		tight  *rateBucket
+		left   int64
+	)
+plan:
+	for _, l := range c.direct {
+		var he *hotEntry
+		var key string
+		var k0, k1 int32
+		nk := len(l.keys)
+		for k, name := range l.keys {
+			v, ok := keys.Get(name)
+			if !ok {
+				continue plan // a missing dimension skips the limit
+			}
+			vals[k] = v
+		}
+		if l.single {
+			he = &l.hot[l.all]
+		} else {
+			for k := range l.depth {
+				hashes[k] = match.Hash(vals[k])
+			}
+			idx, ok := l.matcher.MatchValues(vals[:nk], hashes[:l.depth])
+			if !ok {
+				continue // no entry: the limit does not apply
+			}
+			he = &l.hot[idx]
+		}
+		if e := int(he.exact); e < nk {
+			if w := vals[e:nk]; len(w) == 1 && len(w[0]) <= rawMax {
+				key = w[0] // its own bucket key: no copy
+			} else {
+				k0 = kn
+				kn = int32(len(appendBucketKey(kb[:kn], w)))
+				k1 = kn
+			}
+		}
+		for j := -1; j < len(he.more); j++ {
+			rb := he.rb
+			if j >= 0 {
+				rb = he.more[j]
+			}
+			if rb == nil || rb.kind == kindConnections {
+				continue // enforced by Reserve only
+			}
+			cost := rb.cost(tokens)
+			var ok bool
+			var rem int64
+			switch {
+			case rb.shared != nil:
+				ok, rem = rb.shared.TryTakeN(t, cost)
+			case k1 > k0:
+				ok, rem = rb.table.get().TryTakeBytes(kb[k0:k1], t, cost)
+			default:
+				ok, rem = rb.table.get().TryTakeN(key, t, cost)
+			}
+			if !ok {
+				for i := n - 1; i >= 0; i-- {
+					tk := &taken[i]
+					switch {
+					case tk.rb.shared != nil:
+						tk.rb.shared.RefundN(t, tk.cost)
+					case tk.k1 > tk.k0:
+						tk.rb.table.RefundBytes(kb[tk.k0:tk.k1], t, tk.cost)
+					default:
+						tk.rb.table.get().RefundN(tk.key, t, tk.cost)
+					}
+				}
+				return false
+			}
+			// Field by field: a struct literal copied in would be read back
+			// in 16-byte moves from 8-byte stores (a store-forwarding stall).
+			tk := &taken[n]
+			tk.rb, tk.key, tk.k0, tk.k1, tk.cost = rb, key, k0, k1, cost
+			n++
+			if !rb.shadow && (tight == nil || rem < left || (rem == left && rb.rank < tight.rank)) {
+				tight, left = rb, rem
+			}
 		}
 	}
 	d.Allowed = true

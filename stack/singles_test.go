@@ -24,7 +24,56 @@ import (
 // configuration with matched limits (general path both ways) checks the
 // comparison itself.
 func TestShortcutsDecideAsTheGeneralPath(t *testing.T) {
-	t.Run("singles", func(t *testing.T) { compareWithGeneral(t, singlesConfig()) })
+	t.Run("singles", func(t *testing.T) { compareWithGeneral(t, singlesConfig(), callerOrgKeys) })
+	// evaluateDirect: matched limits, entries with two rates out of rank
+	// order, a two-"*" entry (a digest key), tokens and a shadow limit.
+	t.Run("direct", func(t *testing.T) {
+		compareWithGeneral(t, stack.Config{RateLimits: []stack.RateLimit{
+			{RateLimitID: "per-org-caller", DimensionKeys: []string{"org", "caller"},
+				Entries: []stack.Entry{
+					{Dimensions: map[string]string{"org": "org-0", "caller": "caller-1"}, Requests: []stack.Rate{{Rate: 3, Period: "second"}, {Rate: 20, Period: "minute"}}},
+					{Dimensions: map[string]string{"org": "org-1", "caller": "*"}, Requests: []stack.Rate{{Rate: 6, Period: "second"}}},
+					{Dimensions: map[string]string{"org": "*", "caller": "*"}, Requests: []stack.Rate{{Rate: 5, Period: "second", Burst: 8}}},
+				}},
+			{RateLimitID: "caller-tokens", DimensionKeys: []string{"caller"},
+				Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Tokens: []stack.Rate{{Rate: 400, Period: "second", Burst: 1000}}}}},
+			{RateLimitID: "shadow-org", DimensionKeys: []string{"org"}, Shadow: true,
+				Entries: []stack.Entry{{Dimensions: map[string]string{"org": "org-1"}, Requests: []stack.Rate{{Rate: 2, Period: "second"}}}}},
+		}}, callerOrgKeys)
+	})
+	// evaluateDirect: exact entries (shared buckets), a limit no entry of
+	// which may match, a connections limit (which Allow leaves out) and
+	// values equal in their tallies (the two "*" values of a digest key).
+	t.Run("direct-exact", func(t *testing.T) {
+		compareWithGeneral(t, stack.Config{RateLimits: []stack.RateLimit{
+			{RateLimitID: "conc", DimensionKeys: []string{"caller"},
+				Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Connections: []stack.Rate{{Rate: 1, Period: "second"}}}}},
+			{RateLimitID: "per-tool", DimensionKeys: []string{"target", "tool"},
+				Entries: []stack.Entry{
+					{Dimensions: map[string]string{"target": "t0", "tool": "x"}, Requests: []stack.Rate{{Rate: 4, Period: "second"}}},
+					{Dimensions: map[string]string{"target": "t0", "tool": "y"}, Requests: []stack.Rate{{Rate: 4, Period: "second"}}},
+					{Dimensions: map[string]string{"target": "t1", "tool": "*"}, Requests: []stack.Rate{{Rate: 6, Period: "second", Burst: 2}}},
+				}},
+			{RateLimitID: "per-target-caller", DimensionKeys: []string{"target", "caller"},
+				Entries: []stack.Entry{{Dimensions: map[string]string{"target": "*", "caller": "*"}, Requests: []stack.Rate{{Rate: 10, Period: "second", Burst: 3}}}}},
+		}}, func(rng *rand.Rand) []string {
+			var kv []string
+			if rng.IntN(10) > 0 {
+				kv = append(kv, "target", fmt.Sprint("t", rng.IntN(3)))
+			}
+			if rng.IntN(10) > 0 {
+				kv = append(kv, "tool", []string{"x", "y", "z"}[rng.IntN(3)])
+			}
+			if rng.IntN(10) > 0 {
+				c := fmt.Sprint("caller-", rng.IntN(4))
+				if rng.IntN(8) == 0 {
+					c = strings.Repeat(c, 8)
+				}
+				kv = append(kv, "caller", c)
+			}
+			return kv
+		})
+	})
 	t.Run("matched", func(t *testing.T) {
 		cfg := singlesConfig()
 		cfg.RateLimits = append(cfg.RateLimits,
@@ -37,8 +86,25 @@ func TestShortcutsDecideAsTheGeneralPath(t *testing.T) {
 			stack.RateLimit{RateLimitID: "per-org-exact", DimensionKeys: []string{"org"},
 				Entries: []stack.Entry{{Dimensions: map[string]string{"org": "org-1"}, Requests: []stack.Rate{{Rate: 12, Period: "second"}}}}},
 		)
-		compareWithGeneral(t, cfg)
+		compareWithGeneral(t, cfg, callerOrgKeys)
 	})
+}
+
+// callerOrgKeys draws a request's keys: a caller (now and then beyond 32
+// bytes: a digest key) and an org, each missing one time in ten.
+func callerOrgKeys(rng *rand.Rand) []string {
+	var kv []string
+	if rng.IntN(10) > 0 {
+		c := fmt.Sprint("caller-", rng.IntN(6))
+		if rng.IntN(8) == 0 {
+			c = strings.Repeat(c, 8) // beyond 32 bytes: a digest key
+		}
+		kv = append(kv, "caller", c)
+	}
+	if rng.IntN(10) > 0 {
+		kv = append(kv, "org", fmt.Sprint("org-", rng.IntN(2)))
+	}
+	return kv
 }
 
 func singlesConfig() stack.Config {
@@ -54,7 +120,7 @@ func singlesConfig() stack.Config {
 	}}
 }
 
-func compareWithGeneral(t *testing.T, cfg stack.Config) {
+func compareWithGeneral(t *testing.T, cfg stack.Config, draw func(*rand.Rand) []string) {
 	clock := limitertest.NewClock(limitertest.Start)
 	fast, err := stack.New(cfg, stack.WithClock(clock.Now))
 	if err != nil {
@@ -69,17 +135,7 @@ func compareWithGeneral(t *testing.T, cfg stack.Config) {
 	allowed, denied := 0, 0
 	for i := 0; i < 20_000; i++ {
 		clock.Advance(time.Duration(rng.IntN(40)) * time.Millisecond)
-		var kv []string
-		if rng.IntN(10) > 0 {
-			c := fmt.Sprint("caller-", rng.IntN(6))
-			if rng.IntN(8) == 0 {
-				c = strings.Repeat(c, 8) // beyond 32 bytes: a digest key
-			}
-			kv = append(kv, "caller", c)
-		}
-		if rng.IntN(10) > 0 {
-			kv = append(kv, "org", fmt.Sprint("org-", rng.IntN(2)))
-		}
+		kv := draw(rng)
 		tokens := rng.IntN(120)
 		a, err := fast.AllowN(context.Background(), sluice.NewKeys(kv...), tokens)
 		if err != nil {

@@ -337,6 +337,10 @@ type compiled struct {
 	// middleware configurations (per caller, per API key), which
 	// evaluateSingles decides without the general plan.
 	singles []singleLimit
+	// direct, set for configurations that are neither singles nor big,
+	// lists the limits evaluateDirect visits: c.order, less the limits with
+	// only connections buckets.
+	direct []*limit
 }
 
 // singleLimit is one limit of a compiled.singles plan.
@@ -608,6 +612,7 @@ func compileValid(cfg Config, prev *compiled, now time.Time, withKeys bool, budg
 	}
 	c.conns = hasConnections(c)
 	c.singles = singlesPlan(c)
+	c.direct = directPlan(c)
 	for _, l := range c.limits {
 		for _, di := range l.dim[:l.depth] {
 			if di < 64 {
@@ -636,6 +641,25 @@ func singlesPlan(c *compiled) []singleLimit {
 		out = append(out, singleLimit{name: l.keys[0], rb: h.rb})
 	}
 	slices.SortFunc(out, func(a, b singleLimit) int { return int(a.rb.rank) - int(b.rb.rank) })
+	return out
+}
+
+// directPlan returns the limits a direct plan visits (see
+// compiled.direct): c.order without the limits that have only connections
+// buckets (Allow does not take those); nil when c is a singles plan or big,
+// or when no limit is left.
+func directPlan(c *compiled) []*limit {
+	if c.singles != nil || c.big {
+		return nil
+	}
+	var out []*limit
+	for _, l := range c.order {
+		if slices.ContainsFunc(l.entries, func(en *entry) bool {
+			return slices.ContainsFunc(en.rates, func(rb *rateBucket) bool { return rb.kind != kindConnections })
+		}) {
+			out = append(out, l)
+		}
+	}
 	return out
 }
 
