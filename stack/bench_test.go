@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/bucket"
+	"github.com/sluicehq/sluice/match"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
 )
@@ -156,25 +157,72 @@ func BenchmarkGateway(b *testing.B) {
 				b.Fatal("denied")
 			}
 		}
-		spec := newSpecialist(lim).allow(now)
+		spec := newSpecialist(lim, now)
+		special := func(i int) {
+			if !spec.allow(keys.at(i)) {
+				b.Fatal("denied")
+			}
+		}
 		for i := 0; i < len(keys.callers); i++ { // warm: every caller has been seen
 			sl(i)
 			floor(i)
 			hand(i)
-			if !spec(keys.at(i)) {
-				b.Fatal("denied")
-			}
-		}
-		special := func(i int) {
-			if !spec(keys.at(i)) {
-				b.Fatal("denied")
-			}
+			special(i)
 		}
 		b.Run(clk, func(b *testing.B) {
 			b.ReportAllocs()
 			interleave(b, 15, side{"sluice", sl}, side{"specialist", special}, side{"buckets-only", floor}, side{"xrate-maps", hand})
 		})
 	}
+}
+
+// BenchmarkGatewayGap splits the distance between the stack and the
+// specialist of BenchmarkGateway (real clock): "spec-api" is the
+// specialist called as a sluice.Limiter (Keys in and Decision out by value,
+// through the interface, as the stack is called), "spec-match" the same
+// finding the per-tool entry with the stack's match.Matcher instead of a
+// Go map. sluice − spec-match is what the generic plan costs above
+// matching and the API; spec-match − spec-api the matcher against a Go map;
+// spec-api − specialist the API's shape.
+func BenchmarkGatewayGap(b *testing.B) {
+	keys := newBenchKeys()
+	s, err := stack.New(gatewayConfig(), stack.WithClock(time.Now))
+	if err != nil {
+		b.Fatal(err)
+	}
+	lim := rate.Limit(10_000_000.0 / 60)
+	ctx := context.Background()
+	through := func(l sluice.Limiter) func(int) {
+		return func(i int) {
+			tg, tl, c := keys.at(i)
+			if d, _ := l.Allow(ctx, sluice.NewKeys("targetName", tg, "toolName", tl, "caller", c)); !d.Allowed {
+				b.Fatal("denied")
+			}
+		}
+	}
+	spec, bl := newSpecialist(lim, time.Now), newBaseline(time.Now)
+	sides := []side{
+		{"sluice", through(s)},
+		{"spec-match", through(newSpecialist(lim, time.Now).withMatcher())},
+		{"spec-api", through(newSpecialist(lim, time.Now))},
+		{"specialist", func(i int) {
+			if !spec.allow(keys.at(i)) {
+				b.Fatal("denied")
+			}
+		}},
+		{"xrate-maps", func(i int) {
+			if !bl.allow(keys.at(i)) {
+				b.Fatal("denied")
+			}
+		}},
+	}
+	for i := 0; i < len(keys.callers); i++ { // warm: every caller has been seen
+		for _, sd := range sides {
+			sd.op(i)
+		}
+	}
+	b.ReportAllocs()
+	interleave(b, 15, sides...)
 }
 
 // BenchmarkOneLimit is the common middleware shape: one per-caller "*"
@@ -230,21 +278,29 @@ func BenchmarkOneLimit(b *testing.B) {
 
 // specialist is BenchmarkGateway's configuration written by hand on
 // sluice's buckets, with everything a stack must do and nothing generic:
-// the request's Keys built and read by name, the (target, tool) entry found
-// in a Go map (or the (target, *) entry's per-tool table), the three
-// buckets taken in the plan's order and given back on a refusal
-// (all-or-nothing). It is what the generic plan could cost at best: the
-// stack's resolving, matching and ordering for any configuration, against
-// code that knows this one.
+// the request's Keys read by name, the (target, tool) entry found in a Go
+// map (or the (target, *) entry's per-tool table), the three buckets taken
+// in the plan's order and given back on a refusal (all-or-nothing). It is
+// what the generic plan could cost at best: the stack's resolving,
+// matching and ordering for any configuration, against code that knows
+// this one. With a matcher (withMatcher) it finds the per-tool entry with
+// the stack's match.Matcher instead of the Go map; as a sluice.Limiter it
+// takes its Keys and returns its Decision by value, as the stack does.
 type specialist struct {
+	now       func() time.Time
 	exact     map[[2]string]*bucket.Bucket
 	perTarget map[string]*bucket.Table // targets with a (target, *) entry: per-tool buckets
 	target    *bucket.Table
 	caller    *bucket.Table
+	// withMatcher: the per-tool entries in a match.Matcher, their buckets
+	// by entry index.
+	m        *match.Matcher
+	mExact   []*bucket.Bucket
+	mPerTool []*bucket.Table
 }
 
-func newSpecialist(lim rate.Limit) *specialist {
-	sp := &specialist{exact: map[[2]string]*bucket.Bucket{}, perTarget: map[string]*bucket.Table{},
+func newSpecialist(lim rate.Limit, now func() time.Time) *specialist {
+	sp := &specialist{now: now, exact: map[[2]string]*bucket.Bucket{}, perTarget: map[string]*bucket.Table{},
 		target: bucket.NewTable(lim, 10_000_000), caller: bucket.NewTable(lim, 10_000_000)}
 	for i := 0; i < 990; i++ {
 		sp.exact[[2]string{fmt.Sprintf("target-%d", i%100), fmt.Sprintf("tool-%d", i/100)}] = bucket.New(lim, 10_000_000)
@@ -255,50 +311,88 @@ func newSpecialist(lim rate.Limit) *specialist {
 	return sp
 }
 
-// allow returns the specialist's decision for one request, on clock now.
-func (sp *specialist) allow(now func() time.Time) func(target, tool, caller string) bool {
-	return func(target, tool, caller string) bool {
-		k := sluice.NewKeys("targetName", target, "toolName", tool, "caller", caller)
-		t := now()
-		tg, okT := k.Get("targetName")
-		tl, okL := k.Get("toolName")
-		c, okC := k.Get("caller")
-		if !okT || !okL || !okC {
-			return false
-		}
-		var one *bucket.Bucket
-		var perTool *bucket.Table
-		if one = sp.exact[[2]string{tg, tl}]; one == nil {
-			perTool = sp.perTarget[tg]
-		}
-		switch {
-		case one != nil:
-			if ok, _ := one.TryTakeN(t, 1); !ok {
-				return false
-			}
-		case perTool != nil:
-			if ok, _ := perTool.TryTakeN(tl, t, 1); !ok {
-				return false
-			}
-		}
-		giveBack := func() {
-			if one != nil {
-				one.RefundN(t, 1)
-			} else if perTool != nil {
-				perTool.RefundN(tl, t, 1)
-			}
-		}
-		if ok, _ := sp.target.TryTakeN(tg, t, 1); !ok {
-			giveBack()
-			return false
-		}
-		if ok, _ := sp.caller.TryTakeN(c, t, 1); !ok {
-			sp.target.RefundN(tg, t, 1)
-			giveBack()
-			return false
-		}
-		return true
+// withMatcher makes sp find the per-tool entry with a match.Matcher.
+func (sp *specialist) withMatcher() *specialist {
+	var entries [][]string
+	for k, b := range sp.exact {
+		entries = append(entries, []string{k[0], k[1]})
+		sp.mExact, sp.mPerTool = append(sp.mExact, b), append(sp.mPerTool, nil)
 	}
+	for k, t := range sp.perTarget {
+		entries = append(entries, []string{k, match.Wildcard})
+		sp.mExact, sp.mPerTool = append(sp.mExact, nil), append(sp.mPerTool, t)
+	}
+	m, err := match.New([]string{"targetName", "toolName"}, entries)
+	if err != nil {
+		panic(err) // a fixed configuration
+	}
+	sp.m = m
+	return sp
+}
+
+// decide decides one request: whether it is admitted, and what is left in
+// the per-caller bucket.
+func (sp *specialist) decide(k *sluice.Keys) (bool, int64) {
+	t := sp.now()
+	tg, okT := k.Get("targetName")
+	tl, okL := k.Get("toolName")
+	c, okC := k.Get("caller")
+	if !okT || !okL || !okC {
+		return false, 0
+	}
+	var one *bucket.Bucket
+	var perTool *bucket.Table
+	if sp.m != nil {
+		vals, hs := [2]string{tg, tl}, [2]uint64{match.Hash(tg), match.Hash(tl)}
+		if i, ok := sp.m.MatchValues(vals[:], hs[:]); ok {
+			one, perTool = sp.mExact[i], sp.mPerTool[i]
+		}
+	} else if one = sp.exact[[2]string{tg, tl}]; one == nil {
+		perTool = sp.perTarget[tg]
+	}
+	switch {
+	case one != nil:
+		if ok, _ := one.TryTakeN(t, 1); !ok {
+			return false, 0
+		}
+	case perTool != nil:
+		if ok, _ := perTool.TryTakeN(tl, t, 1); !ok {
+			return false, 0
+		}
+	}
+	giveBack := func() {
+		if one != nil {
+			one.RefundN(t, 1)
+		} else if perTool != nil {
+			perTool.RefundN(tl, t, 1)
+		}
+	}
+	if ok, _ := sp.target.TryTakeN(tg, t, 1); !ok {
+		giveBack()
+		return false, 0
+	}
+	ok, left := sp.caller.TryTakeN(c, t, 1)
+	if !ok {
+		sp.target.RefundN(tg, t, 1)
+		giveBack()
+	}
+	return ok, left
+}
+
+// allow is decide on the three values, the Keys built as the stack's
+// callers build them.
+func (sp *specialist) allow(target, tool, caller string) bool {
+	k := sluice.NewKeys("targetName", target, "toolName", tool, "caller", caller)
+	ok, _ := sp.decide(&k)
+	return ok
+}
+
+// Allow makes the specialist a sluice.Limiter.
+func (sp *specialist) Allow(_ context.Context, keys sluice.Keys) (sluice.Decision, error) {
+	var d sluice.Decision
+	ok, left := sp.decide(&keys)
+	d.Allowed, d.LimitID, d.Limit, d.Remaining = ok, "per-caller", 10_000_000, left
+	return d, nil
 }
 
 // baseline is what a careful user writes by hand with x/time/rate.
