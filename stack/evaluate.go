@@ -193,7 +193,7 @@ func (s *Stack) evaluateSingles(ctx context.Context, c *compiled, keys *sluice.K
 	return true
 }
 
-// directTake is one bucket evaluateDirect took: its key is the per-value
+// directTake is one bucket evaluateDirect takes: its key is the per-value
 // value itself, or kb[k0:k1] (a digest) when k1 > k0; none for a shared
 // bucket.
 type directTake struct {
@@ -205,21 +205,23 @@ type directTake struct {
 
 // evaluateDirect decides a request against a direct plan (see
 // compiled.direct) when every bucket admits it: each limit's entry is
-// matched (MatchValues: no encoding built) and its buckets taken at once,
-// with no list of items to build and sort. The order of the takes does not
-// matter when all of them succeed: the buckets end the same, and the
-// tightest bucket reported is the one with the least left, the lowest rank
-// among equals, as on the general path. On the first refusal it gives back
-// what it took and returns false, leaving d untouched, and evaluate decides
-// the request again on the general path, in rank order, which reports the
-// denial (as evaluateSingles does). It returns false at once when the
-// context asks for the evaluated list.
+// matched (MatchValues: no encoding built) and its buckets listed, at most
+// inlineItems of them, kept in rank order by an insertion, with no key
+// buffer or item list to build. They are taken in rank order, as on the
+// general path: a request it denies never reaches, and so never creates,
+// the per-value buckets ranked after the denying one, which a permanent
+// denial does not even probe. When all succeed the tightest bucket
+// reported is the one with the least left, the first among equals. On the
+// first refusal it gives back what it took and returns false, leaving d
+// untouched, and evaluate decides the request again on the general path,
+// which reports the denial (as evaluateSingles does). It returns false at
+// once when the context asks for the evaluated list.
 func (s *Stack) evaluateDirect(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, d *sluice.Decision) bool {
 	if sluice.EvaluatedRequested(ctx) {
 		return false
 	}
 	var (
-		taken  [inlineItems]directTake
+		list   [inlineItems]directTake
 		n      int
 		kb     [inlineKeyBytes]byte
 		kn     int32
@@ -270,39 +272,49 @@ plan:
 			if rb == nil || rb.kind == kindConnections {
 				continue // enforced by Reserve only
 			}
-			cost := rb.cost(tokens)
-			var ok bool
-			var rem int64
-			switch {
-			case rb.shared != nil:
-				ok, rem = rb.shared.TryTakeN(t, cost)
-			case k1 > k0:
-				ok, rem = rb.table.get().TryTakeBytes(kb[k0:k1], t, cost)
-			default:
-				ok, rem = rb.table.get().TryTakeN(key, t, cost)
-			}
-			if !ok {
-				for i := n - 1; i >= 0; i-- {
-					tk := &taken[i]
-					switch {
-					case tk.rb.shared != nil:
-						tk.rb.shared.RefundN(t, tk.cost)
-					case tk.k1 > tk.k0:
-						tk.rb.table.RefundBytes(kb[tk.k0:tk.k1], t, tk.cost)
-					default:
-						tk.rb.table.get().RefundN(tk.key, t, tk.cost)
-					}
-				}
-				return false
-			}
 			// Field by field: a struct literal copied in would be read back
 			// in 16-byte moves from 8-byte stores (a store-forwarding stall).
-			tk := &taken[n]
-			tk.rb, tk.key, tk.k0, tk.k1, tk.cost = rb, key, k0, k1, cost
+			i := n
+			tk := &list[i]
+			tk.rb, tk.key, tk.k0, tk.k1, tk.cost = rb, key, k0, k1, rb.cost(tokens)
 			n++
-			if !rb.shadow && (tight == nil || rem < left || (rem == left && rb.rank < tight.rank)) {
-				tight, left = rb, rem
+			for i > 0 && list[i].rb.rank < list[i-1].rb.rank {
+				list[i], list[i-1] = list[i-1], list[i]
+				i--
 			}
+		}
+	}
+	for i := range n {
+		tk := &list[i]
+		rb := tk.rb
+		var ok bool
+		var rem int64
+		switch {
+		case rb.shared != nil:
+			ok, rem = rb.shared.TryTakeN(t, tk.cost)
+		case tk.k1 > tk.k0:
+			ok, rem = rb.table.get().TryTakeBytes(kb[tk.k0:tk.k1], t, tk.cost)
+		default:
+			ok, rem = rb.table.get().TryTakeN(tk.key, t, tk.cost)
+		}
+		if !ok {
+			for j := i - 1; j >= 0; j-- {
+				tk := &list[j]
+				switch {
+				case tk.rb.shared != nil:
+					tk.rb.shared.RefundN(t, tk.cost)
+				case tk.k1 > tk.k0:
+					tk.rb.table.RefundBytes(kb[tk.k0:tk.k1], t, tk.cost)
+				default:
+					tk.rb.table.get().RefundN(tk.key, t, tk.cost)
+				}
+			}
+			return false
+		}
+		// Rank order: the first among equals is the tightest, as on the
+		// general path.
+		if !rb.shadow && (tight == nil || rem < left) {
+			tight, left = rb, rem
 		}
 	}
 	d.Allowed = true
