@@ -206,16 +206,17 @@ type directTake struct {
 // evaluateDirect decides a request against a direct plan (see
 // compiled.direct) when every bucket admits it: each limit's entry is
 // matched (MatchValues: no encoding built) and its buckets listed, at most
-// inlineItems of them, kept in rank order by an insertion, with no key
-// buffer or item list to build. They are taken in rank order, as on the
-// general path: a request it denies never reaches, and so never creates,
-// the per-value buckets ranked after the denying one, which a permanent
-// denial does not even probe. When all succeed the tightest bucket
-// reported is the one with the least left, the first among equals. On the
-// first refusal it gives back what it took and returns false, leaving d
-// untouched, and evaluate decides the request again on the general path,
-// which reports the denial (as evaluateSingles does). It returns false at
-// once when the context asks for the evaluated list.
+// inlineItems of them, kept in rank order by an insertion; a value that is
+// its own bucket key is used in place (only digests are written out). They
+// are taken in rank order, as on the general path: a request it denies
+// never reaches, and so never creates, the per-value buckets ranked after
+// the denying one, which a permanent denial does not even probe. When all
+// succeed the tightest bucket reported is the one with the least left, the
+// first among equals. On the first refusal it gives back what it took and
+// returns false, leaving d untouched, and evaluate decides the request
+// again on the general path, which reports the denial (as evaluateSingles
+// does). It returns false at once when the context asks for the evaluated
+// list.
 func (s *Stack) evaluateDirect(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, d *sluice.Decision) bool {
 	if sluice.EvaluatedRequested(ctx) {
 		return false
