@@ -272,6 +272,9 @@ func (t *Table) tryTake(d digest, ns int64, n int) (ok bool, remaining int64) {
 		r := t.take(d, ns, n)
 		return r.OK, r.Remaining
 	}
+	if n > 0 {
+		s.raise(ns) // a take: see RefundTakeBytes
+	}
 	ok, remaining = p.tryTakeLocked(&s.slots[i].tat, ns, n)
 	s.mu.Unlock()
 	return ok, remaining
@@ -329,6 +332,9 @@ func (t *Table) take(d digest, ns int64, n int) Result {
 	var r Result
 	switch {
 	case i >= 0:
+		if n > 0 {
+			s.raise(ns) // a take: see RefundTakeBytes
+		}
 		r, _ = p.take(&s.slots[i].tat, ns, n)
 	case full:
 		r = t.budgetDenial(s, p, ns)
@@ -406,7 +412,15 @@ func (t *Table) RefundTakeBytes(key []byte, res Result, at time.Time, n int) {
 		return
 	}
 	if i >= 0 {
-		p.refundTake(&s.slots[i].tat, res, ns, n)
+		// Not before the shard's latest take: a take since res with a later
+		// instant may have found the bucket refilled past res's state and
+		// started from its own instant, leaving nothing of res to give back
+		// (giving it back would hand out its tokens twice).
+		at := ns
+		if s.highSet && s.high > at {
+			at = s.high
+		}
+		p.refundTake(&s.slots[i].tat, res, at, n)
 	}
 	s.mu.Unlock()
 }
@@ -431,6 +445,7 @@ func (t *Table) charge(d digest, ns int64, n int) {
 	}
 	s, i, p, _ := t.slotForMode(d, ns, modeForce)
 	if i >= 0 {
+		s.raise(ns)
 		p.charge(&s.slots[i].tat, ns, n)
 	}
 	s.mu.Unlock()

@@ -323,3 +323,26 @@ func TestTableClock(t *testing.T) {
 		t.Fatal("system clock: want one grant then a denial")
 	}
 }
+
+// A take at an instant behind another caller's, given back after that
+// caller took: the later take found the bucket refilled past the first
+// one's state and started from its own instant, so nothing of the first
+// take is left in the bucket, and giving it back must not hand its token
+// out a second time (burst 3 at 1/ms: at most 3 at one instant).
+func TestRefundTakeAfterALaterTakeHandsNothingOutTwice(t *testing.T) {
+	tab := bucket.NewTable(1000, 3, bucket.WithShards(1))
+	key := []byte("k")
+	res := tab.TakeBytes(key, at(78*time.Millisecond), 1) // a caller whose instant is behind
+	if !res.OK {
+		t.Fatalf("first take: %+v", res)
+	}
+	for i := range 3 {
+		if r := tab.TakeN("k", at(80*time.Millisecond), 1); !r.OK {
+			t.Fatalf("take %d at 80 ms: %+v, want the full burst", i, r)
+		}
+	}
+	tab.RefundTakeBytes(key, res, at(78*time.Millisecond), 1)
+	if r := tab.TakeN("k", at(80*time.Millisecond), 1); r.OK {
+		t.Fatal("a fourth token at 80 ms with a burst of 3: the refund gave back a take the bucket no longer held")
+	}
+}
