@@ -188,6 +188,13 @@ func (b *Bucket) RefundN(t time.Time, n int) {
 // bucket would have refilled past the take, it gives back less or nothing:
 // a late refund never re-creates tokens that later takes already counted on,
 // so settling a reservation long after it was made cannot over-admit.
+//
+// That holds when callers' instants come in order, as from one clock read
+// at the take. A take since res at an instant later than both res's state
+// and t (a caller whose instant runs ahead, or this one's read long before
+// its take) may have found the bucket refilled and started over; this
+// refund then gives back up to n tokens a second time. A Table's
+// RefundTakeBytes guards against that; a Bucket does not yet.
 func (b *Bucket) RefundTake(res Result, t time.Time, n int) {
 	for {
 		c := b.c.Load()

@@ -401,7 +401,11 @@ func (t *Table) refund(d digest, ns int64, n int) {
 
 // RefundTakeBytes is Bucket.RefundTake for key's bucket: it gives back up
 // to n of the tokens of the take that returned res, only those not yet
-// refilled by at. A key reclaimed since (it was full) gets nothing back.
+// refilled by at, or by the latest instant any take on the key's shard has
+// used if that is later: a take since res at a later instant may have found
+// the bucket refilled past res and started over from its own instant, and
+// then nothing of res is left to give back, whatever order the callers'
+// instants came in. A key reclaimed since (it was full) gets nothing back.
 func (t *Table) RefundTakeBytes(key []byte, res Result, at time.Time, n int) {
 	if !res.OK || res.p == nil || n <= 0 {
 		return

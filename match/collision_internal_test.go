@@ -38,10 +38,6 @@ func TestCollisionFallbackMatchesTheSame(t *testing.T) {
 			if a != b || aok != bok || !aok {
 				t.Fatalf("Match(%q): hashed %d %v, fallback %d %v", v, a, aok, b, bok)
 			}
-			hs := []uint64{Hash(v[0]), Hash(v[1]), Hash(v[2])}
-			if c, cok := forced.MatchValues(v, hs); c != a || cok != aok {
-				t.Fatalf("MatchValues(%q) with the fallback: %d %v, Match %d %v", v, c, cok, a, aok)
-			}
 			if e := entries[a]; ExactPrefix(e) > 0 && e[0] != v[0] {
 				t.Fatalf("Match(%q) = entry %q", v, e)
 			}
@@ -100,10 +96,6 @@ func TestMatchEncodedConfirmsByEncoding(t *testing.T) {
 		if j, jok := m.Match(c.values); j != i || jok != ok {
 			t.Errorf("MatchEncoded(%q) = %d, %v but Match = %d, %v", c.values, i, ok, j, jok)
 		}
-		hv := []uint64{Hash(c.values[0]), Hash(c.values[1]), Hash(c.values[2])}
-		if j, jok := m.MatchValues(c.values, hv); j != i || jok != ok {
-			t.Errorf("MatchValues(%q) = %d, %v but MatchEncoded = %d, %v", c.values, j, jok, i, ok)
-		}
 	}
 	// A forged hash hit is refused by the encoding.
 	_, enc, ends := prepare("w", "z", "q")
@@ -111,12 +103,12 @@ func TestMatchEncodedConfirmsByEncoding(t *testing.T) {
 	if _, ok := m.MatchEncoded([]string{"w", "z", "q"}, forged, enc, ends); ok {
 		t.Error("a hash hit with a different encoding matched")
 	}
-	// MatchValues: values claiming the hashes of ("x,y", "z") hit their
+	// MatchHashed: values claiming the hashes of ("x,y", "z") hit their
 	// slot and are refused value by value, including values whose bytes
 	// run together the same ("x", "y,z").
 	for _, v := range [][]string{{"w", "z", "q"}, {"x", "y,z", "q"}, {"x,y", "zz", "q"}, {"x,y", "", "q"}} {
-		if i, ok := m.MatchValues(v, []uint64{Hash("x,y"), Hash("z")}); ok && i == 0 {
-			t.Errorf("MatchValues(%q) with forged hashes matched entry 0", v)
+		if i, ok := m.MatchHashed(v, []uint64{Hash("x,y"), Hash("z")}); ok && i == 0 {
+			t.Errorf("MatchHashed(%q) with forged hashes matched entry 0", v)
 		}
 	}
 }
@@ -158,10 +150,10 @@ func TestMatchEncodedWithoutArenaMatchesTheSame(t *testing.T) {
 				t.Fatalf("MatchEncoded(%q): with the arena %d %v, without %d %v", v, a, aok, b, bok)
 			}
 			hs := []uint64{Hash(v[0]), Hash(v[1])}
-			c, cok := withArena.MatchValues(v, hs)
-			d, dok := without.MatchValues(v, hs)
+			c, cok := withArena.MatchHashed(v, hs)
+			d, dok := without.MatchHashed(v, hs)
 			if c != a || cok != aok || d != a || dok != aok {
-				t.Fatalf("MatchValues(%q): with the arena %d %v, without %d %v; MatchEncoded %d %v", v, c, cok, d, dok, a, aok)
+				t.Fatalf("MatchHashed(%q): with the arena %d %v, without %d %v; MatchEncoded %d %v", v, c, cok, d, dok, a, aok)
 			}
 			if aok {
 				hits++

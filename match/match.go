@@ -35,12 +35,12 @@ const (
 // Matcher finds the most specific entry for resolved values. It is immutable
 // once built and safe for concurrent use.
 type Matcher struct {
-	keys    []string
-	entries [][]string // the entries, to confirm a hash hit
-	enc     []string   // enc[i]: the encoding of entries[i]'s exact prefix
+	keys []string
+	enc  []string // enc[i]: the encoding of entries[i]'s exact prefix
 	// arena holds every enc[i] of a hashed level back to back; a hashSlot
-	// gives its entry's offset, so that MatchEncoded confirms a hit with
-	// one load from the slot's line to the bytes (no string header between).
+	// gives its entry's offset, so that MatchHashed and MatchEncoded confirm
+	// a hit with one load from the slot's line to the bytes (no string
+	// header between).
 	arena   string
 	noArena bool // the encodings are too large in all for 32-bit offsets
 	// levels[p] maps the hash of the first p values (prefixHash) to the
@@ -271,11 +271,10 @@ func New(keys []string, entries [][]string) (*Matcher, error) {
 	}
 	n := len(keys)
 	m := &Matcher{
-		keys:    append([]string(nil), keys...),
-		entries: entries,
-		levels:  make([]*hashIndex, n+1),
-		exact:   make([]map[string]int32, n+1),
-		all:     -1,
+		keys:   append([]string(nil), keys...),
+		levels: make([]*hashIndex, n+1),
+		exact:  make([]map[string]int32, n+1),
+		all:    -1,
 	}
 	var hs [MaxKeys]uint64
 	m.enc = make([]string, len(entries))
@@ -384,13 +383,6 @@ func newHashIndex(m map[uint64]int32, off []uint32) *hashIndex {
 	return x
 }
 
-func (x *hashIndex) get(h uint64) (int32, bool) {
-	if s, ok := x.slot(h); ok {
-		return s.i - 1, true
-	}
-	return 0, false
-}
-
 // slot returns the slot of hash h.
 func (x *hashIndex) slot(h uint64) (*hashSlot, bool) {
 	for j := h & x.mask; ; j = (j + 1) & x.mask {
@@ -441,17 +433,28 @@ func (m *Matcher) Match(values []string) (int, bool) {
 
 // MatchHashed is Match with the values' hashes given: hashes[k] must be
 // Hash(values[k]) for k < Depth() (further hashes are ignored). Callers
-// matching several limits on shared values hash each value once.
+// matching several limits on shared values hash each value once. A hash
+// hit is confirmed against the entry's encoding in the arena, value by
+// value: the caller builds no encoding, and no entry's strings are
+// followed.
 func (m *Matcher) MatchHashed(values []string, hashes []uint64) (int, bool) {
 	if len(values) != len(m.keys) || len(hashes) < m.top {
 		return 0, false
 	}
+	var pre [MaxKeys + 1]uint64
+	for p := 1; p <= m.top; p++ {
+		pre[p] = mix(pre[p-1], hashes[p-1])
+	}
 	for p := m.top; p >= 1; p-- {
 		if lv := m.levels[p]; lv != nil {
-			// Recomputed per level rather than kept in an array: most
-			// lookups hit at the first level tried, and there are few.
-			if i, ok := lv.get(prefixHash(hashes[:p])); ok && equal(m.entries[i][:p], values[:p]) {
-				return int(i), true
+			if s, ok := lv.slot(pre[p]); ok {
+				e := m.enc[s.i-1]
+				if !m.noArena {
+					e = m.arena[s.off:] // the entry's encoding starts here
+				}
+				if encodes(e, values[:p]) {
+					return int(s.i - 1), true
+				}
 			}
 		} else if ex := m.exact[p]; ex != nil {
 			if i, ok := lookupEncoded(ex, values[:p]); ok {
@@ -505,41 +508,6 @@ func (m *Matcher) MatchEncoded(values []string, pre []uint64, enc []byte, ends [
 	return 0, false
 }
 
-// MatchValues is MatchHashed confirming a hash hit against the entry's
-// encoding, value by value, so that the caller builds no encoding and no
-// entry's strings are followed: hashes[k] must be Hash(values[k]) for k <
-// Depth(). It returns what Match returns.
-func (m *Matcher) MatchValues(values []string, hashes []uint64) (int, bool) {
-	if len(values) != len(m.keys) || len(hashes) < m.top {
-		return 0, false
-	}
-	var pre [MaxKeys + 1]uint64
-	for p := 1; p <= m.top; p++ {
-		pre[p] = mix(pre[p-1], hashes[p-1])
-	}
-	for p := m.top; p >= 1; p-- {
-		if lv := m.levels[p]; lv != nil {
-			if s, ok := lv.slot(pre[p]); ok {
-				e := m.enc[s.i-1]
-				if !m.noArena {
-					e = m.arena[s.off:] // the entry's encoding starts here
-				}
-				if encodes(e, values[:p]) {
-					return int(s.i - 1), true
-				}
-			}
-		} else if ex := m.exact[p]; ex != nil {
-			if i, ok := lookupEncoded(ex, values[:p]); ok {
-				return int(i), true
-			}
-		}
-	}
-	if m.all >= 0 {
-		return int(m.all), true
-	}
-	return 0, false
-}
-
 // encodes reports whether e starts with the encoding of values (see
 // encode).
 func encodes(e string, values []string) bool {
@@ -561,15 +529,6 @@ func encodes(e string, values []string) bool {
 			return false
 		}
 		e = e[n:]
-	}
-	return true
-}
-
-func equal(a, b []string) bool {
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
 	}
 	return true
 }

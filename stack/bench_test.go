@@ -344,7 +344,7 @@ func (sp *specialist) decide(k *sluice.Keys) (bool, int64) {
 	var perTool *bucket.Table
 	if sp.m != nil {
 		vals, hs := [2]string{tg, tl}, [2]uint64{match.Hash(tg), match.Hash(tl)}
-		if i, ok := sp.m.MatchValues(vals[:], hs[:]); ok {
+		if i, ok := sp.m.MatchHashed(vals[:], hs[:]); ok {
 			one, perTool = sp.mExact[i], sp.mPerTool[i]
 		}
 	} else if one = sp.exact[[2]string{tg, tl}]; one == nil {

@@ -179,17 +179,9 @@ func (s *Stack) evaluateSingles(ctx context.Context, c *compiled, keys *sluice.K
 		}
 		taken[n].tab, taken[n].v, taken[n].cost = tab, v, cost
 		n++
-		// Rank order: the first among equals is the tightest, as on the
-		// general path.
-		if !rb.shadow && (tight == nil || rem < left) {
-			tight, left = rb, rem
-		}
+		tight, left = tighter(tight, left, rb, rem)
 	}
-	d.Allowed = true
-	if tight != nil {
-		d.Limit, d.Remaining, d.Window = tight.burst, max(left, 0), tight.window
-		d.LimitID = tight.lim.id
-	}
+	allowed(d, tight, left)
 	return true
 }
 
@@ -205,7 +197,7 @@ type directTake struct {
 
 // evaluateDirect decides a request against a direct plan (see
 // compiled.direct) when every bucket admits it: each limit's entry is
-// matched (MatchValues: no encoding built) and its buckets listed, at most
+// matched (MatchHashed: no encoding built) and its buckets listed, at most
 // inlineItems of them, kept in rank order by an insertion; a value that is
 // its own bucket key is used in place (only digests are written out). They
 // are taken in rank order, as on the general path: a request it denies
@@ -250,7 +242,7 @@ plan:
 			for k := range l.depth {
 				hashes[k] = match.Hash(vals[k])
 			}
-			idx, ok := l.matcher.MatchValues(vals[:nk], hashes[:l.depth])
+			idx, ok := l.matcher.MatchHashed(vals[:nk], hashes[:l.depth])
 			if !ok {
 				continue // no entry: the limit does not apply
 			}
@@ -312,17 +304,9 @@ plan:
 			}
 			return false
 		}
-		// Rank order: the first among equals is the tightest, as on the
-		// general path.
-		if !rb.shadow && (tight == nil || rem < left) {
-			tight, left = rb, rem
-		}
+		tight, left = tighter(tight, left, rb, rem)
 	}
-	d.Allowed = true
-	if tight != nil {
-		d.Limit, d.Remaining, d.Window = tight.burst, max(left, 0), tight.window
-		d.LimitID = tight.lim.id
-	}
+	allowed(d, tight, left)
 	return true
 }
 
@@ -423,7 +407,7 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 		return items, kb, s.decideBackend(ctx, items, keys, t, r, d)
 	}
 
-	tight := -1
+	var tight *rateBucket
 	var tightRemaining int64
 	denied := -1
 	var res bucket.Result // the denying take's result
@@ -455,9 +439,7 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 			if r != nil {
 				r.setResult(i, res)
 			}
-			if !it.rb.shadow && it.rb.kind != kindConnections && (tight < 0 || left < tightRemaining) {
-				tight, tightRemaining = i, left
-			}
+			tight, tightRemaining = tighter(tight, tightRemaining, it.rb, left)
 			continue
 		}
 		if it.rb.shadow {
@@ -476,12 +458,7 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 	}
 
 	if denied < 0 {
-		d.Allowed = true
-		if tight >= 0 {
-			rb := items[tight].rb
-			d.Limit, d.Remaining, d.Window = rb.burst, max(tightRemaining, 0), rb.window
-			d.LimitID = items[tight].rb.lim.id
-		}
+		allowed(d, tight, tightRemaining)
 		if r != nil {
 			r.record(items, kb, t)
 		}
@@ -531,6 +508,27 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 		d.Evaluated = evaluatedList(items[:n], keys)
 	}
 	return items, kb, nil
+}
+
+// tighter returns the bucket an allowed decision describes after seeing
+// rb with rem left, given the one so far (tight, with left): the least
+// left, the first seen among equals (buckets come in rank order). Shadow
+// and connections buckets never describe a decision.
+func tighter(tight *rateBucket, left int64, rb *rateBucket, rem int64) (*rateBucket, int64) {
+	if rb.shadow || rb.kind == kindConnections || (tight != nil && rem >= left) {
+		return tight, left
+	}
+	return rb, rem
+}
+
+// allowed writes an allowed decision into d, described by tight with left
+// units remaining (no limit applied when tight is nil).
+func allowed(d *sluice.Decision, tight *rateBucket, left int64) {
+	d.Allowed = true
+	if tight != nil {
+		d.Limit, d.Remaining, d.Window = tight.burst, max(left, 0), tight.window
+		d.LimitID = tight.lim.id
+	}
 }
 
 func fillDenial(d *sluice.Decision, it *item, keys *sluice.Keys) {
@@ -643,21 +641,12 @@ func (s *Stack) decideBackend(ctx context.Context, items []item, keys *sluice.Ke
 		fillDenial(d, it, keys)
 		n = out.Denied + 1
 	} else {
-		d.Allowed = true
-		tight := -1
-		for i := range items {
-			if items[i].rb.shadow || i >= len(out.Remaining) || items[i].rb.kind == kindConnections {
-				continue
-			}
-			if tight < 0 || out.Remaining[i] < out.Remaining[tight] {
-				tight = i
-			}
+		var tight *rateBucket
+		var left int64
+		for i := range items[:min(len(items), len(out.Remaining))] {
+			tight, left = tighter(tight, left, items[i].rb, out.Remaining[i])
 		}
-		if tight >= 0 {
-			rb := items[tight].rb
-			d.Limit, d.Remaining, d.Window = rb.burst, max(out.Remaining[tight], 0), rb.window
-			d.LimitID = items[tight].rb.lim.id
-		}
+		allowed(d, tight, left)
 		if r != nil {
 			r.at = t
 			for i, op := range ops {

@@ -299,12 +299,7 @@ func (b *Backend) giveBackParts(ctx context.Context, ops []stack.Op, parts []par
 func (b *Backend) giveBack(ctx context.Context, ops []stack.Op, idx []int) error {
 	back := make([]stack.Op, len(idx))
 	for j, i := range idx {
-		op := ops[i]
-		op.Cost = -op.Cost
-		if op.Conn {
-			op.Cost = -1
-		}
-		back[j] = op
+		back[j] = undo(ops[i])
 	}
 	keys, args, err := b.request(nil, "a", back)
 	if err != nil {

@@ -177,6 +177,40 @@ func (b *Backend) scaledOp(op stack.Op) stack.Op {
 	return op
 }
 
+// undo returns the adjustment that gives back what op took: its cost
+// negated, or its connections slot released.
+func undo(op stack.Op) stack.Op {
+	op.Cost = -op.Cost
+	if op.Conn {
+		op.Cost = -1
+	}
+	return op
+}
+
+// localUndo returns the adjustments that give back a local take of sc, less
+// the shadow-denied ops (which took nothing).
+func localUndo(sc []stack.Op, shadowDenied []int) []stack.Op {
+	out := make([]stack.Op, 0, len(sc))
+	for i, op := range sc {
+		if !slices.Contains(shadowDenied, i) {
+			out = append(out, undo(op))
+		}
+	}
+	return out
+}
+
+// slotReleases returns the adjustments that release the connections slots
+// a local take of sc holds.
+func slotReleases(sc []stack.Op) []stack.Op {
+	var out []stack.Op
+	for _, op := range sc {
+		if op.Conn {
+			out = append(out, undo(op))
+		}
+	}
+	return out
+}
+
 func (b *Backend) scaled(ops []stack.Op) []stack.Op {
 	out := make([]stack.Op, len(ops))
 	for i, op := range ops {
@@ -439,24 +473,10 @@ func (b *Backend) takeBoth(ctx context.Context, at time.Time, ops []stack.Op, ke
 	}
 	if err != nil || out.Denied >= 0 {
 		// Redis decided (or refused to): give the local units back.
-		refund := make([]stack.Op, 0, len(sc))
-		for i, op := range sc {
-			if !slices.Contains(loc.ShadowDenied, i) {
-				op.Cost = -op.Cost
-				refund = append(refund, op)
-			}
-		}
-		_ = mem.Adjust(context.WithoutCancel(ctx), lat, refund) // even if the caller gave up
+		_ = mem.Adjust(context.WithoutCancel(ctx), lat, localUndo(sc, loc.ShadowDenied)) // even if the caller gave up
 	} else {
 		// Redis holds the slots now: the local ones would only leak.
-		var release []stack.Op
-		for _, op := range sc {
-			if op.Conn {
-				op.Cost = -1
-				release = append(release, op)
-			}
-		}
-		if len(release) > 0 {
+		if release := slotReleases(sc); len(release) > 0 {
 			_ = mem.Adjust(context.WithoutCancel(ctx), lat, release)
 		}
 	}

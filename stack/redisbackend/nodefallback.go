@@ -390,27 +390,14 @@ func (b *Backend) takeBothPart(ctx context.Context, nf *nodeFB, p part, keys []s
 	}
 	if err != nil || out.Denied >= 0 {
 		// Redis decided (or refused to): the local units go back.
-		refund := make([]stack.Op, 0, len(sc))
-		for i, op := range sc {
-			if !slices.Contains(loc.ShadowDenied, i) {
-				op.Cost = -op.Cost
-				refund = append(refund, op)
-			}
-		}
 		fb.mu.Lock()
-		_ = lb.mem.Adjust(context.WithoutCancel(ctx), r.at, refund) // even if the caller gave up
+		_ = lb.mem.Adjust(context.WithoutCancel(ctx), r.at, localUndo(sc, loc.ShadowDenied)) // even if the caller gave up
 		fb.mu.Unlock()
 		r.out, r.err = out, err
 		return
 	}
 	// Redis holds the slots now: the local ones would only leak.
-	var release []stack.Op
-	for _, op := range sc {
-		if op.Conn {
-			op.Cost = -1
-			release = append(release, op)
-		}
-	}
+	release := slotReleases(sc)
 	fb.mu.Lock()
 	if len(release) > 0 {
 		_ = lb.mem.Adjust(context.WithoutCancel(ctx), r.at, release)
@@ -454,12 +441,7 @@ func (b *Backend) giveBackMixed(ctx context.Context, res []partResult) {
 					o.op.Cost = max(o.op.Cost-op.Cost, 0)
 				}
 			}
-			s := b.scaledOp(op)
-			s.Cost = -s.Cost
-			if op.Conn {
-				s.Cost = -1
-			}
-			refund = append(refund, s)
+			refund = append(refund, undo(b.scaledOp(op)))
 		}
 		if r.mem != nil && r.mem.mem != nil {
 			// Even if the caller gave up (often why the decision failed).

@@ -209,6 +209,23 @@ func TestClusterNodeFallbackFaults(t *testing.T) {
 	cclient := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
 	cclient.OnNewNode(func(n *redis.Client) { n.AddHook(hook) })
 	t.Cleanup(func() { cclient.Close() })
+	// giveUpThenTakeAll decides ops with a caller that gives up as the
+	// Redis call starts, which must fail, and then takes all 50 units of
+	// local's bucket, which must be there still.
+	giveUpThenTakeAll := func(t *testing.T, b *redisbackend.Backend, at time.Time, ops []stack.Op, local stack.Op) {
+		t.Helper()
+		cctx, cancel := context.WithCancel(ctx)
+		hook.arm(cancel)
+		_, err := b.Take(cctx, at, ops)
+		cancel()
+		if err == nil {
+			t.Fatal("a decision whose caller gave up during its Redis call succeeded")
+		}
+		local.Cost = 50
+		if out, err := b.Take(ctx, at, []stack.Op{local}); err != nil || out.Denied >= 0 {
+			t.Errorf("%s's local bucket after a failed decision: %+v, %v; want its 50 units", local.Key, out, err)
+		}
+	}
 	t.Run("cancelledGiveBack", func(t *testing.T) {
 		clock := limitertest.NewClock(limitertest.Start)
 		b, err := redisbackend.New(cclient, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
@@ -224,19 +241,8 @@ func TestClusterNodeFallbackFaults(t *testing.T) {
 		if out, err := b.Take(ctx, clock.Now(), []stack.Op{opB}); err != nil || out.Denied != 0 {
 			t.Fatalf("B down, empty local bucket: %+v, %v", out, err)
 		}
-		clock.Advance(time.Second) // B's local bucket: 50
-		cctx, cancel := context.WithCancel(ctx)
-		hook.arm(cancel)
-		_, err = b.Take(cctx, clock.Now(), []stack.Op{opB, opA}) // B local, then A's call: the caller gives up
-		cancel()
-		if err == nil {
-			t.Fatal("a decision whose caller gave up during its Redis call succeeded")
-		}
-		all := opB
-		all.Cost = 50
-		if out, err := b.Take(ctx, clock.Now(), []stack.Op{all}); err != nil || out.Denied >= 0 {
-			t.Errorf("B's local bucket after a failed decision: %+v, %v; want its 50 units", out, err)
-		}
+		clock.Advance(time.Second)                                      // B's local bucket: 50
+		giveUpThenTakeAll(t, b, clock.Now(), []stack.Op{opB, opA}, opB) // B local, then A's call: the caller gives up
 	})
 
 	// The same for a rejoining master, whose decisions take locally and
@@ -262,18 +268,7 @@ func TestClusterNodeFallbackFaults(t *testing.T) {
 		if out, err := b.Take(ctx, clock.Now(), []stack.Op{probe}); err != nil || out.Denied >= 0 {
 			t.Fatalf("B back (rejoining): %+v, %v", out, err)
 		}
-		cctx, cancel := context.WithCancel(ctx)
-		hook.arm(cancel)
-		_, err = b.Take(cctx, clock.Now(), []stack.Op{opB}) // local, then Redis: the caller gives up
-		cancel()
-		if err == nil {
-			t.Fatal("a decision whose caller gave up during its Redis call succeeded")
-		}
-		all := opB
-		all.Cost = 50
-		if out, err := b.Take(ctx, clock.Now(), []stack.Op{all}); err != nil || out.Denied >= 0 {
-			t.Errorf("B's local bucket after a failed decision: %+v, %v; want its 50 units", out, err)
-		}
+		giveUpThenTakeAll(t, b, clock.Now(), []stack.Op{opB}, opB) // local, then Redis: the caller gives up
 	})
 
 }
