@@ -31,8 +31,13 @@ type Backend interface {
 	// is reported in Outcome.ShadowDenied and takes nothing; evaluation goes on.
 	Take(ctx context.Context, at time.Time, ops []Op) (Outcome, error)
 	// Adjust adds ops[i].Cost to each bucket without any check: a positive
-	// cost is a forced charge (the bucket may go into debt), a negative one
-	// an exact refund (never above full). Used to settle reservations.
+	// cost is a forced charge (the bucket may go into debt). A negative cost
+	// gives back units that a Take at ops[i].TakenAt took from that bucket:
+	// at most -Cost of them, and fewer when a take since then, at an
+	// instant later than TakenAt, may have started over from the bucket's
+	// state (see package bucket's Grant): a give-back never hands out a unit
+	// that was not refilled, whatever the order in which processes' calls
+	// arrive. Used to settle reservations.
 	Adjust(ctx context.Context, at time.Time, ops []Op) error
 }
 
@@ -48,6 +53,10 @@ type Op struct {
 	Burst  int64
 	// Cost is the number of units to take (Take) or add (Adjust).
 	Cost int64
+	// TakenAt is, for a give-back (Adjust with a negative Cost), the
+	// instant of the Take that took the units (its at argument). A backend
+	// bounds the give-back by it; the zero time gives nothing back.
+	TakenAt time.Time
 	// Shadow marks an op of a shadow-mode limit: reported, never denying.
 	Shadow bool
 	// Conn marks a connections slot instead of a bucket (only for a
