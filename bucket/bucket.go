@@ -241,7 +241,15 @@ func (b *Bucket) GrantFor(t time.Time, n int) Grant {
 // its own swap, so the load of the mark after the load of the state sees
 // it.
 func (c *core) giveBack(g *Grant, k int64) {
-	if !c.inf {
+	if d := k * c.unit; !c.inf && g.p == &c.params && c.given.Load() == g.q && c.tat.CompareAndSwap(g.end, g.end-d) {
+		// Nothing since the take (takes and charges only move the state
+		// forward, give-backs move the counter and cannot run while we hold
+		// the mutex): the tokens go back onto the state the take left,
+		// exactly, whatever the quantised high-water mark says.
+		c.given.Store(g.q + d)
+		g.end -= d // a second give-back of this Grant is exact too
+		g.q += d
+	} else if !c.inf {
 		for {
 			tat := c.tat.Load()
 			hi := c.nsToTicks(c.high.Load())
