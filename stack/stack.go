@@ -13,7 +13,10 @@
 //     customer limits before service-managed limits — and evaluation stops at
 //     the first denial.
 //  4. A denied request consumes nothing: units taken from the buckets evaluated
-//     before the denying one are refunded exactly.
+//     before the denying one are given back through their bucket.Grant,
+//     exactly unless another request took from the same bucket at a later
+//     instant in between, and then never more than that take left (so no
+//     interleaving admits beyond a limit).
 //
 // Atomicity in memory: buckets are taken one by one and given back on a
 // denial, so for a moment a concurrent request may see a bucket a denied
