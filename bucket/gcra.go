@@ -334,29 +334,46 @@ func (p *params) take(s, h *atomic.Int64, ns int64, n int) (res Result, retry bo
 // tryTake is take reporting only OK and Remaining, in registers (a Result
 // has too many fields to stay out of memory). Outcomes other than a plain
 // take or refusal (n ≤ 0, over burst) go through take.
-func (p *params) tryTake(s, h *atomic.Int64, ns int64, n int) (ok bool, remaining int64, g Grant, retry bool) {
+//
+// With g not nil, a successful take writes its Grant there (but for the
+// key and the give-back counter, which the caller fills in) and a refusal
+// zeroes it; a Grant returned by value would cost the hot path more than
+// the take (it goes through the stack frames of every caller).
+func (p *params) tryTake(s, h *atomic.Int64, ns int64, n int, g *Grant) (ok bool, remaining int64, retry bool) {
 	if p.inf {
-		return true, p.n, Grant{p: p, n: int64(max(n, 0))}, false
+		if g != nil {
+			*g = Grant{p: p, n: int64(max(n, 0))}
+		}
+		return true, p.n, false
 	}
 	if n <= 0 || int64(n) > p.n || n > p.burst {
 		r, retry := p.take(s, h, ns, n)
-		return r.OK, r.Remaining, r.Grant, retry
+		if g != nil {
+			*g = r.Grant
+		}
+		return r.OK, r.Remaining, retry
 	}
 	now := p.nsToTicks(ns)
 	inc := int64(n) * p.unit
 	for {
 		tat := s.Load()
 		if tat == sealed {
-			return false, 0, Grant{}, true
+			return false, 0, true
 		}
 		base := max(tat, now)
 		newTat := base + inc
 		if newTat-now > p.tau {
-			return false, p.divUnit(p.tau - (base - now)), Grant{}, false
+			if g != nil {
+				*g = Grant{}
+			}
+			return false, p.divUnit(p.tau - (base - now)), false
 		}
 		raise(h, ns)
 		if s.CompareAndSwap(tat, newTat) {
-			return true, p.divUnit(p.tau - (newTat - now)), Grant{p: p, at: ns, end: newTat, n: int64(n)}, false
+			if g != nil {
+				*g = Grant{p: p, at: ns, end: newTat, n: int64(n)}
+			}
+			return true, p.divUnit(p.tau - (newTat - now)), false
 		}
 	}
 }

@@ -245,24 +245,38 @@ func stale(i int, full, create bool, p *params, n int) bool {
 	return i < 0 && !full && !create && fits(p, n)
 }
 
-// TryTakeN is TakeN reporting only Result.OK, Result.Remaining and
-// Result.Grant (see TryTakeBytes).
-func (t *Table) TryTakeN(key string, at time.Time, n int) (ok bool, remaining int64, g Grant) {
-	return t.tryTake(t.digestString(key), nsOf(at), n)
+// TryTakeN is TakeN reporting only Result.OK and Result.Remaining (see
+// TryTakeBytes). What it takes cannot be given back: use TryTakeGrant.
+func (t *Table) TryTakeN(key string, at time.Time, n int) (ok bool, remaining int64) {
+	return t.tryTake(t.digestString(key), nsOf(at), n, nil)
 }
 
-// TryTakeBytes is TakeBytes reporting only Result.OK, Result.Remaining and
-// Result.Grant (see Bucket.TryTakeN): a refused take, including one refused
-// because the Budget is full, takes nothing, and TakeBytes then gives the
-// full Result.
-func (t *Table) TryTakeBytes(key []byte, at time.Time, n int) (ok bool, remaining int64, g Grant) {
-	return t.tryTake(t.digestBytes(key), nsOf(at), n)
+// TryTakeBytes is TakeBytes reporting only Result.OK and Result.Remaining
+// (see Bucket.TryTakeN): a refused take, including one refused because the
+// Budget is full, takes nothing, and TakeBytes then gives the full Result.
+// What it takes cannot be given back: use TryTakeGrantBytes.
+func (t *Table) TryTakeBytes(key []byte, at time.Time, n int) (ok bool, remaining int64) {
+	return t.tryTake(t.digestBytes(key), nsOf(at), n, nil)
 }
 
-func (t *Table) tryTake(d digest, ns int64, n int) (ok bool, remaining int64, g Grant) {
+// TryTakeGrant is TryTakeN that also writes the take's Grant to *g (zero
+// on a denial), for hot paths that may give back (GiveBack).
+func (t *Table) TryTakeGrant(key string, at time.Time, n int, g *Grant) (ok bool, remaining int64) {
+	return t.tryTake(t.digestString(key), nsOf(at), n, g)
+}
+
+// TryTakeGrantBytes is TryTakeGrant with the key as bytes.
+func (t *Table) TryTakeGrantBytes(key []byte, at time.Time, n int, g *Grant) (ok bool, remaining int64) {
+	return t.tryTake(t.digestBytes(key), nsOf(at), n, g)
+}
+
+func (t *Table) tryTake(d digest, ns int64, n int, g *Grant) (ok bool, remaining int64) {
 	p := t.p.Load()
 	if p.inf {
-		return true, p.n, Grant{p: p, key: d.hi, n: int64(max(n, 0))}
+		if g != nil {
+			*g = Grant{p: p, key: d.hi, n: int64(max(n, 0))}
+		}
+		return true, p.n
 	}
 	create := fits(p, n)
 	s, i, p, _ := t.slotFor(d, ns, create)
@@ -272,34 +286,48 @@ func (t *Table) tryTake(d digest, ns int64, n int) (ok bool, remaining int64, g 
 			s.mu.Unlock()
 		}
 		r := t.take(d, ns, n)
-		return r.OK, r.Remaining, r.Grant
+		if g != nil {
+			*g = r.Grant
+		}
+		return r.OK, r.Remaining
 	}
 	if n > 0 {
 		s.raise(ns) // a take: see Grant
 	}
-	ok, remaining, g = p.tryTakeLocked(&s.slots[i].tat, ns, n)
-	g.key, g.q = d.hi, s.given
+	ok, remaining = p.tryTakeLocked(&s.slots[i].tat, ns, n, g)
+	if ok && g != nil {
+		g.key, g.q = d.hi, s.given
+	}
 	s.mu.Unlock()
-	return ok, remaining, g
+	return ok, remaining
 }
 
 // tryTakeLocked is params.tryTake for the state of a Table's slot, which is
 // only ever read or written under its shard's lock: a plain read and write
 // instead of a compare-and-swap, one locked instruction fewer per take.
-func (p *params) tryTakeLocked(s *atomic.Int64, ns int64, n int) (ok bool, remaining int64, g Grant) {
+func (p *params) tryTakeLocked(s *atomic.Int64, ns int64, n int, g *Grant) (ok bool, remaining int64) {
 	if p.inf || n <= 0 || int64(n) > p.n || n > p.burst {
 		r, _ := p.take(s, nil, ns, n)
-		return r.OK, r.Remaining, r.Grant
+		if g != nil {
+			*g = r.Grant
+		}
+		return r.OK, r.Remaining
 	}
 	now := p.nsToTicks(ns)
 	w := (*int64)(unsafe.Pointer(s)) // the lock orders every access
 	base := max(*w, now)
 	newTat := base + int64(n)*p.unit
 	if newTat-now > p.tau {
-		return false, p.divUnit(p.tau - (base - now)), Grant{}
+		if g != nil {
+			*g = Grant{}
+		}
+		return false, p.divUnit(p.tau - (base - now))
 	}
 	*w = newTat
-	return true, p.divUnit(p.tau - (newTat - now)), Grant{p: p, at: ns, end: newTat, n: int64(n)}
+	if g != nil {
+		*g = Grant{p: p, at: ns, end: newTat, n: int64(n)}
+	}
+	return true, p.divUnit(p.tau - (newTat - now))
 }
 
 // locate is slotFor for a take of n, creating d's bucket when such a take

@@ -171,10 +171,13 @@ func (s *Stack) evaluateSingles(ctx context.Context, c *compiled, keys *sluice.K
 		cost := rb.cost(tokens)
 		var ok bool
 		var rem int64
-		var g bucket.Grant
 		tab := rb.table.get()
 		if len(v) <= rawMax { // a longer value's key is a digest: the general path
-			ok, rem, g = tab.TryTakeN(v, t, cost)
+			if len(c.singles) == 1 {
+				ok, rem = tab.TryTakeN(v, t, cost) // nothing after it can deny
+			} else {
+				ok, rem = tab.TryTakeGrant(v, t, cost, &taken[n].g)
+			}
 		}
 		if !ok {
 			for j := n - 1; j >= 0; j-- {
@@ -183,7 +186,7 @@ func (s *Stack) evaluateSingles(ctx context.Context, c *compiled, keys *sluice.K
 			}
 			return false
 		}
-		taken[n].tab, taken[n].v, taken[n].g = tab, v, g
+		taken[n].tab, taken[n].v = tab, v
 		n++
 		tight, left = tighter(tight, left, rb, rem)
 	}
@@ -289,13 +292,17 @@ plan:
 		rb := tk.rb
 		var ok bool
 		var rem int64
+		g := &tk.g
+		if i == n-1 {
+			g = nil // nothing after the last can deny: no give-back
+		}
 		switch {
 		case rb.shared != nil:
-			ok, rem, tk.g = rb.shared.TryTakeN(t, tk.cost)
+			ok, rem = rb.shared.TryTakeGrant(t, tk.cost, g)
 		case tk.k1 > tk.k0:
-			ok, rem, tk.g = rb.table.get().TryTakeBytes(kb[tk.k0:tk.k1], t, tk.cost)
+			ok, rem = rb.table.get().TryTakeGrantBytes(kb[tk.k0:tk.k1], t, tk.cost, g)
 		default:
-			ok, rem, tk.g = rb.table.get().TryTakeN(tk.key, t, tk.cost)
+			ok, rem = rb.table.get().TryTakeGrant(tk.key, t, tk.cost, g)
 		}
 		if !ok {
 			for j := i - 1; j >= 0; j-- { // see item.refund
@@ -432,9 +439,9 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 			res = it.take(kb, t, s) // a reservation keeps the Result
 			ok, left, it.grant = res.OK, res.Remaining, res.Grant
 		} else if rb.shared != nil {
-			ok, left, it.grant = rb.shared.TryTakeN(t, it.cost)
+			ok, left = rb.shared.TryTakeGrant(t, it.cost, &it.grant)
 		} else {
-			ok, left, it.grant = rb.table.get().TryTakeBytes(kb[it.k0:it.k1], t, it.cost)
+			ok, left = rb.table.get().TryTakeGrantBytes(kb[it.k0:it.k1], t, it.cost, &it.grant)
 		}
 		if !ok && r == nil && (it.rb.shared != nil || it.rb.table != nil) {
 			// A refusal took nothing: take again for the full Result (which
