@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -122,6 +123,7 @@ func (b *Backend) runCross(ctx context.Context, keys []string, args []any) (*red
 // takeParts decides ops (keys and args built by request) over the nodes
 // of the cluster: one call when they are on one node.
 func (b *Backend) takeParts(ctx context.Context, ops []stack.Op, keys []string, args []any, bySlot bool) (stack.Outcome, error) {
+	takenAt := b.takenAt(args) // before any part is sent
 	parts, err := b.partition(ctx, keys, bySlot || b.noCross.Load())
 	if err != nil {
 		return stack.Outcome{}, err
@@ -151,7 +153,7 @@ func (b *Backend) takeParts(ctx context.Context, ops []stack.Op, keys []string, 
 	k, a := subRequest(keys, args, parts[0].idx)
 	outs[0], errs[0] = b.takePart(ctx, pick(ops, parts[0].idx), k, a, parts[0])
 	wg.Wait()
-	return b.combine(ctx, ops, keys, args, parts, outs, errs)
+	return b.combine(ctx, ops, parts, outs, errs, takenAt)
 }
 
 // takePart decides the ops of one part (keys and args its own).
@@ -200,8 +202,9 @@ func parseCmd(cmd *redis.Cmd, nops int) (stack.Outcome, error) {
 // the others took is given back; without one (the Stack fails open or
 // closed) it stays taken, so that a fail-open decision is still counted
 // where it could be.
-func (b *Backend) combine(ctx context.Context, ops []stack.Op, keys []string, args []any, parts []part, outs []stack.Outcome, errs []error) (stack.Outcome, error) {
-	return b.combineWith(ctx, ops, parts, outs, errs, func() { b.giveBackParts(ctx, ops, parts, outs, errs) })
+// takenAt is the instant of the takes sent with args, for their give-backs.
+func (b *Backend) combine(ctx context.Context, ops []stack.Op, parts []part, outs []stack.Outcome, errs []error, takenAt time.Time) (stack.Outcome, error) {
+	return b.combineWith(ctx, ops, parts, outs, errs, func() { b.giveBackParts(ctx, ops, parts, outs, errs, takenAt) })
 }
 
 // combineWith is combine with giveBack giving back what the parts that
@@ -274,7 +277,7 @@ func (b *Backend) combineWith(ctx context.Context, ops []stack.Op, parts []part,
 }
 
 // giveBackParts gives back what the parts that passed took.
-func (b *Backend) giveBackParts(ctx context.Context, ops []stack.Op, parts []part, outs []stack.Outcome, errs []error) {
+func (b *Backend) giveBackParts(ctx context.Context, ops []stack.Op, parts []part, outs []stack.Outcome, errs []error, takenAt time.Time) {
 	var wg sync.WaitGroup
 	for j, p := range parts {
 		if errs[j] != nil || outs[j].Denied >= 0 {
@@ -289,23 +292,35 @@ func (b *Backend) giveBackParts(ctx context.Context, ops []stack.Op, parts []par
 		if len(back) == 0 {
 			continue
 		}
-		wg.Go(func() { _ = b.giveBack(context.WithoutCancel(ctx), ops, back) })
+		wg.Go(func() { _ = b.giveBack(context.WithoutCancel(ctx), ops, back, takenAt) })
 	}
 	wg.Wait()
 }
 
-// giveBack refunds exactly what a take of ops[idx] took (a connections
-// slot is released).
-func (b *Backend) giveBack(ctx context.Context, ops []stack.Op, idx []int) error {
+// giveBack gives back what a take of ops[idx] at takenAt took (a
+// connections slot is released): all of it when no take since then may
+// have started over from the bucket's state, less otherwise (see Adjust).
+func (b *Backend) giveBack(ctx context.Context, ops []stack.Op, idx []int, takenAt time.Time) error {
 	back := make([]stack.Op, len(idx))
 	for j, i := range idx {
-		back[j] = undo(ops[i])
+		back[j] = undo(ops[i], takenAt)
 	}
-	keys, args, err := b.request(nil, "a", back)
+	keys, args, err := b.request(nil, "a", back, time.Time{})
 	if err != nil {
 		return err
 	}
 	return b.adjustParts(ctx, back, keys, args, false)
+}
+
+// takenAt returns the instant of a take whose arguments are args (built by
+// request), for its give-backs: the script's instant with WithClock;
+// otherwise now, read before the take is sent, on this process's clock
+// (see giveBackInstant).
+func (b *Backend) takenAt(args []any) time.Time {
+	if n, ok := argNum(args[1]); ok {
+		return time.UnixMicro(n)
+	}
+	return time.Now()
 }
 
 // adjustParts runs an adjustment ("a") or a payment ("c", each call then

@@ -177,35 +177,36 @@ func (b *Backend) scaledOp(op stack.Op) stack.Op {
 	return op
 }
 
-// undo returns the adjustment that gives back what op took: its cost
-// negated, or its connections slot released.
-func undo(op stack.Op) stack.Op {
+// undo returns the adjustment that gives back what op took in a take at
+// takenAt: its cost negated, or its connections slot released.
+func undo(op stack.Op, takenAt time.Time) stack.Op {
 	op.Cost = -op.Cost
 	if op.Conn {
 		op.Cost = -1
 	}
+	op.TakenAt = takenAt
 	return op
 }
 
-// localUndo returns the adjustments that give back a local take of sc, less
-// the shadow-denied ops (which took nothing).
-func localUndo(sc []stack.Op, shadowDenied []int) []stack.Op {
+// localUndo returns the adjustments that give back a local take of sc at
+// takenAt, less the shadow-denied ops (which took nothing).
+func localUndo(sc []stack.Op, shadowDenied []int, takenAt time.Time) []stack.Op {
 	out := make([]stack.Op, 0, len(sc))
 	for i, op := range sc {
 		if !slices.Contains(shadowDenied, i) {
-			out = append(out, undo(op))
+			out = append(out, undo(op, takenAt))
 		}
 	}
 	return out
 }
 
 // slotReleases returns the adjustments that release the connections slots
-// a local take of sc holds.
-func slotReleases(sc []stack.Op) []stack.Op {
+// a local take of sc at takenAt holds.
+func slotReleases(sc []stack.Op, takenAt time.Time) []stack.Op {
 	var out []stack.Op
 	for _, op := range sc {
 		if op.Conn {
-			out = append(out, undo(op))
+			out = append(out, undo(op, takenAt))
 		}
 	}
 	return out
@@ -360,7 +361,7 @@ func (lb *localBuckets) reowe(ops []stack.Op) {
 // master has its own fallback, which pays with payParts.)
 func (b *Backend) pay(ctx context.Context, owed []stack.Op) error {
 	ctx = context.WithoutCancel(ctx)
-	keys, args, err := b.request(nil, "c", owed)
+	keys, args, err := b.request(nil, "c", owed, time.Time{})
 	if err != nil {
 		return err
 	}
@@ -473,10 +474,10 @@ func (b *Backend) takeBoth(ctx context.Context, at time.Time, ops []stack.Op, ke
 	}
 	if err != nil || out.Denied >= 0 {
 		// Redis decided (or refused to): give the local units back.
-		_ = mem.Adjust(context.WithoutCancel(ctx), lat, localUndo(sc, loc.ShadowDenied)) // even if the caller gave up
+		_ = mem.Adjust(context.WithoutCancel(ctx), lat, localUndo(sc, loc.ShadowDenied, lat)) // even if the caller gave up
 	} else {
 		// Redis holds the slots now: the local ones would only leak.
-		if release := slotReleases(sc); len(release) > 0 {
+		if release := slotReleases(sc, lat); len(release) > 0 {
 			_ = mem.Adjust(context.WithoutCancel(ctx), lat, release)
 		}
 	}

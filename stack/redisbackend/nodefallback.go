@@ -195,6 +195,7 @@ func (b *Backend) takeNodes(ctx context.Context, at time.Time, ops []stack.Op, k
 // rejoins; then combines the parts all or nothing.
 func (b *Backend) takeMixed(ctx context.Context, at time.Time, ops []stack.Op, keys []string, args []any) (stack.Outcome, error) {
 	lat := b.localTime(at)
+	takenAt := b.takenAt(args) // of the Redis parts, read before any is sent
 	parts, err := b.partition(ctx, keys, false)
 	if err != nil {
 		// No routing at all: one part, decided by the fallback of "" (the
@@ -316,7 +317,7 @@ func (b *Backend) takeMixed(ctx context.Context, at time.Time, ops []stack.Op, k
 	for j := range res {
 		outs[j], errs[j] = res[j].out, res[j].err
 	}
-	out, err := b.combineWith(ctx, ops, parts, outs, errs, func() { b.giveBackMixed(ctx, res) })
+	out, err := b.combineWith(ctx, ops, parts, outs, errs, func() { b.giveBackMixed(ctx, res, takenAt) })
 	if err == nil {
 		// The Stack hears only the error of a failed decision: the events
 		// wait for the next decision that succeeds.
@@ -391,13 +392,13 @@ func (b *Backend) takeBothPart(ctx context.Context, nf *nodeFB, p part, keys []s
 	if err != nil || out.Denied >= 0 {
 		// Redis decided (or refused to): the local units go back.
 		fb.mu.Lock()
-		_ = lb.mem.Adjust(context.WithoutCancel(ctx), r.at, localUndo(sc, loc.ShadowDenied)) // even if the caller gave up
+		_ = lb.mem.Adjust(context.WithoutCancel(ctx), r.at, localUndo(sc, loc.ShadowDenied, r.at)) // even if the caller gave up
 		fb.mu.Unlock()
 		r.out, r.err = out, err
 		return
 	}
 	// Redis holds the slots now: the local ones would only leak.
-	release := slotReleases(sc)
+	release := slotReleases(sc, r.at)
 	fb.mu.Lock()
 	if len(release) > 0 {
 		_ = lb.mem.Adjust(context.WithoutCancel(ctx), r.at, release)
@@ -407,9 +408,10 @@ func (b *Backend) takeBothPart(ctx context.Context, nf *nodeFB, p part, keys []s
 	r.mem = &lb
 }
 
-// giveBackMixed gives back what the parts that passed took, in Redis and
-// in local buckets (what was owed for it is no longer owed).
-func (b *Backend) giveBackMixed(ctx context.Context, res []partResult) {
+// giveBackMixed gives back what the parts that passed took, in Redis (taken
+// at takenAt) and in local buckets (at each part's local instant; what was
+// owed for it is no longer owed).
+func (b *Backend) giveBackMixed(ctx context.Context, res []partResult, takenAt time.Time) {
 	var wg sync.WaitGroup
 	fb := &b.fb
 	for j := range res {
@@ -427,7 +429,7 @@ func (b *Backend) giveBackMixed(ctx context.Context, res []partResult) {
 			continue
 		}
 		if r.redis {
-			wg.Go(func() { _ = b.giveBack(context.WithoutCancel(ctx), r.ops, back) })
+			wg.Go(func() { _ = b.giveBack(context.WithoutCancel(ctx), r.ops, back, takenAt) })
 		}
 		if r.mem == nil && r.owedIn == nil {
 			continue
@@ -441,7 +443,7 @@ func (b *Backend) giveBackMixed(ctx context.Context, res []partResult) {
 					o.op.Cost = max(o.op.Cost-op.Cost, 0)
 				}
 			}
-			refund = append(refund, undo(b.scaledOp(op)))
+			refund = append(refund, undo(b.scaledOp(op), r.at))
 		}
 		if r.mem != nil && r.mem.mem != nil {
 			// Even if the caller gave up (often why the decision failed).
@@ -474,7 +476,7 @@ func (b *Backend) payParts(ctx context.Context, nf *nodeFB, owed []stack.Op) err
 		_, err := b.run(ctx, []string{b.probeKeyFor(pk)}, []any{modePay, ""})
 		return err
 	}
-	keys, args, err := b.request(nil, "c", owed)
+	keys, args, err := b.request(nil, "c", owed, time.Time{})
 	if err != nil {
 		return err
 	}

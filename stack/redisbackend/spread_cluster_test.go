@@ -194,7 +194,10 @@ func TestClusterSpread(t *testing.T) {
 			if rng.IntN(5) == 0 {
 				if rng.IntN(2) == 0 {
 					for i := range ops {
+						// a give-back of a take at this instant: no take
+						// can be later, so both give it all back
 						ops[i].Cost = -ops[i].Cost
+						ops[i].TakenAt = at
 					}
 				}
 				for i := range ops {
