@@ -332,18 +332,27 @@ func (b *Backend) adjustParts(ctx context.Context, ops []stack.Op, keys []string
 
 // adjustPartsFailed is adjustParts that also returns the indexes of the ops
 // whose call failed because Redis could not decide (the others were
-// applied).
+// applied, or refused with an error reply).
 func (b *Backend) adjustPartsFailed(ctx context.Context, ops []stack.Op, keys []string, args []any, bySlot bool) ([]int, error) {
+	failed, _, err := b.adjustPartsResult(ctx, ops, keys, args, bySlot)
+	return failed, err
+}
+
+// adjustPartsResult is adjustPartsFailed that also returns the indexes of
+// the ops whose call Redis refused with an error reply (nothing of that
+// call was applied: the script checks every bucket before it writes).
+func (b *Backend) adjustPartsResult(ctx context.Context, ops []stack.Op, keys []string, args []any, bySlot bool) ([]int, []int, error) {
 	parts, err := b.partition(ctx, keys, bySlot || b.noCross.Load())
 	if err != nil {
 		all := make([]int, len(ops))
 		for i := range all {
 			all[i] = i
 		}
-		return all, err
+		return all, nil, err
 	}
 	errs := make([]error, len(parts))
 	fails := make([][]int, len(parts)) // indexes into the part's ops
+	refs := make([][]int, len(parts))  // the same, refused
 	var wg sync.WaitGroup
 	for j := range parts {
 		run := func() {
@@ -361,13 +370,18 @@ func (b *Backend) adjustPartsFailed(ctx context.Context, ops []stack.Op, keys []
 				if a[0] == "c" {
 					k = k[:len(k)-1]
 				}
-				fails[j], errs[j] = b.adjustPartsFailed(ctx, pick(ops, p.idx), k, a, true)
+				fails[j], refs[j], errs[j] = b.adjustPartsResult(ctx, pick(ops, p.idx), k, a, true)
 				return
 			}
-			if errors.Is(errs[j], ErrUnavailable) {
-				fails[j] = make([]int, len(p.idx))
-				for l := range fails[j] {
-					fails[j][l] = l
+			if errs[j] != nil {
+				all := make([]int, len(p.idx))
+				for l := range all {
+					all[l] = l
+				}
+				if errors.Is(errs[j], ErrUnavailable) {
+					fails[j] = all
+				} else {
+					refs[j] = all
 				}
 			}
 		}
@@ -379,7 +393,7 @@ func (b *Backend) adjustPartsFailed(ctx context.Context, ops []stack.Op, keys []
 	}
 	wg.Wait()
 	var failed error
-	var failedIdx []int
+	var failedIdx, refusedIdx []int
 	for j, err := range errs {
 		if err != nil && (failed == nil || errors.Is(err, ErrUnavailable)) {
 			failed = err
@@ -387,8 +401,11 @@ func (b *Backend) adjustPartsFailed(ctx context.Context, ops []stack.Op, keys []
 		for _, l := range fails[j] {
 			failedIdx = append(failedIdx, parts[j].idx[l])
 		}
+		for _, l := range refs[j] {
+			refusedIdx = append(refusedIdx, parts[j].idx[l])
+		}
 	}
-	return failedIdx, failed
+	return failedIdx, refusedIdx, failed
 }
 
 // probeKeyFor returns the probe key in the slot of key.

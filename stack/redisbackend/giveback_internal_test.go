@@ -98,7 +98,7 @@ func TestGiveBackAfterLaterTakeAddsNothing(t *testing.T) {
 			}
 		}},
 		{"fallback payment", func(t *testing.T, b *Backend) {
-			if err := b.pay(ctx, []stack.Op{bucket("k", burst)}); err != nil {
+			if err := b.pay(ctx, []stack.Op{bucket("k", burst)}, false); err != nil {
 				t.Fatal(err)
 			}
 		}},
