@@ -807,9 +807,12 @@ func parseOutcome(v []int64, nops int) (stack.Outcome, error) {
 	return out, nil
 }
 
-// Adjust implements stack.Backend: forced charges and exact refunds in one
-// script call. While Redis is unavailable and a local fallback is set, they
-// apply to the local buckets and the charges are owed to Redis.
+// Adjust implements stack.Backend: forced charges and give-backs in one
+// script call. A give-back returns what its take (at Op.TakenAt) took, less
+// the refill between that take and the bucket's latest take (see the
+// package documentation, Give-backs). While Redis is unavailable and a
+// local fallback is set, they apply to the local buckets: a charge is owed
+// to Redis, a give-back returns at most what the local bucket took.
 func (b *Backend) Adjust(ctx context.Context, at time.Time, ops []stack.Op) error {
 	if len(ops) == 0 {
 		return nil
