@@ -276,7 +276,11 @@ func (b *Backend) ensureIn(fb *localBuckets, ctx context.Context, at time.Time, 
 		}
 		o.op.Key, o.op.Rate, o.op.Period, o.op.Burst = op.Key, op.Rate, op.Period, op.Burst
 	}
-	if fb.since.IsZero() || fb.since.After(at) {
+	if fb.since.IsZero() {
+		// Never moved earlier by a caller whose instant was read before
+		// another's: a bucket drained at since and then asked at an
+		// earlier instant only gets nothing from it (time never runs
+		// backwards inside a bucket).
 		fb.since = at
 	}
 	if len(drain) > 0 {
@@ -448,8 +452,12 @@ type PaymentError struct {
 }
 
 func (e *PaymentError) Error() string {
-	return "redisbackend: dropped " + strconv.FormatInt(e.Units, 10) + " units owed to Redis by a local fallback on " +
-		strconv.Itoa(len(e.Keys)) + " buckets: " + e.Err.Error()
+	s := "redisbackend: dropped " + strconv.FormatInt(e.Units, 10) + " units owed to Redis by a local fallback on " +
+		strconv.Itoa(len(e.Keys)) + " buckets"
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
 }
 
 // Unwrap returns the latest refusal.
