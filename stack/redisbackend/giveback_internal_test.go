@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -303,4 +305,98 @@ func packEarlier(f ...float64) string {
 		v = binary.LittleEndian.AppendUint64(v, math.Float64bits(x))
 	}
 	return string(v)
+}
+
+// A seeded interleaving against a real redis-server: callers take from one
+// bucket (burst 3 at 500/s) at instants that move forward by whole
+// milliseconds, and give back earlier takes, whole, in any order, late or
+// promptly, with other callers' takes in between. Each give-back's effect
+// is read from the stored bucket; every take then keeps its cost less what
+// its give-back returned, and over every window of take instants the kept
+// units are at most burst + r·Δt. A failing seed replays exactly.
+func TestGiveBackInterleavings(t *testing.T) {
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer client.Close()
+	ctx := context.Background()
+	const (
+		burst, perSecond = 3, 500
+		T, tau           = 2000, burst * 2000 // ticks per token (R = 1 tick/µs)
+	)
+	for seed := uint64(1); seed <= 150; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 21))
+		base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+		now := base
+		b, err := New(client, WithKeyPrefix(fmt.Sprintf("interleave%d-%d", seed, time.Now().UnixNano())),
+			WithClock(func() time.Time { return now }), WithTimeout(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := b.KeyPrefix() + "k"
+		held := func() int64 { // ticks held at now
+			v, err := client.Get(ctx, key).Result()
+			if err == redis.Nil {
+				return tau
+			}
+			if err != nil || len(v) != 57 && len(v) != 49 { // 49: the form before H, to run this on it
+				t.Fatalf("seed %d: stored %q, %v", seed, v, err)
+			}
+			f := make([]float64, 6) // T R U n w held, in both forms
+			for i := range f {
+				f[i] = math.Float64frombits(binary.LittleEndian.Uint64([]byte(v[1+8*i : 9+8*i])))
+			}
+			return min(int64(f[5])+(now.UnixMicro()-int64(f[4])), tau)
+		}
+		type take struct {
+			at       time.Time
+			cost     int64
+			returned int64 // ticks its give-back added
+			back     bool
+		}
+		var takes []*take
+		var log []string
+		for step := 0; step < 40; step++ {
+			now = now.Add(time.Duration(rng.IntN(4)) * time.Millisecond)
+			var open []*take
+			for _, tk := range takes {
+				if !tk.back {
+					open = append(open, tk)
+				}
+			}
+			if len(open) > 0 && rng.IntN(3) == 0 {
+				tk := open[rng.IntN(len(open))]
+				before := held()
+				op := stack.Op{Key: "k", Rate: perSecond, Period: time.Second, Burst: burst, Cost: -tk.cost, TakenAt: tk.at}
+				if err := b.Adjust(ctx, now, []stack.Op{op}); err != nil {
+					t.Fatal(err)
+				}
+				tk.back, tk.returned = true, held()-before
+				log = append(log, fmt.Sprintf("%v give back %d taken at %v: %d ticks", now.Sub(base), tk.cost, tk.at.Sub(base), tk.returned))
+				if tk.returned < 0 || tk.returned > tk.cost*T {
+					t.Fatalf("seed %d: a give-back of %d tokens added %d ticks\n%s", seed, tk.cost, tk.returned, strings.Join(log, "\n"))
+				}
+				continue
+			}
+			cost := int64(1 + rng.IntN(3))
+			out, err := b.Take(ctx, now, []stack.Op{{Key: "k", Rate: perSecond, Period: time.Second, Burst: burst, Cost: cost}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Denied < 0 {
+				takes = append(takes, &take{at: now, cost: cost})
+				log = append(log, fmt.Sprintf("%v take %d", now.Sub(base), cost))
+			}
+		}
+		// The window oracle over the kept units (in ticks, exact).
+		for i, a := range takes {
+			var kept int64
+			for _, c := range takes[i:] {
+				kept += c.cost*T - c.returned
+				if bound := int64(burst*T) + c.at.Sub(a.at).Microseconds(); kept > bound {
+					t.Fatalf("seed %d: %d ticks kept in [%v, %v], the limit allows %d\n%s",
+						seed, kept, a.at.Sub(base), c.at.Sub(base), bound, strings.Join(log, "\n"))
+				}
+			}
+		}
+	}
 }
