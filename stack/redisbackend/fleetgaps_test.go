@@ -19,8 +19,11 @@ import (
 // the probe interval, after which a decision asks Redis again.
 
 const (
-	gapProbe   = 50 * time.Millisecond
-	gapTimeout = 200 * time.Millisecond
+	gapProbe = 50 * time.Millisecond
+	// gapTimeout makes the rejoin period 4·(probe + timeout), over 4 s,
+	// so that a loaded machine does not end it before a test's checks (a
+	// stopped server refuses connections at once: nothing waits for it).
+	gapTimeout = time.Second
 )
 
 // gapBackend is a Backend with a local fallback of half of each limit, on
