@@ -265,6 +265,7 @@ func (r *reservation) settle(delta int64, cancel bool) error {
 				continue
 			}
 			if op.Cost != 0 {
+				op.TakenAt = r.at // a give-back is bounded by the take's instant
 				adj = append(adj, op)
 			}
 		}
