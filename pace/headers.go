@@ -2,6 +2,7 @@ package pace
 
 import (
 	"net/http"
+	"sync/atomic"
 	"time"
 )
 
@@ -101,21 +102,37 @@ func first(h http.Header, name string) string {
 // Retry-After and retry-after-ms, OpenAI's x-ratelimit-*-requests and
 // -tokens, Anthropic's anthropic-ratelimit-*, and GitHub's x-ratelimit-*.
 // When several formats state a request quota, the first in that order
-// wins. Observe never fails: what it cannot trust, it leaves out.
-func Observe(h http.Header, now time.Time) Observation {
+// wins; token quotas are not read from a response with IETF fields. Observe never fails: what it cannot trust, it leaves out.
+func Observe(h http.Header, now time.Time) Observation { return observe(h, now, nil) }
+
+// policyCache keeps the last RateLimit-Policy value an upstream sent, parsed:
+// it rarely changes, and parsing it on every response is most of the cost
+// of reading the fields.
+type policyCache struct {
+	raw string
+	np  int
+	pol [maxItems]sfItem
+}
+
+func observe(h http.Header, now time.Time, pc *atomic.Pointer[policyCache]) Observation {
 	var o Observation
 	o.RetryAfter, o.HasRetryAfter = parseRetryAfterMs(first(h, hRetryAfterMs))
 	if !o.HasRetryAfter {
 		o.RetryAfter, o.HasRetryAfter = ParseRetryAfter(first(h, hRetryAfter), now)
 	}
 	switch {
-	case observeIETF(&o, h):
+	case observeIETF(&o, h, pc):
+		// An upstream speaking the standard fields is not a vendor
+		// with token headers: spare the lookups.
 	case observeOpenAI(&o, h):
+		observeTokens(&o, h, now)
 	case observeAnthropic(&o, h, now):
+		observeTokens(&o, h, now)
 	default:
-		observeGitHub(&o, h, now)
+		if !observeGitHub(&o, h, now) {
+			observeTokens(&o, h, now)
+		}
 	}
-	observeTokens(&o, h, now)
 	if o.HasRemaining && o.Limit > 0 && o.Remaining > o.Limit {
 		o.Remaining, o.HasRemaining = 0, false // contradictory
 	}
@@ -280,13 +297,23 @@ func parseSFItem(s string) (sfItem, bool) {
 // policies, the one with the lowest rate q/w gives the quota; the lowest
 // remaining of any policy and the latest reset among those at zero are
 // kept. It reports whether a quota was found.
-func observeIETF(o *Observation, h http.Header) bool {
+func observeIETF(o *Observation, h http.Header, pc *atomic.Pointer[policyCache]) bool {
 	pv, rv := h[hPolicy], h[hRateLimit]
 	if len(pv) == 0 && len(rv) == 0 {
 		return false
 	}
-	var pol, cur [maxItems]sfItem
-	np := parseSFList(pv, &pol)
+	var (
+		pol, cur [maxItems]sfItem
+		np       int
+	)
+	if c := loadPolicy(pc, pv); c != nil {
+		pol, np = c.pol, c.np
+	} else {
+		np = parseSFList(pv, &pol)
+		if pc != nil && len(pv) == 1 {
+			pc.Store(&policyCache{raw: pv[0], np: np, pol: pol})
+		}
+	}
 	nc := parseSFList(rv, &cur)
 	found := false
 	for _, p := range pol[:np] {
@@ -315,6 +342,16 @@ func observeIETF(o *Observation, h http.Header) bool {
 		}
 	}
 	return found || o.HasRemaining
+}
+
+func loadPolicy(pc *atomic.Pointer[policyCache], pv []string) *policyCache {
+	if pc == nil || len(pv) != 1 {
+		return nil
+	}
+	if c := pc.Load(); c != nil && c.raw == pv[0] {
+		return c
+	}
+	return nil
 }
 
 // policyCountsRequests reports whether the policy called name counts

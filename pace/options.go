@@ -51,7 +51,6 @@ const (
 
 func defaultConfig() config {
 	return config{
-		now:          time.Now,
 		sleep:        sysSleep,
 		jitter:       defaultJitter,
 		maxWait:      DefaultMaxWait,

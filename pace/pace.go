@@ -3,6 +3,7 @@ package pace
 import (
 	"context"
 	"errors"
+	"hash/maphash"
 	"io"
 	"net/http"
 	"strconv"
@@ -74,6 +75,8 @@ type Transport struct {
 	next http.RoundTripper
 	cfg  config
 	base time.Time
+	seed maphash.Seed
+	sys  bool // the clock is time.Now
 	ups  table
 }
 
@@ -89,10 +92,15 @@ func New(next http.RoundTripper, opts ...Option) *Transport {
 			o.apply(&t.cfg)
 		}
 	}
+	t.sys = t.cfg.now == nil
+	if t.sys {
+		t.cfg.now = time.Now
+	}
 	if t.cfg.keys == nil {
 		t.cfg.keys = t.DefaultKeys
 	}
 	t.base = t.cfg.now()
+	t.seed = maphash.MakeSeed()
 	t.ups = table{m: make(map[uint64]*upstream), max: t.cfg.maxKeys, init: t.initUpstream}
 	t.initUpstream(&t.ups.overflow)
 	return t
@@ -104,7 +112,14 @@ func (t *Transport) initUpstream(u *upstream) {
 	}
 }
 
-func (t *Transport) nowNs() int64 { return int64(t.cfg.now().Sub(t.base)) }
+// nowNs reads the clock: with the system clock, the monotonic clock only
+// (one read, and immune to wall-clock steps).
+func (t *Transport) nowNs() int64 {
+	if t.sys {
+		return int64(time.Since(t.base))
+	}
+	return int64(t.cfg.now().Sub(t.base))
+}
 
 // FNV-1a, 64 bits: the same key digests in every process, so that a fleet
 // names an upstream alike.
@@ -124,7 +139,9 @@ func fnvString(h uint64, s string) uint64 {
 // fnvSep ends a field, so that ("ab","c") and ("a","bc") differ.
 func fnvSep(h uint64) uint64 { h ^= 0xff; return h * fnvPrime }
 
-func (t *Transport) key(r *http.Request) uint64 {
+// digest is the fleet-wide digest of a request's key: FNV-1a, the same in
+// every process.
+func (t *Transport) digest(r *http.Request) uint64 {
 	h := uint64(fnvOffset)
 	if t.cfg.key != nil {
 		return fnvString(h, t.cfg.key(r))
@@ -140,6 +157,28 @@ func (t *Transport) key(r *http.Request) uint64 {
 	return h
 }
 
+// key is the local digest of a request's key, seeded per Transport so
+// that nobody can choose keys that collide.
+func (t *Transport) key(r *http.Request) uint64 {
+	var h maphash.Hash
+	h.SetSeed(t.seed)
+	if t.cfg.key != nil {
+		h.WriteString(t.cfg.key(r))
+		return h.Sum64()
+	}
+	h.WriteString(r.URL.Scheme)
+	h.WriteByte(0)
+	h.WriteString(r.URL.Host)
+	for _, name := range t.cfg.credHeaders {
+		h.WriteByte(0)
+		for _, v := range r.Header[name] {
+			h.WriteString(v)
+			h.WriteByte(0)
+		}
+	}
+	return h.Sum64()
+}
+
 // DefaultKeys returns the Keys a limiter is asked with by default: one
 // dimension, "upstream", holding the URL's scheme and host and, after a
 // '#', the hex digest of the key (WithKey, or the credential headers).
@@ -149,7 +188,7 @@ func (t *Transport) DefaultKeys(r *http.Request) sluice.Keys {
 	v = append(v, "://"...)
 	v = append(v, r.URL.Host...)
 	v = append(v, '#')
-	v = strconv.AppendUint(v, t.key(r), 16)
+	v = strconv.AppendUint(v, t.digest(r), 16)
 	return sluice.NewKeys("upstream", string(v))
 }
 
@@ -174,7 +213,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	)
 	send := req
 	for attempt := 0; ; attempt++ {
-		waited, err := t.wait(ctx, u, req, bound)
+		waited, err := t.wait(ctx, u, req, bound, now)
+		now = -1 // a later attempt reads the clock
 		if err == nil && attempt == 0 && t.cfg.tokens != nil {
 			res, estimate, err = t.reserveTokens(ctx, req, bound)
 		}
@@ -233,11 +273,13 @@ func (t *Transport) waitError(req *http.Request, b bounds, wait int64, cause err
 
 // wait takes the request's slot with its upstream, and with the shared
 // limiter if there is one, and sleeps until they are due.
-func (t *Transport) wait(ctx context.Context, u *upstream, req *http.Request, b bounds) (time.Duration, error) {
+func (t *Transport) wait(ctx context.Context, u *upstream, req *http.Request, b bounds, now int64) (time.Duration, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	now := t.nowNs()
+	if now < 0 {
+		now = t.nowNs()
+	}
 	s, wait, ok := u.reserve(now, b.deadline, t.jitter)
 	if !ok {
 		return 0, t.waitError(req, b, wait, nil)
@@ -259,6 +301,8 @@ func (t *Transport) wait(ctx context.Context, u *upstream, req *http.Request, b 
 		if err := t.waitLimiter(ctx, u, req, b); err != nil {
 			return 0, err
 		}
+	} else if wait == 0 {
+		return time.Duration(now - b.start), nil
 	}
 	return time.Duration(t.nowNs() - b.start), nil
 }
@@ -356,9 +400,8 @@ func (t *Transport) reserveTokens(ctx context.Context, req *http.Request, b boun
 // learn reads what resp says about the upstream and reports whether resp
 // is a throttled response.
 func (t *Transport) learn(ctx context.Context, u *upstream, resp *http.Response) bool {
-	now := t.cfg.now()
-	nowNs := int64(now.Sub(t.base))
-	o := Observe(resp.Header, now)
+	nowNs := t.nowNs()
+	o := observe(resp.Header, t.base.Add(time.Duration(nowNs)), &u.policy)
 	if o.Limit > 0 {
 		if u.learn(nowNs, o.Limit, o.Window, t.cfg.ceilInterval, t.cfg.ceilBurst) && t.cfg.hooks.Learned != nil {
 			u.mu.Lock()

@@ -2,6 +2,7 @@ package pace
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,6 +27,7 @@ type upstream struct {
 	lastUsed  int64
 	learned   bool // interval/burst come from the upstream, not only a ceiling
 	turn      fifo // callers ask the shared limiter in turn
+	policy    atomic.Pointer[policyCache]
 }
 
 // slot is one caller's place in its upstream's queue.
