@@ -213,12 +213,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	)
 	send := req
 	for attempt := 0; ; attempt++ {
-		waited, err := t.wait(ctx, u, req, bound, now)
+		waited, probe, err := t.wait(ctx, u, req, bound, now)
 		now = -1 // a later attempt reads the clock
 		if err == nil && attempt == 0 && t.cfg.tokens != nil {
 			res, estimate, err = t.reserveTokens(ctx, req, bound)
 		}
 		if err != nil {
+			if probe { // the upstream is still cold: let the next caller probe
+				u.answered(false)
+			}
 			res.Cancel()
 			closeBody(send)
 			return nil, err
@@ -234,10 +237,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		u.inflight--
 		u.mu.Unlock()
 		if err != nil {
+			u.answered(false)
 			res.Cancel()
 			return nil, err
 		}
 		throttled := t.learn(ctx, u, resp)
+		u.answered(true)
 		if throttled && attempt < t.cfg.retries {
 			if next, ok := replay(req); ok {
 				discard(resp.Body)
@@ -273,10 +278,28 @@ func (t *Transport) waitError(req *http.Request, b bounds, wait int64, cause err
 
 // wait takes the request's slot with its upstream, and with the shared
 // limiter if there is one, and sleeps until they are due.
-func (t *Transport) wait(ctx context.Context, u *upstream, req *http.Request, b bounds, now int64) (time.Duration, error) {
+//
+// It reports whether the caller is the probe of a cold upstream: the one
+// request sent before anything is known about it.
+func (t *Transport) wait(ctx context.Context, u *upstream, req *http.Request, b bounds, now int64) (waited time.Duration, probe bool, err error) {
 	if err := ctx.Err(); err != nil {
-		return 0, err
+		return 0, false, err
 	}
+	for {
+		var ch <-chan struct{}
+		if ch, probe = u.cold(); ch == nil {
+			break
+		}
+		if err := t.awaitProbe(ctx, ch, req, b); err != nil {
+			return 0, false, err
+		}
+		now = -1
+	}
+	waited, err = t.waitSlot(ctx, u, req, b, now)
+	return waited, probe, err
+}
+
+func (t *Transport) waitSlot(ctx context.Context, u *upstream, req *http.Request, b bounds, now int64) (time.Duration, error) {
 	if now < 0 {
 		now = t.nowNs()
 	}
@@ -305,6 +328,25 @@ func (t *Transport) wait(ctx context.Context, u *upstream, req *http.Request, b 
 		return time.Duration(now - b.start), nil
 	}
 	return time.Duration(t.nowNs() - b.start), nil
+}
+
+// awaitProbe waits for the first request to a cold upstream to answer, at
+// most until the request's deadline.
+func (t *Transport) awaitProbe(ctx context.Context, ch <-chan struct{}, req *http.Request, b bounds) error {
+	left := time.Duration(b.deadline - t.nowNs())
+	if left <= 0 {
+		return t.waitError(req, b, 0, nil)
+	}
+	timer := time.NewTimer(left)
+	defer timer.Stop()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return t.waitError(req, b, 0, nil)
+	}
 }
 
 // sleepSlot sleeps until at, and then for as long as pauses imposed since

@@ -521,3 +521,62 @@ func TestDefaultBackoff(t *testing.T) {
 		t.Fatalf("backoff %s, want %s", got, want)
 	}
 }
+
+// A cold upstream gets one request at a time until it has answered once:
+// a crowd does not hit an upstream whose limit is not known yet. A probe
+// that fails hands the role on.
+func TestColdStartProbe(t *testing.T) {
+	var inflight atomic.Int64
+	var crowded atomic.Bool
+	first := make(chan struct{})
+	var calls atomic.Int64
+	up := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		inflight.Add(1)
+		defer inflight.Add(-1)
+		switch calls.Add(1) {
+		case 1:
+			<-first
+			return nil, errors.New("connection refused")
+		case 2:
+			time.Sleep(20 * time.Millisecond) // the others would pile in now, were they let
+			crowded.Store(inflight.Load() != 1)
+			return resp(200, "", "RateLimit-Policy", `"p";q=100;w=1`, "RateLimit", `"p";r=90;t=1`), nil
+		}
+		return resp(200, ""), nil
+	})
+	tr := pace.New(up)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest("GET", "http://cold.test/", nil)
+			res, err := tr.RoundTrip(req)
+			if err != nil {
+				errs <- err
+				return
+			}
+			res.Body.Close()
+		}()
+	}
+	for calls.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if c := calls.Load(); c != 1 {
+		t.Fatalf("%d requests sent to a cold upstream before it answered", c)
+	}
+	close(first)
+	wg.Wait()
+	close(errs)
+	if n := len(errs); n != 1 {
+		t.Fatalf("%d errors, want the failed probe's only", n)
+	}
+	if calls.Load() != 8 {
+		t.Fatalf("%d requests sent, want 8", calls.Load())
+	}
+	if crowded.Load() {
+		t.Fatal("other requests were sent while the second probe was in flight")
+	}
+}

@@ -27,7 +27,42 @@ type upstream struct {
 	lastUsed  int64
 	learned   bool // interval/burst come from the upstream, not only a ceiling
 	turn      fifo // callers ask the shared limiter in turn
+	seen      bool          // a response has come back from the upstream
+	probe     chan struct{} // closed when the first request in flight answers
 	policy    atomic.Pointer[policyCache]
+}
+
+// cold reports whether the caller must wait for the upstream's first
+// answer before sending: until a response has come back, one request at a
+// time is sent, so that a crowd of callers does not all hit an upstream
+// whose limit is not known yet. It returns the channel to wait on, or nil
+// when the caller may go (and is then the probe, if the upstream is
+// cold).
+func (u *upstream) cold() (wait <-chan struct{}, probe bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.seen || u.interval > 0 {
+		return nil, false
+	}
+	if u.probe != nil {
+		return u.probe, false
+	}
+	u.probe = make(chan struct{})
+	return nil, true
+}
+
+// answered ends the cold start: a response came back (ok) or the probe
+// failed, and the next caller becomes the probe.
+func (u *upstream) answered(ok bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if ok {
+		u.seen = true
+	}
+	if u.probe != nil {
+		close(u.probe)
+		u.probe = nil
+	}
 }
 
 // slot is one caller's place in its upstream's queue.
