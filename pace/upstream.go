@@ -25,8 +25,8 @@ type upstream struct {
 	throttled int   // throttled responses in a row, for the default backoff
 	waiting   int   // callers asleep in wait
 	lastUsed  int64
-	learned   bool // interval/burst come from the upstream, not only a ceiling
-	turn      fifo // callers ask the shared limiter in turn
+	learned   bool          // interval/burst come from the upstream, not only a ceiling
+	turn      fifo          // callers ask the shared limiter in turn
 	seen      bool          // a response has come back from the upstream
 	probe     chan struct{} // closed when the first request in flight answers
 	policy    atomic.Pointer[policyCache]
