@@ -50,30 +50,34 @@ func runScenario(t testing.TB, paced bool) scenario {
 	}
 	end := t0.Add(duration)
 	var res scenario
-	for i := range workers {
-		vc.Go(func() {
-			ctx := context.Background()
-			_ = vc.Sleep(ctx, time.Duration(i)*think/workers)
-			for vc.Now().Before(end) {
-				req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
-				r, err := rt.RoundTrip(req)
-				atomic.AddInt64(&res.requests, 1)
-				switch {
-				case err != nil:
-					atomic.AddInt64(&res.errs, 1)
-				default:
-					io.Copy(io.Discard, r.Body)
-					r.Body.Close()
-					if r.StatusCode == http.StatusTooManyRequests {
-						atomic.AddInt64(&res.throttled, 1)
-					} else if r.StatusCode == http.StatusOK && !vc.Now().After(end) {
-						atomic.AddInt64(&res.ok, 1)
+	// Workers start from one active goroutine, so that virtual time cannot
+	// move until all of them are running.
+	vc.Go(func() {
+		for i := range workers {
+			vc.Go(func() {
+				ctx := context.Background()
+				_ = vc.Sleep(ctx, time.Duration(i)*think/workers)
+				for vc.Now().Before(end) {
+					req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
+					r, err := rt.RoundTrip(req)
+					atomic.AddInt64(&res.requests, 1)
+					switch {
+					case err != nil:
+						atomic.AddInt64(&res.errs, 1)
+					default:
+						io.Copy(io.Discard, r.Body)
+						r.Body.Close()
+						if r.StatusCode == http.StatusTooManyRequests {
+							atomic.AddInt64(&res.throttled, 1)
+						} else if r.StatusCode == http.StatusOK && !vc.Now().After(end) {
+							atomic.AddInt64(&res.ok, 1)
+						}
 					}
+					_ = vc.Sleep(ctx, think)
 				}
-				_ = vc.Sleep(ctx, think)
-			}
-		})
-	}
+			})
+		}
+	})
 	vc.Wait()
 	res.elapsed = duration
 	return res
