@@ -197,15 +197,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	now := t.nowNs()
 	u := t.ups.get(t.key(req), now)
-	maxWait := t.cfg.maxWait
-	deadline := now + int64(maxWait)
-	var ctxBound bool
-	if dl, ok := ctx.Deadline(); ok {
-		if d := int64(dl.Sub(t.base)); d < deadline {
-			deadline, ctxBound = d, true
-		}
-	}
-	bound := bounds{deadline: deadline, ctxBound: ctxBound, maxWait: maxWait, start: now}
+	bound := t.bounds(ctx, now)
 
 	var (
 		res      sluice.Reservation
@@ -213,10 +205,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	)
 	send := req
 	for attempt := 0; ; attempt++ {
-		waited, probe, err := t.wait(ctx, u, req, bound, now)
+		waited, probe, err := t.wait(ctx, u, call{req: req}, bound, now)
 		now = -1 // a later attempt reads the clock
 		if err == nil && attempt == 0 && t.cfg.tokens != nil {
-			res, estimate, err = t.reserveTokens(ctx, req, bound)
+			res, estimate, err = t.reserveTokens(ctx, call{req: req}, bound)
 		}
 		if err != nil {
 			if probe { // the upstream is still cold: let the next caller probe
@@ -261,6 +253,27 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
+// call is what pacing needs of one call: an HTTP request, or the name of
+// a non-HTTP upstream (Wait).
+type call struct {
+	req  *http.Request
+	name string
+}
+
+func (c call) host() string {
+	if c.req == nil {
+		return c.name
+	}
+	return c.req.URL.Scheme + "://" + c.req.URL.Host
+}
+
+func (c call) keys(t *Transport) sluice.Keys {
+	if c.req == nil {
+		return sluice.NewKeys("upstream", c.name)
+	}
+	return t.cfg.keys(c.req)
+}
+
 // bounds is how long one RoundTrip may wait, on the Transport's clock.
 type bounds struct {
 	deadline int64
@@ -269,11 +282,24 @@ type bounds struct {
 	ctxBound bool
 }
 
-func (t *Transport) waitError(req *http.Request, b bounds, wait int64, cause error) *WaitError {
+// bounds returns how long a call starting at now may wait.
+func (t *Transport) bounds(ctx context.Context, now int64) bounds {
+	maxWait := t.cfg.maxWait
+	deadline := now + int64(maxWait)
+	var ctxBound bool
+	if dl, ok := ctx.Deadline(); ok {
+		if d := int64(dl.Sub(t.base)); d < deadline {
+			deadline, ctxBound = d, true
+		}
+	}
+	return bounds{deadline: deadline, ctxBound: ctxBound, maxWait: maxWait, start: now}
+}
+
+func (t *Transport) waitError(c call, b bounds, wait int64, cause error) *WaitError {
 	if cause == nil && b.ctxBound {
 		cause = context.DeadlineExceeded
 	}
-	return &WaitError{Host: req.URL.Scheme + "://" + req.URL.Host, Wait: time.Duration(wait), MaxWait: b.maxWait, Cause: cause}
+	return &WaitError{Host: c.host(), Wait: time.Duration(wait), MaxWait: b.maxWait, Cause: cause}
 }
 
 // wait takes the request's slot with its upstream, and with the shared
@@ -281,7 +307,7 @@ func (t *Transport) waitError(req *http.Request, b bounds, wait int64, cause err
 //
 // It reports whether the caller is the probe of a cold upstream: the one
 // request sent before anything is known about it.
-func (t *Transport) wait(ctx context.Context, u *upstream, req *http.Request, b bounds, now int64) (waited time.Duration, probe bool, err error) {
+func (t *Transport) wait(ctx context.Context, u *upstream, c call, b bounds, now int64) (waited time.Duration, probe bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return 0, false, err
 	}
@@ -290,28 +316,28 @@ func (t *Transport) wait(ctx context.Context, u *upstream, req *http.Request, b 
 		if ch, probe = u.cold(); ch == nil {
 			break
 		}
-		if err := t.awaitProbe(ctx, ch, req, b); err != nil {
+		if err := t.awaitProbe(ctx, ch, c, b); err != nil {
 			return 0, false, err
 		}
 		now = -1
 	}
-	waited, err = t.waitSlot(ctx, u, req, b, now)
+	waited, err = t.waitSlot(ctx, u, c, b, now)
 	return waited, probe, err
 }
 
-func (t *Transport) waitSlot(ctx context.Context, u *upstream, req *http.Request, b bounds, now int64) (time.Duration, error) {
+func (t *Transport) waitSlot(ctx context.Context, u *upstream, c call, b bounds, now int64) (time.Duration, error) {
 	if now < 0 {
 		now = t.nowNs()
 	}
 	s, wait, ok := u.reserve(now, b.deadline, t.jitter)
 	if !ok {
-		return 0, t.waitError(req, b, wait, nil)
+		return 0, t.waitError(c, b, wait, nil)
 	}
 	if wait > 0 {
 		u.mu.Lock()
 		u.waiting++
 		u.mu.Unlock()
-		err := t.sleepSlot(ctx, u, s, now+wait, b, req)
+		err := t.sleepSlot(ctx, u, s, now+wait, b, c)
 		u.mu.Lock()
 		u.waiting--
 		u.mu.Unlock()
@@ -321,7 +347,7 @@ func (t *Transport) waitSlot(ctx context.Context, u *upstream, req *http.Request
 		}
 	}
 	if t.cfg.limiter != nil {
-		if err := t.waitLimiter(ctx, u, req, b); err != nil {
+		if err := t.waitLimiter(ctx, u, c, b); err != nil {
 			return 0, err
 		}
 	} else if wait == 0 {
@@ -332,10 +358,10 @@ func (t *Transport) waitSlot(ctx context.Context, u *upstream, req *http.Request
 
 // awaitProbe waits for the first request to a cold upstream to answer, at
 // most until the request's deadline.
-func (t *Transport) awaitProbe(ctx context.Context, ch <-chan struct{}, req *http.Request, b bounds) error {
+func (t *Transport) awaitProbe(ctx context.Context, ch <-chan struct{}, c call, b bounds) error {
 	left := time.Duration(b.deadline - t.nowNs())
 	if left <= 0 {
-		return t.waitError(req, b, 0, nil)
+		return t.waitError(c, b, 0, nil)
 	}
 	timer := time.NewTimer(left)
 	defer timer.Stop()
@@ -345,16 +371,16 @@ func (t *Transport) awaitProbe(ctx context.Context, ch <-chan struct{}, req *htt
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-timer.C:
-		return t.waitError(req, b, 0, nil)
+		return t.waitError(c, b, 0, nil)
 	}
 }
 
 // sleepSlot sleeps until at, and then for as long as pauses imposed since
 // the slot was taken have moved it.
-func (t *Transport) sleepSlot(ctx context.Context, u *upstream, s slot, at int64, b bounds, req *http.Request) error {
+func (t *Transport) sleepSlot(ctx context.Context, u *upstream, s slot, at int64, b bounds, c call) error {
 	for {
 		if at > b.deadline {
-			return t.waitError(req, b, at-t.nowNs(), nil)
+			return t.waitError(c, b, at-t.nowNs(), nil)
 		}
 		if d := at - t.nowNs(); d > 0 {
 			if err := t.cfg.sleep(ctx, time.Duration(d)); err != nil {
@@ -376,12 +402,12 @@ func (t *Transport) jitter(d time.Duration) time.Duration {
 
 // waitLimiter asks the shared limiter until it allows the request. The
 // callers of one upstream ask in turn, first come first served.
-func (t *Transport) waitLimiter(ctx context.Context, u *upstream, req *http.Request, b bounds) error {
+func (t *Transport) waitLimiter(ctx context.Context, u *upstream, c call, b bounds) error {
 	if err := u.turn.lock(ctx); err != nil {
 		return err
 	}
 	defer u.turn.unlock()
-	keys := t.cfg.keys(req)
+	keys := c.keys(t)
 	for {
 		d, err := t.cfg.limiter.Allow(ctx, keys)
 		if err != nil {
@@ -394,9 +420,9 @@ func (t *Transport) waitLimiter(ctx context.Context, u *upstream, req *http.Requ
 			return nil
 		}
 		if d.Permanent {
-			return t.waitError(req, b, 0, d.Err())
+			return t.waitError(c, b, 0, d.Err())
 		}
-		if err := t.sleepBounded(ctx, req, b, d.RetryAfter); err != nil {
+		if err := t.sleepBounded(ctx, c, b, d.RetryAfter); err != nil {
 			return err
 		}
 	}
@@ -404,21 +430,21 @@ func (t *Transport) waitLimiter(ctx context.Context, u *upstream, req *http.Requ
 
 // sleepBounded sleeps d (at least a millisecond, so that a limiter that
 // keeps saying "now" cannot spin) unless that passes the deadline.
-func (t *Transport) sleepBounded(ctx context.Context, req *http.Request, b bounds, d time.Duration) error {
+func (t *Transport) sleepBounded(ctx context.Context, c call, b bounds, d time.Duration) error {
 	d = max(d, time.Millisecond)
 	now := t.nowNs()
 	if now+int64(d) > b.deadline {
-		return t.waitError(req, b, int64(d), nil)
+		return t.waitError(c, b, int64(d), nil)
 	}
 	return t.cfg.sleep(ctx, d)
 }
 
-func (t *Transport) reserveTokens(ctx context.Context, req *http.Request, b bounds) (sluice.Reservation, int, error) {
+func (t *Transport) reserveTokens(ctx context.Context, c call, b bounds) (sluice.Reservation, int, error) {
 	est := 0
 	if t.cfg.estimate != nil {
-		est = max(t.cfg.estimate(req), 0)
+		est = max(t.cfg.estimate(c.req), 0)
 	}
-	keys := t.cfg.keys(req)
+	keys := c.keys(t)
 	for {
 		res, d, err := t.cfg.tokens.Reserve(ctx, keys, est)
 		if err != nil {
@@ -431,9 +457,9 @@ func (t *Transport) reserveTokens(ctx context.Context, req *http.Request, b boun
 			return res, est, nil
 		}
 		if d.Permanent {
-			return sluice.NoReservation, 0, t.waitError(req, b, 0, d.Err())
+			return sluice.NoReservation, 0, t.waitError(c, b, 0, d.Err())
 		}
-		if err := t.sleepBounded(ctx, req, b, d.RetryAfter); err != nil {
+		if err := t.sleepBounded(ctx, c, b, d.RetryAfter); err != nil {
 			return sluice.NoReservation, 0, err
 		}
 	}
@@ -454,34 +480,15 @@ func (t *Transport) learn(ctx context.Context, u *upstream, resp *http.Response)
 	}
 	throttled := isThrottled(resp, &o)
 	if throttled {
-		if t.cfg.hooks.Throttled != nil {
-			t.cfg.hooks.Throttled(ctx, resp.StatusCode)
+		d, hasDelay := o.RetryAfter, o.HasRetryAfter
+		if !hasDelay && o.HasRemaining && o.Remaining == 0 && o.Reset > 0 {
+			d, hasDelay = o.Reset, true
 		}
-		u.sync(nowNs, 0)
-		d := o.RetryAfter
-		if !o.HasRetryAfter {
-			d = o.Reset
-			if d == 0 || !(o.HasRemaining && o.Remaining == 0) {
-				d = t.backoff(u)
-			}
-		}
-		u.mu.Lock()
-		u.throttled++
-		u.mu.Unlock()
-		// Callers of an upstream with a known rate leave the pause one
-		// interval apart, after one jitter that keeps processes sharing the
-		// upstream from all starting together; callers of one with no known
-		// rate each add their own jitter when they take their slot.
-		if u.paced() {
-			d += t.jitter(d)
-		}
-		u.pause(nowNs, nowNs+int64(d))
+		t.throttle(ctx, u, nowNs, d, hasDelay, resp.StatusCode)
 		return true
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode <= 399 {
-		u.mu.Lock()
-		u.throttled = 0
-		u.mu.Unlock()
+		u.succeeded()
 	}
 	if o.HasRemaining {
 		u.sync(nowNs, o.Remaining)
@@ -495,6 +502,29 @@ func (t *Transport) learn(ctx context.Context, u *upstream, resp *http.Response)
 	return false
 }
 
+// throttle pauses u after a throttled call: for d when hasDelay, else for
+// the default pause, doubled for each throttled call in a row.
+func (t *Transport) throttle(ctx context.Context, u *upstream, nowNs int64, d time.Duration, hasDelay bool, status int) {
+	if t.cfg.hooks.Throttled != nil {
+		t.cfg.hooks.Throttled(ctx, status)
+	}
+	u.sync(nowNs, 0)
+	if !hasDelay {
+		d = t.backoff(u)
+	}
+	u.mu.Lock()
+	u.throttled++
+	u.mu.Unlock()
+	// Callers of an upstream with a known rate leave the pause one
+	// interval apart, after one jitter that keeps processes sharing the
+	// upstream from all starting together; callers of one with no known
+	// rate each add their own jitter when they take their slot.
+	if u.paced() {
+		d += t.jitter(d)
+	}
+	u.pause(nowNs, nowNs+int64(d))
+}
+
 // backoff is the pause after a throttled response that named no delay:
 // the default pause doubled for each throttled response in a row.
 func (t *Transport) backoff(u *upstream) time.Duration {
@@ -506,6 +536,12 @@ func (t *Transport) backoff(u *upstream) time.Duration {
 		d *= 2
 	}
 	return min(d, maxBackoff)
+}
+
+func (u *upstream) succeeded() {
+	u.mu.Lock()
+	u.throttled = 0
+	u.mu.Unlock()
 }
 
 func (u *upstream) paced() bool {
