@@ -235,7 +235,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		throttled := t.learn(ctx, u, resp)
 		u.answered(true)
-		if throttled && attempt < t.cfg.retries {
+		// Retry only when the pause ends within the bound: otherwise the
+		// caller is better served by the throttled response than by a
+		// *WaitError after its body was thrown away.
+		if throttled && attempt < t.cfg.retries && u.pausedUntil() <= bound.deadline {
 			if next, ok := replay(req); ok {
 				discard(resp.Body)
 				send = next
@@ -272,6 +275,15 @@ func (c call) keys(t *Transport) sluice.Keys {
 		return sluice.NewKeys("upstream", c.name)
 	}
 	return t.cfg.keys(c.req)
+}
+
+// CloseIdleConnections closes the idle connections of the wrapped
+// RoundTripper, if it has that method, so that http.Client's method of
+// the same name reaches it.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 }
 
 // bounds is how long one RoundTrip may wait, on the Transport's clock.
@@ -536,6 +548,12 @@ func (t *Transport) backoff(u *upstream) time.Duration {
 		d *= 2
 	}
 	return min(d, maxBackoff)
+}
+
+func (u *upstream) pausedUntil() int64 {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.paused
 }
 
 func (u *upstream) succeeded() {

@@ -293,6 +293,40 @@ func TestRetryReplaysBody(t *testing.T) {
 	}
 }
 
+// A throttled request whose pause would pass the maximum wait is not
+// retried: the caller gets the 429 itself, not a *WaitError.
+func TestNoRetryPastMaxWait(t *testing.T) {
+	clk := newStepClock()
+	s := &script{reply: func(int, *http.Request) *http.Response { return resp(429, "later", "Retry-After", "60") }}
+	tr := pace.New(s, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithJitter(noJitter),
+		pace.WithRetry(3), pace.WithMaxWait(10*time.Second))
+	req, _ := http.NewRequest("GET", "http://api.test/", nil)
+	res, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 429 || string(body) != "later" || s.count() != 1 || len(clk.Slept()) != 0 {
+		t.Fatalf("got %d %q after %d sends and sleeps %v; want the 429 at once", res.StatusCode, body, s.count(), clk.Slept())
+	}
+}
+
+// CloseIdleConnections reaches the wrapped transport.
+func TestCloseIdleConnections(t *testing.T) {
+	base := &closeCounter{}
+	(&http.Client{Transport: pace.New(base)}).CloseIdleConnections()
+	if base.n != 1 {
+		t.Fatalf("wrapped transport's CloseIdleConnections called %d times", base.n)
+	}
+}
+
+type closeCounter struct{ n int }
+
+func (c *closeCounter) RoundTrip(*http.Request) (*http.Response, error) {
+	return nil, errors.New("unused")
+}
+func (c *closeCounter) CloseIdleConnections() { c.n++ }
+
 // A body that cannot be replayed is not retried.
 func TestNoRetryWithoutGetBody(t *testing.T) {
 	clk := newStepClock()
