@@ -66,7 +66,7 @@ func TestCompare(t *testing.T) {
 func TestFleet(t *testing.T) {
 	srv := redistest.Start(t)
 	var out strings.Builder
-	runs, err := runFleet(&out, srv.Addr, 60, 1)
+	runs, err := runFleet(&out, srv.Addr, 30, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,8 +76,8 @@ func TestFleet(t *testing.T) {
 	}
 	local, mem, red := runs[0], runs[1], runs[2]
 	for _, r := range runs {
-		if r.Requests < 7600 || r.Requests > 8800 {
-			t.Errorf("%s: %d requests in 60 s, want about 8177 (136.28/s)", r.Name, r.Requests)
+		if r.Requests < 3800 || r.Requests > 4400 {
+			t.Errorf("%s: %d requests in 30 s, want about 4088 (136.28/s)", r.Name, r.Requests)
 		}
 		if r.Server429 != 0 {
 			t.Errorf("%s: the server throttled %d", r.Name, r.Server429)
