@@ -1,0 +1,2 @@
+// Package envoyrls serves Envoy's rate limit service.
+package envoyrls

@@ -1,0 +1,98 @@
+package envoyrls_test
+
+import (
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/envoyrls"
+	"github.com/sluicehq/sluice/stack/limitertest"
+	"github.com/sluicehq/sluice/stack/redisbackend"
+	"github.com/sluicehq/sluice/stack/redisbackend/redistest"
+)
+
+func redisBackend(t testing.TB, addr string, clock *limitertest.Clock, prefix string) *redisbackend.Backend {
+	t.Helper()
+	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { client.Close() })
+	b, err := redisbackend.New(client, redisbackend.WithClock(clock.Now), redisbackend.WithKeyPrefix(prefix),
+		redisbackend.WithTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Two rate limit services on one Redis share one limit: a fleet behaves
+// like one service, all or nothing across descriptors included.
+func TestRedisFleetSharesOneLimit(t *testing.T) {
+	srv := redistest.Start(t)
+	clock := limitertest.NewClock(limitertest.Start)
+	cfg := load(t, "api.yaml", twoLimits)
+	var clients []rlsv3.RateLimitServiceClient
+	for range 2 {
+		s := envoyrls.New(cfg, envoyrls.WithClock(clock.Now), envoyrls.WithBackend(redisBackend(t, srv.Addr, clock, "fleet")))
+		clients = append(clients, serve(t, s))
+	}
+	okCount := 0
+	for i := range 20 {
+		if ask(t, clients[i%2], "api", desc("tenant", "f")).OverallCode == ok {
+			okCount++
+		}
+	}
+	if okCount != 5 {
+		t.Fatalf("two services on one Redis admitted %d, want the limit of 5", okCount)
+	}
+	// All or nothing through Redis: the route limit denies, the tenant
+	// keeps its units.
+	for i := range 6 {
+		ask(t, clients[i%2], "api", desc("tenant", "g"), desc("route", "/g"))
+	}
+	r := ask(t, clients[0], "api", desc("tenant", "g"))
+	if r.Statuses[0].LimitRemaining != 2 {
+		t.Fatalf("tenant after 2 admitted and 4 denied requests: %v, want 2 left", r)
+	}
+	// Exact refill across the fleet: one unit every 12 s.
+	clock.Advance(12 * time.Second)
+	if got := countOK(t, clients[1], 3, "api", desc("tenant", "f")); got != 1 {
+		t.Errorf("12 s later: %d OK, want 1", got)
+	}
+	r = ask(t, clients[0], "api", desc("tenant", "f"))
+	if r.OverallCode != over || r.Statuses[0].DurationUntilReset.AsDuration() != 12*time.Second {
+		t.Errorf("spent again: %v, want over for 12s", r)
+	}
+}
+
+// When Redis is down the service fails open by default (OK, the error in
+// the metadata and to the handler) and OVER_LIMIT with WithFailClosed.
+func TestBackendDownFailsOpenOrClosed(t *testing.T) {
+	srv := redistest.Start(t)
+	if srv.External {
+		t.Skip("cannot stop an external Redis")
+	}
+	clock := limitertest.NewClock(limitertest.Start)
+	cfg := load(t, "api.yaml", twoLimits)
+	var heard []error
+	open := envoyrls.New(cfg, envoyrls.WithClock(clock.Now), envoyrls.WithBackend(redisBackend(t, srv.Addr, clock, "down")),
+		envoyrls.WithErrorHandler(func(err error) { heard = append(heard, err) }))
+	closed := envoyrls.New(cfg, envoyrls.WithClock(clock.Now), envoyrls.WithBackend(redisBackend(t, srv.Addr, clock, "down")), envoyrls.WithFailClosed())
+	co, cc := serve(t, open), serve(t, closed)
+	if r := ask(t, cc, "api", desc("tenant", "x")); r.OverallCode != ok {
+		t.Fatalf("with Redis up: %v", r)
+	}
+	srv.Stop()
+	r := ask(t, co, "api", desc("tenant", "x"))
+	if r.OverallCode != ok || meta(r, envoyrls.MetaError) == nil || len(heard) != 1 {
+		t.Errorf("fail-open: %v; handler heard %v", r, heard)
+	}
+	r = ask(t, cc, "api", desc("tenant", "x"), desc("nolimit", "y"))
+	if e, _ := meta(r, envoyrls.MetaError).(string); r.OverallCode != over || r.Statuses[0].Code != over || r.Statuses[1].Code != ok || e == "" {
+		t.Errorf("fail-closed: %v", r)
+	}
+	// A request no rule applies to needs no backend: OK either way.
+	if r := ask(t, cc, "api", desc("nolimit", "y")); r.OverallCode != ok || r.DynamicMetadata != nil {
+		t.Errorf("no rule, backend down: %v", r)
+	}
+}
