@@ -3,6 +3,7 @@ package envoyrls
 import (
 	"context"
 	"math"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -320,7 +321,7 @@ func bucketKey(kind, scope string, entries []*ratelimitv3.RateLimitDescriptor_En
 // resolve finds the limits of every descriptor.
 func (s *Server) resolve(cfg *Config, req *rlsv3.RateLimitRequest) plan {
 	n := len(req.Descriptors)
-	p := plan{unlimited: make([]bool, n), cost: make([]int64, n), negative: make([]bool, n)}
+	p := plan{unlimited: make([]bool, n), cost: make([]int64, n), negative: make([]bool, n), refs: make([]limitRef, 0, n)}
 	root := cfg.domains[req.Domain]
 	known := root != nil || len(cfg.gateway) > 0
 	var path [MaxEntries][2]string
@@ -435,7 +436,8 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	at := s.now()
 	p := s.resolve(cfg, req)
 
-	var ops, gives []stack.Op
+	ops := make([]stack.Op, 0, len(p.refs))
+	var gives []stack.Op
 	for i := range p.refs {
 		r := &p.refs[i]
 		if r.op < 0 {
@@ -567,13 +569,14 @@ func refill(r *limitRef, units int64) time.Duration {
 
 func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, out stack.Outcome, remaining []int64) {
 	denied := out.Denied >= 0
-	shadowDenied := map[int]bool{}
-	for _, i := range out.ShadowDenied {
-		shadowDenied[i] = true
-	}
-	var policy, current []byte
+	shadowDenied := func(op int) bool { return slices.Contains(out.ShadowDenied, op) }
+	policy := make([]byte, 0, 48*len(ops))
+	current := make([]byte, 0, 48*len(ops))
 	var shadowIDs []any
-	meta := map[string]any{}
+	var meta map[string]any
+	if denied {
+		meta = map[string]any{}
+	}
 	// per descriptor: the ref that governs its status (the denier, else the
 	// one with the fewest units left)
 	best := make([]int, len(resp.Statuses))
@@ -597,7 +600,7 @@ func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, 
 		case p.negative[r.desc]:
 		case denied && r.op == out.Denied:
 			over = true
-		case shadowDenied[r.op]:
+		case shadowDenied(r.op):
 			shadowIDs = append(shadowIDs, r.id)
 		case denied && !r.shadow && remaining != nil && left < op.Cost:
 			over = true // would have denied too
@@ -638,7 +641,7 @@ func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, 
 		}
 		if s.metrics != nil {
 			d := sluice.Decision{Allowed: !over, LimitID: r.id, Metric: sluice.MetricRequests}
-			if shadowDenied[r.op] {
+			if shadowDenied(r.op) {
 				d.Shadowed = []string{r.id}
 			}
 			s.metrics.Record(d, nil)
@@ -664,6 +667,9 @@ func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, 
 		}
 	}
 	if len(shadowIDs) > 0 {
+		if meta == nil {
+			meta = map[string]any{}
+		}
 		meta[MetaShadowDenied] = shadowIDs
 	}
 	if len(policy) > 0 {
