@@ -448,6 +448,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 			r.burst = 0 // rate 0 blocks: a permanent denial
 		}
 		op := stack.Op{Key: r.key, Rate: rate, Period: r.period, Burst: r.burst, Cost: p.cost[r.desc], Shadow: r.shadow}
+		if r.rpu == 0 && op.Cost == 0 && !p.negative[r.desc] {
+			op.Cost = 1 // rate 0 blocks: a check without consuming is over too
+		}
 		if p.negative[r.desc] {
 			give := op
 			give.Cost = -op.Cost
