@@ -2,11 +2,15 @@ package envoyrls_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicehq/sluice/envoyrls"
 )
 
 // requests_per_unit 0 blocks: every request is over, a check (hits 0)
@@ -72,5 +76,30 @@ func TestConcurrentRequestsAreExact(t *testing.T) {
 	r := ask(t, c, "api", hits(desc("tenant", "c"), 0), hits(desc("route", "/c"), 0))
 	if r.Statuses[0].LimitRemaining != 0 || int(r.Statuses[1].LimitRemaining) != 2-both {
 		t.Fatalf("buckets afterwards: %v (both %d)", r, both)
+	}
+}
+
+// WithMaxBuckets bounds the in-memory buckets: once 100 callers hold units,
+// a new value is denied (never admitted beyond a limit), and the callers
+// that have a bucket keep deciding as before.
+func TestMaxBucketsBoundsMemory(t *testing.T) {
+	_, c, clock := newServer(t, load(t, "api.yaml", twoLimits), envoyrls.WithMaxBuckets(100))
+	okCount := 0
+	for i := range 150 {
+		if ask(t, c, "api", desc("tenant", fmt.Sprint("caller-", i))).OverallCode == rlsv3.RateLimitResponse_OK {
+			okCount++
+		}
+	}
+	if okCount != 100 {
+		t.Fatalf("%d new callers admitted with room for 100 buckets", okCount)
+	}
+	if r := ask(t, c, "api", desc("tenant", "caller-7")); r.OverallCode != rlsv3.RateLimitResponse_OK || r.Statuses[0].LimitRemaining != 3 {
+		t.Fatalf("a caller with a bucket: %v", r)
+	}
+	// Once the buckets have refilled (12 s a unit, 5 units: a minute), they
+	// are reclaimed and new callers get room.
+	clock.Advance(2 * time.Minute)
+	if r := ask(t, c, "api", desc("tenant", "caller-new")); r.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("after the buckets refilled: %v", r)
 	}
 }
