@@ -102,6 +102,10 @@ type Rule struct {
 	Replaces []string
 	// DetailedMetric is accepted and recorded; metrics are per rule.
 	DetailedMetric bool
+
+	// scope identifies the node without ambiguity (each key and value
+	// length-prefixed; Path confuses key "a_b" with key "a", value "b").
+	scope string
 }
 
 // ID returns the rule's name, or its Path when it has none: what metrics,
@@ -395,7 +399,7 @@ func (p *yamlParser) file_(data []byte) (domain string, root *node, domainLine i
 		p.add(m.Line, "domain", "a domain is required")
 	}
 	if descs != nil {
-		p.descriptors(root, descs, "descriptors", domain, 1)
+		p.descriptors(root, descs, "descriptors", domain, lp(domain), 1)
 	}
 	if p.errs.Count() > before {
 		return domain, nil, domainLine
@@ -403,7 +407,7 @@ func (p *yamlParser) file_(data []byte) (domain string, root *node, domainLine i
 	return domain, root, domainLine
 }
 
-func (p *yamlParser) descriptors(parent *node, seq *yaml.Node, path, parentKey string, depth int) {
+func (p *yamlParser) descriptors(parent *node, seq *yaml.Node, path, parentKey, parentScope string, depth int) {
 	if seq.Kind == yaml.ScalarNode && seq.Tag == "!!null" {
 		return
 	}
@@ -416,11 +420,11 @@ func (p *yamlParser) descriptors(parent *node, seq *yaml.Node, path, parentKey s
 		return
 	}
 	for i, d := range seq.Content {
-		p.descriptor(parent, d, path+"["+strconv.Itoa(i)+"]", parentKey, depth)
+		p.descriptor(parent, d, path+"["+strconv.Itoa(i)+"]", parentKey, parentScope, depth)
 	}
 }
 
-func (p *yamlParser) descriptor(parent *node, d *yaml.Node, path, parentKey string, depth int) {
+func (p *yamlParser) descriptor(parent *node, d *yaml.Node, path, parentKey, parentScope string, depth int) {
 	if d.Kind != yaml.MappingNode {
 		p.add(d.Line, path, "must be a descriptor (a mapping with key, value, rate_limit, descriptors), got %s", kindName(d))
 		return
@@ -457,6 +461,7 @@ func (p *yamlParser) descriptor(parent *node, d *yaml.Node, path, parentKey stri
 		full += "_" + value
 	}
 	nodePath := parentKey + "." + full
+	scope := parentScope + "|" + lp(key) + "=" + lp(value)
 	n := newNode()
 	dup := false
 	switch {
@@ -491,11 +496,11 @@ func (p *yamlParser) descriptor(parent *node, d *yaml.Node, path, parentKey stri
 	if rl != nil {
 		n.rule = p.rule(rl, path+".rate_limit", nodePath)
 		if n.rule != nil {
-			n.rule.Shadow, n.rule.DetailedMetric = shadow, detailed
+			n.rule.Shadow, n.rule.DetailedMetric, n.rule.scope = shadow, detailed, scope
 		}
 	}
 	if children != nil {
-		p.descriptors(n, children, path+".descriptors", nodePath, depth+1)
+		p.descriptors(n, children, path+".descriptors", nodePath, scope, depth+1)
 	}
 }
 
@@ -598,6 +603,9 @@ func (p *yamlParser) boolean(v *yaml.Node, path string) bool {
 	p.add(v.Line, path, "must be true or false, got %q", v.Value)
 	return false
 }
+
+// lp length-prefixes s ("5:hello"), so that joined values stay apart.
+func lp(s string) string { return strconv.Itoa(len(s)) + ":" + s }
 
 func kindName(n *yaml.Node) string {
 	switch n.Kind {

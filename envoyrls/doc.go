@@ -30,9 +30,10 @@
 // All descriptors of a request are decided in one Backend.Take, ANDed and
 // all or nothing: a request one descriptor denies consumes nothing in the
 // others, and with Redis it is one round trip whatever the number of
-// descriptors. A descriptor's bucket is keyed by the domain and its keys and
-// values, so each distinct value under a default has its own bucket, and a
-// reload keeps the state of every rule that keeps its place and rate.
+// descriptors. A descriptor's bucket is keyed by its rule's place in the
+// domain's tree and the descriptor's keys and values, so each distinct value
+// under a default has its own bucket, and a reload keeps the state of every
+// rule that keeps its place, whatever its rate becomes.
 //
 //   - Cost: the request's hits_addend (0 means 1), overridden by the
 //     descriptor's own hits_addend, where an explicit 0 checks without
@@ -44,7 +45,8 @@
 //   - A descriptor's limit override (requests_per_unit, unit,
 //     unit_multiplier) replaces the configured rule, as in
 //     envoyproxy/ratelimit, in a domain the configuration knows; it is never
-//     in shadow mode.
+//     in shadow mode. Each distinct override of a descriptor has its own
+//     bucket, so two routes asking different limits do not share one.
 //   - Statuses: OVER_LIMIT for every descriptor whose bucket could not give
 //     its cost; current_limit names the rule (its name, else its path such
 //     as "edge.client_partner"); limit_remaining is what the bucket holds

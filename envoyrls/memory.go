@@ -3,6 +3,8 @@ package envoyrls
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,62 +22,98 @@ import (
 // bucket.Budget.
 const DefaultMaxBuckets = 1 << 20
 
-// maxTables bounds the distinct (rate, period, burst) triples the in-memory
-// backend keeps a table for: the configuration's rules plus the limits
-// requests send in their overrides.
+// maxTables bounds the tables the in-memory backend keeps: one per rule of
+// the configuration, gateway rate, and distinct limit override (domain and
+// rate) that requests have sent.
 const maxTables = 4096
 
-// errTooManyRates is the in-memory backend's error when requests' limit
+// errTooManyTables is the in-memory backend's error when requests' limit
 // overrides have asked for more distinct rates than it keeps tables for.
-var errTooManyRates = errors.New("envoyrls: more than 4096 distinct rates (limit overrides) in memory")
+var errTooManyTables = errors.New("envoyrls: more than 4096 rules and distinct limit overrides in memory")
 
 type tableKey struct {
 	rate, burst int64
 	period      time.Duration
 }
 
+// memTable is one table and the parameters it was last configured with.
+type memTable struct {
+	t *bucket.Table
+	k tableKey
+}
+
 // memoryBackend is a stack.Backend on package bucket's lock-free tables:
-// one Table per distinct rate, all sharing one Budget, so memory is bounded
-// whatever the descriptors' values. Buckets are keyed by a digest of the op's
-// key (the Table never stores the key itself).
+// one Table per rule (the "kind|scope" prefix of the op's key, see
+// bucketKey), all sharing one Budget, so memory is bounded whatever the
+// descriptors' values. Buckets are keyed by a digest of the op's key (the
+// Table never stores the key itself). When a reload changes a rule's rate,
+// its table is reconfigured and every bucket keeps the units it holds.
 type memoryBackend struct {
 	budget *bucket.Budget
 	mu     sync.Mutex
-	tables atomic.Pointer[map[tableKey]*bucket.Table]
+	tables atomic.Pointer[map[string]*memTable]
 }
 
 func newMemoryBackend(maxBuckets int) *memoryBackend {
 	m := &memoryBackend{budget: bucket.NewBudget(maxBuckets)}
-	m.tables.Store(&map[tableKey]*bucket.Table{})
+	m.tables.Store(&map[string]*memTable{})
 	return m
 }
 
-func (m *memoryBackend) table(op *stack.Op) (*bucket.Table, error) {
+// scopeOf returns the "kind|len:scope" prefix of a key bucketKey built, or
+// the whole key for any other.
+func scopeOf(key string) string {
+	i := strings.IndexByte(key, '|')
+	if i < 0 {
+		return key
+	}
+	j := strings.IndexByte(key[i+1:], ':')
+	if j < 0 {
+		return key
+	}
+	n, err := strconv.Atoi(key[i+1 : i+1+j])
+	end := i + 1 + j + 1 + n
+	if err != nil || n < 0 || end > len(key) {
+		return key
+	}
+	return key[:end]
+}
+
+func limitOf(k tableKey) rate.Limit {
+	if k.period > 0 && k.rate > 0 {
+		return rate.Limit(float64(k.rate) / k.period.Seconds())
+	}
+	return 0
+}
+
+func (m *memoryBackend) table(at time.Time, op *stack.Op) (*bucket.Table, error) {
 	k := tableKey{rate: op.Rate, burst: op.Burst, period: op.Period}
-	if t := (*m.tables.Load())[k]; t != nil {
-		return t, nil
+	scope := scopeOf(op.Key)
+	if e := (*m.tables.Load())[scope]; e != nil && e.k == k {
+		return e.t, nil
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cur := *m.tables.Load()
-	if t := cur[k]; t != nil {
-		return t, nil
+	e := cur[scope]
+	switch {
+	case e != nil && e.k == k:
+		return e.t, nil
+	case e != nil: // a reload changed the rule's rate: keep what the buckets hold
+		e.t.Reconfigure(at, limitOf(k), int(k.burst))
+		e = &memTable{t: e.t, k: k}
+	case len(cur) >= maxTables:
+		return nil, errTooManyTables
+	default:
+		e = &memTable{t: bucket.NewTable(limitOf(k), int(k.burst), bucket.WithBudget(m.budget)), k: k}
 	}
-	if len(cur) >= maxTables {
-		return nil, errTooManyRates
-	}
-	lim := rate.Limit(0)
-	if op.Period > 0 && op.Rate > 0 {
-		lim = rate.Limit(float64(op.Rate) / op.Period.Seconds())
-	}
-	t := bucket.NewTable(lim, int(op.Burst), bucket.WithBudget(m.budget))
-	next := make(map[tableKey]*bucket.Table, len(cur)+1)
+	next := make(map[string]*memTable, len(cur)+1)
 	for kk, v := range cur {
 		next[kk] = v
 	}
-	next[k] = t
+	next[scope] = e
 	m.tables.Store(&next)
-	return t, nil
+	return e.t, nil
 }
 
 // Take implements stack.Backend: all or nothing, in order. Units taken from
@@ -97,7 +135,7 @@ func (m *memoryBackend) Take(ctx context.Context, at time.Time, ops []stack.Op) 
 	}
 	for i := range ops {
 		op := &ops[i]
-		t, err := m.table(op)
+		t, err := m.table(at, op)
 		if err != nil {
 			giveBack(i)
 			return stack.Outcome{}, err
@@ -124,7 +162,7 @@ func (m *memoryBackend) Take(ctx context.Context, at time.Time, ops []stack.Op) 
 			if ops[j].Shadow {
 				continue
 			}
-			tj, err := m.table(&ops[j])
+			tj, err := m.table(at, &ops[j])
 			if err != nil {
 				break
 			}
@@ -155,7 +193,7 @@ func (m *memoryBackend) Adjust(ctx context.Context, at time.Time, ops []stack.Op
 	}
 	for i := range ops {
 		op := &ops[i]
-		t, err := m.table(op)
+		t, err := m.table(at, op)
 		if err != nil {
 			return err
 		}

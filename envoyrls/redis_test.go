@@ -1,6 +1,7 @@
 package envoyrls_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -94,5 +95,33 @@ func TestBackendDownFailsOpenOrClosed(t *testing.T) {
 	// A request no rule applies to needs no backend: OK either way.
 	if r := ask(t, cc, "api", desc("nolimit", "y")); r.OverallCode != ok || r.DynamicMetadata != nil {
 		t.Errorf("no rule, backend down: %v", r)
+	}
+}
+
+// A reload that changes a rule's rate keeps what its buckets hold (capped
+// at the new burst), in memory and on Redis: 3 of 5 taken, then 10 a
+// minute, leaves 2, not a fresh 10.
+func TestReloadWithANewRateKeepsUnits(t *testing.T) {
+	for _, backend := range []string{"memory", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			clock := limitertest.NewClock(limitertest.Start)
+			opts := []envoyrls.Option{envoyrls.WithClock(clock.Now)}
+			if backend == "redis" {
+				opts = append(opts, envoyrls.WithBackend(redisBackend(t, redistest.Start(t).Addr, clock, "rate")))
+			}
+			srv := envoyrls.New(load(t, "api.yaml", twoLimits), opts...)
+			c := serve(t, srv)
+			if got := countOK(t, c, 3, "api", desc("tenant", "k")); got != 3 {
+				t.Fatalf("%d OK", got)
+			}
+			srv.Reload(load(t, "api.yaml", strings.Replace(twoLimits, "requests_per_unit: 5}", "requests_per_unit: 10}", 1)))
+			r := ask(t, c, "api", hits(desc("tenant", "k"), 0))
+			if r.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 10 || r.Statuses[0].LimitRemaining != 2 {
+				t.Fatalf("after the reload: %v, want 2 left of 10", r)
+			}
+			if got := countOK(t, c, 4, "api", desc("tenant", "k")); got != 2 {
+				t.Errorf("after the reload: %d OK, want 2", got)
+			}
+		})
 	}
 }

@@ -147,9 +147,10 @@ func New(cfg *Config, opts ...Option) *Server {
 	return s
 }
 
-// Reload replaces the configuration atomically. Buckets are keyed by domain
-// and descriptor (not by file or position), so a rule that keeps its place
-// in the tree and its rate keeps its consumed state; requests in flight
+// Reload replaces the configuration atomically. Buckets are keyed by the
+// rule's place in its domain's tree and the descriptor (not by file or
+// position in it), so a rule that keeps its place keeps its consumed state,
+// whatever its rate becomes (capped at the new burst); requests in flight
 // finish on the configuration they started with.
 func (s *Server) Reload(cfg *Config) {
 	if cfg == nil {
@@ -290,10 +291,15 @@ func responseUnit(u Unit) rlsv3.RateLimitResponse_RateLimit_Unit {
 	return rlsv3.RateLimitResponse_RateLimit_UNKNOWN
 }
 
-// bucketKey identifies a bucket: the kind of rule, the domain (or the
-// gateway limit and rate), then every key and value of the descriptor, each
-// length-prefixed so that no two descriptors share a key whatever their
-// values hold.
+// bucketKey identifies a bucket: the kind of rule ("y" a YAML rule, "g" a
+// gateway limit, "o" a limit override), its scope (the rule's node; the
+// gateway limit and rate; the domain and the override's rate, so that two
+// overrides of one descriptor do not share a bucket), then every key and
+// value of the descriptor, each length-prefixed so that no two descriptors
+// share a key whatever their values hold. A rule keeps its scope across
+// reloads when it keeps its place in the tree, so its buckets keep their
+// state, whatever its rate becomes. The in-memory backend keeps one table
+// per "kind|scope" prefix (see scopeOf).
 func bucketKey(kind, scope string, entries []*ratelimitv3.RateLimitDescriptor_Entry) string {
 	n := len(kind) + len(scope) + 8
 	for _, e := range entries {
@@ -352,7 +358,7 @@ func (s *Server) resolve(cfg *Config, req *rlsv3.RateLimitRequest) plan {
 			}
 			p.refs = append(p.refs, limitRef{id: id, rpu: l.RequestsPerUnit, unit: u, mult: mult,
 				period: time.Duration(mult) * u.Duration(), burst: int64(l.RequestsPerUnit),
-				key: bucketKey("o", req.Domain, d.Entries), desc: i})
+				key: bucketKey("o", lp(req.Domain)+"|"+strconv.FormatUint(uint64(l.RequestsPerUnit), 10)+"/"+strconv.FormatUint(uint64(mult), 10)+string(u), d.Entries), desc: i})
 			continue
 		}
 		if root != nil {
@@ -368,7 +374,7 @@ func (s *Server) resolve(cfg *Config, req *rlsv3.RateLimitRequest) plan {
 				} else {
 					p.refs = append(p.refs, limitRef{id: r.ID(), name: r.Name, replaces: r.Replaces, rpu: r.RequestsPerUnit,
 						unit: r.Unit, mult: r.UnitMultiplier, period: time.Duration(r.UnitMultiplier) * r.Unit.Duration(), burst: int64(r.RequestsPerUnit), shadow: r.Shadow,
-						key: bucketKey("y", req.Domain, d.Entries), desc: i})
+						key: bucketKey("y", r.scope, d.Entries), desc: i})
 				}
 			}
 		}
@@ -401,7 +407,7 @@ func (s *Server) resolve(cfg *Config, req *rlsv3.RateLimitRequest) plan {
 				}
 				p.refs = append(p.refs, limitRef{id: g.rl.RateLimitID, rpu: uint32(min(r.Rate, math.MaxUint32)), unit: Unit(r.Period), mult: 1,
 					period: r.Period.Duration(), burst: burst, shadow: g.rl.Shadow,
-					key: bucketKey("g", g.rl.RateLimitID+"|"+strconv.Itoa(ei)+"|"+strconv.Itoa(ri), d.Entries), desc: i})
+					key: bucketKey("g", g.rl.RateLimitID+"|"+strconv.Itoa(ri), d.Entries), desc: i})
 			}
 		}
 	}
