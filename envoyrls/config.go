@@ -325,15 +325,6 @@ func Parse(files map[string][]byte) (*Config, error) {
 	return c, nil
 }
 
-// ParseYAML parses one envoyproxy/ratelimit YAML file; name is used in
-// error messages only.
-func ParseYAML(name string, data []byte) (*Config, error) {
-	if strings.HasSuffix(name, ".json") {
-		name += ".yaml" // the name decides the format in Parse
-	}
-	return Parse(map[string][]byte{name: data})
-}
-
 type yamlParser struct {
 	errs *match.ConfigError
 	file string

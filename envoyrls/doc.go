@@ -37,8 +37,7 @@
 //
 //   - Cost: the request's hits_addend (0 means 1), overridden by the
 //     descriptor's own hits_addend, where an explicit 0 checks without
-//     consuming (it is over only when the bucket is in debt or its rate is
-//     0). A cost above requests_per_unit is over, whatever the wait.
+//     consuming (it is over only when the rate is 0). A cost above requests_per_unit is over, whatever the wait.
 //   - is_negative_hits gives the cost back (Backend.Adjust with a negative
 //     cost, never above the burst), before the rest of the request is
 //     taken. Its exactness is that of the backend's refunds.
