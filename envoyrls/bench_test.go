@@ -44,7 +44,15 @@ func (c *callCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 // wall time per request are reported, with the ratios to "allow" and, on
 // Redis, the round trips per request.
 //
-//	go test ./envoyrls -run '^$' -bench ShouldRateLimit -benchmem -benchtime 2000x
+//	go test ./envoyrls -run '^$' -bench ShouldRateLimit -benchmem -benchtime 1000x
+//
+// Measured 2026-12-02 02:31 UTC, two runs, load average 9–11 on 2 cores
+// (other sessions' test suites), so read every figure as ± 30 %. grpc/allow:
+// in memory 570–770× (1 descriptor), 270–350× (3), 59–72× (10): the
+// loopback gRPC hop (100–200 µs here) dwarfs a 0.2–3 µs in-process
+// decision; on Redis 5.7–5.8× (1), 4.4–5.8× (3), 3.0–3.1× (10). direct/allow
+// on Redis 1.0–2.0×. Redis round trips per request: 1.000 on every side,
+// whatever the number of descriptors.
 func BenchmarkShouldRateLimit(b *testing.B) {
 	for _, backend := range []string{"memory", "redis"} {
 		for _, n := range []int{1, 3, 10} {
