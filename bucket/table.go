@@ -3,7 +3,6 @@ package bucket
 import (
 	"hash/maphash"
 	"math"
-	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -106,6 +105,7 @@ type shardState struct {
 	visits  uint32 // sweeps of other shards done from this one
 	high    int64  // high-water instant H, ns since epoch
 	highSet bool
+	given   int64 // ticks given back so far (GiveBack; see Grant)
 	floor   int64 // the latest state of a bucket dropped (ticks), if dropped
 	dropped bool
 	swept   uint64 // slots examined by sweeps, for tests of the sweep cost
@@ -245,21 +245,36 @@ func stale(i int, full, create bool, p *params, n int) bool {
 }
 
 // TryTakeN is TakeN reporting only Result.OK and Result.Remaining (see
-// TryTakeBytes).
+// TryTakeBytes). What it takes cannot be given back: use TryTakeGrant.
 func (t *Table) TryTakeN(key string, at time.Time, n int) (ok bool, remaining int64) {
-	return t.tryTake(t.digestString(key), nsOf(at), n)
+	return t.tryTake(t.digestString(key), nsOf(at), n, nil)
 }
 
 // TryTakeBytes is TakeBytes reporting only Result.OK and Result.Remaining
 // (see Bucket.TryTakeN): a refused take, including one refused because the
 // Budget is full, takes nothing, and TakeBytes then gives the full Result.
+// What it takes cannot be given back: use TryTakeGrantBytes.
 func (t *Table) TryTakeBytes(key []byte, at time.Time, n int) (ok bool, remaining int64) {
-	return t.tryTake(t.digestBytes(key), nsOf(at), n)
+	return t.tryTake(t.digestBytes(key), nsOf(at), n, nil)
 }
 
-func (t *Table) tryTake(d digest, ns int64, n int) (ok bool, remaining int64) {
+// TryTakeGrant is TryTakeN that also writes the take's Grant to *g (zero
+// on a denial), for hot paths that may give back (GiveBack).
+func (t *Table) TryTakeGrant(key string, at time.Time, n int, g *Grant) (ok bool, remaining int64) {
+	return t.tryTake(t.digestString(key), nsOf(at), n, g)
+}
+
+// TryTakeGrantBytes is TryTakeGrant with the key as bytes.
+func (t *Table) TryTakeGrantBytes(key []byte, at time.Time, n int, g *Grant) (ok bool, remaining int64) {
+	return t.tryTake(t.digestBytes(key), nsOf(at), n, g)
+}
+
+func (t *Table) tryTake(d digest, ns int64, n int, g *Grant) (ok bool, remaining int64) {
 	p := t.p.Load()
 	if p.inf {
+		if g != nil {
+			*g = Grant{p: p, key: d.hi, n: int64(max(n, 0))}
+		}
 		return true, p.n
 	}
 	create := fits(p, n)
@@ -270,12 +285,18 @@ func (t *Table) tryTake(d digest, ns int64, n int) (ok bool, remaining int64) {
 			s.mu.Unlock()
 		}
 		r := t.take(d, ns, n)
+		if g != nil {
+			*g = r.Grant
+		}
 		return r.OK, r.Remaining
 	}
 	if n > 0 {
-		s.raise(ns) // a take: see RefundTakeBytes
+		s.raise(ns) // a take: see Grant
 	}
-	ok, remaining = p.tryTakeLocked(&s.slots[i].tat, ns, n)
+	ok, remaining = p.tryTakeLocked(&s.slots[i].tat, ns, n, g)
+	if ok && g != nil {
+		g.key, g.q = d.hi, s.given
+	}
 	s.mu.Unlock()
 	return ok, remaining
 }
@@ -283,9 +304,12 @@ func (t *Table) tryTake(d digest, ns int64, n int) (ok bool, remaining int64) {
 // tryTakeLocked is params.tryTake for the state of a Table's slot, which is
 // only ever read or written under its shard's lock: a plain read and write
 // instead of a compare-and-swap, one locked instruction fewer per take.
-func (p *params) tryTakeLocked(s *atomic.Int64, ns int64, n int) (ok bool, remaining int64) {
+func (p *params) tryTakeLocked(s *atomic.Int64, ns int64, n int, g *Grant) (ok bool, remaining int64) {
 	if p.inf || n <= 0 || int64(n) > p.n || n > p.burst {
-		r, _ := p.take(s, ns, n)
+		r, _ := p.take(s, nil, ns, n)
+		if g != nil {
+			*g = r.Grant
+		}
 		return r.OK, r.Remaining
 	}
 	now := p.nsToTicks(ns)
@@ -293,9 +317,15 @@ func (p *params) tryTakeLocked(s *atomic.Int64, ns int64, n int) (ok bool, remai
 	base := max(*w, now)
 	newTat := base + int64(n)*p.unit
 	if newTat-now > p.tau {
+		if g != nil {
+			*g = Grant{}
+		}
 		return false, p.divUnit(p.tau - (base - now))
 	}
 	*w = newTat
+	if g != nil {
+		*g = Grant{p: p, at: ns, end: newTat, n: int64(n)}
+	}
 	return true, p.divUnit(p.tau - (newTat - now))
 }
 
@@ -323,7 +353,7 @@ func (t *Table) locate(d digest, ns int64, n int) (s *shard, i int, p *params, f
 func (t *Table) take(d digest, ns int64, n int) Result {
 	s, i, p, full, _, inf := t.locate(d, ns, n)
 	if inf {
-		return Result{OK: true, Remaining: p.n}
+		return Result{OK: true, Remaining: p.n, Grant: Grant{p: p, key: d.hi, n: int64(max(n, 0))}}
 	}
 	if s == nil {
 		return t.peek(nil, p, ns, n)
@@ -333,9 +363,12 @@ func (t *Table) take(d digest, ns int64, n int) Result {
 	switch {
 	case i >= 0:
 		if n > 0 {
-			s.raise(ns) // a take: see RefundTakeBytes
+			s.raise(ns) // a take: see Grant
 		}
-		r, _ = p.take(&s.slots[i].tat, ns, n)
+		r, _ = p.take(&s.slots[i].tat, nil, ns, n)
+		if r.OK {
+			r.Grant.key, r.Grant.q = d.hi, s.given
+		}
 	case full:
 		r = t.budgetDenial(s, p, ns)
 	default:
@@ -356,7 +389,10 @@ func (t *Table) allow(d digest, ns int64, n int) bool {
 	ok := false
 	switch {
 	case i >= 0:
-		ok, _ = p.allow(&s.slots[i].tat, ns, n)
+		if n > 0 {
+			s.raise(ns) // a take: see Grant
+		}
+		ok, _ = p.allow(&s.slots[i].tat, nil, ns, n)
 	case !create:
 		ok = t.peek(s, p, ns, n).OK
 	}
@@ -369,64 +405,62 @@ func (t *Table) allow(d digest, ns int64, n int) bool {
 func (t *Table) peek(s *shard, p *params, ns int64, n int) Result {
 	var tmp atomic.Int64
 	tmp.Store(initial(s, p))
-	r, _ := p.take(&tmp, ns, n)
-	r.tat, r.p = 0, nil // nothing was taken: nothing to refund
+	r, _ := p.take(&tmp, nil, ns, n)
+	r.Grant = Grant{} // nothing was taken: nothing to give back
 	return r
 }
 
-// RefundN gives back n tokens at at to key's bucket; see Bucket.RefundN. A
-// key without a bucket is full: nothing to do.
-func (t *Table) RefundN(key string, at time.Time, n int) {
-	t.refund(t.digestString(key), nsOf(at), n)
+// GiveBack returns n of the tokens that the take of key which made g took,
+// and counts them off g; see Bucket.GiveBack and Grant. The Table's bound
+// uses the latest instant of any take on the key's shard, so a give-back
+// is exact when no take on the shard since has used a later instant. A
+// key whose bucket was reclaimed since (it had refilled to full) gets
+// nothing back; the tokens still count off g.
+//
+// After a Reconfigure, a give-back of an earlier take returns at most what
+// of it had not refilled by the instant of the change.
+//
+// It returns an error matching ErrGiveBack, and gives nothing back, when
+// n is negative or more than g.Outstanding(), when g records no take, or
+// when g is from another key (or, almost surely, another Table).
+func (t *Table) GiveBack(key string, g *Grant, n int) error {
+	return t.giveBack(t.digestString(key), g, n)
 }
 
-// RefundBytes is RefundN with the key as bytes.
-func (t *Table) RefundBytes(key []byte, at time.Time, n int) {
-	t.refund(t.digestBytes(key), nsOf(at), n)
+// GiveBackBytes is GiveBack with the key as bytes.
+func (t *Table) GiveBackBytes(key []byte, g *Grant, n int) error {
+	return t.giveBack(t.digestBytes(key), g, n)
 }
 
-func (t *Table) refund(d digest, ns int64, n int) {
-	if n <= 0 {
-		return
+func (t *Table) giveBack(d digest, g *Grant, n int) error {
+	if err := g.check(n); err != nil {
+		return err
 	}
-	s, i, p, _ := t.slotFor(d, ns, false)
-	if s == nil {
-		return
+	if g.key != d.hi {
+		return errForeign
 	}
-	if i >= 0 {
-		p.refund(&s.slots[i].tat, ns, n)
+	if n == 0 {
+		return nil
 	}
-	s.mu.Unlock()
-}
-
-// RefundTakeBytes is Bucket.RefundTake for key's bucket: it gives back up
-// to n of the tokens of the take that returned res, only those not yet
-// refilled by at, or by the latest instant any take on the key's shard has
-// used if that is later: a take since res at a later instant may have found
-// the bucket refilled past res and started over from its own instant, and
-// then nothing of res is left to give back, whatever order the callers'
-// instants came in. A key reclaimed since (it was full) gets nothing back.
-func (t *Table) RefundTakeBytes(key []byte, res Result, at time.Time, n int) {
-	if !res.OK || res.p == nil || n <= 0 {
-		return
-	}
-	ns := nsOf(at)
-	s, i, p, _ := t.slotFor(t.digestBytes(key), ns, false)
-	if s == nil {
-		return
-	}
-	if i >= 0 {
-		// Not before the shard's latest take: a take since res with a later
-		// instant may have found the bucket refilled past res's state and
-		// started from its own instant, leaving nothing of res to give back
-		// (giving it back would hand out its tokens twice).
-		at := ns
-		if s.highSet && s.high > at {
-			at = s.high
+	// A lookup at the earliest instant: its amortised sweep, if any, drops
+	// nothing (see maintain).
+	s, i, p, _ := t.slotFor(d, math.MinInt64, false)
+	if i >= 0 && !p.inf {
+		hi := p.nsToTicks(math.MinInt64)
+		if s.highSet {
+			hi = p.nsToTicks(s.high)
 		}
-		p.refundTake(&s.slots[i].tat, res, at, n)
+		w := (*int64)(unsafe.Pointer(&s.slots[i].tat))                  // the lock orders every access
+		if dd := g.bound(int64(n), p, hi, s.given); dd > 0 && *w > hi { // else nothing may come back, or full already
+			*w = max(*w-dd, hi) // never below the latest instant, as Bucket.GiveBack
+			s.given += dd
+		}
 	}
-	s.mu.Unlock()
+	g.n -= int64(n)
+	if s != nil {
+		s.mu.Unlock()
+	}
+	return nil
 }
 
 // ChargeN takes n tokens at at from key's bucket unconditionally, possibly
@@ -450,7 +484,7 @@ func (t *Table) charge(d digest, ns int64, n int) {
 	s, i, p, _ := t.slotForMode(d, ns, modeForce)
 	if i >= 0 {
 		s.raise(ns)
-		p.charge(&s.slots[i].tat, ns, n)
+		p.charge(&s.slots[i].tat, nil, ns, n)
 	}
 	s.mu.Unlock()
 }
@@ -520,7 +554,8 @@ func (t *Table) Reconfigure(at time.Time, r rate.Limit, b int) {
 			old := t.p.Load()
 			for i := range set.shards {
 				s := &set.shards[i]
-				if np.inf { // nothing to remember: every bucket is full
+				s.raise(nsOf(at)) // bounds the give-backs of earlier takes (Grant.bound)
+				if np.inf {       // nothing to remember: every bucket is full
 					t.dropAll(s)
 					continue
 				}
@@ -542,434 +577,4 @@ func (t *Table) Reconfigure(at time.Time, r rate.Limit, b int) {
 			return
 		}
 	}
-}
-
-// dropAll empties s (locked).
-func (t *Table) dropAll(s *shard) {
-	if t.acct != nil && s.live > 0 {
-		t.acct.n.Add(-int64(s.live))
-		t.budget.release(s.live)
-	}
-	s.slots, s.live, s.peak, s.cursor = nil, 0, 0, 0
-	s.floor, s.dropped = 0, false // under rate.Inf every state converts to fresh
-}
-
-// initial is the state of a new bucket in s: the latest state of any bucket
-// the shard has dropped (fresh if none), so that a key whose bucket was
-// dropped never gets back more than that bucket held. s.mu must be held; s
-// may be nil (an empty Table).
-func initial(s *shard, p *params) int64 {
-	if s == nil || !s.dropped || p.inf {
-		return fresh
-	}
-	return s.floor
-}
-
-type mode int
-
-const (
-	modeLookup mode = iota // never create
-	modeCreate             // create within the Budget
-	modeForce              // create even beyond the Budget
-)
-
-// slotFor locks d's shard and returns it with the index of d's slot and the
-// parameters to use under the lock. The index is -1 when d has no bucket
-// and create is false, or when the Budget is full (full is then true). s is
-// nil only when the Table is empty and create is false; otherwise the
-// caller must unlock s.
-func (t *Table) slotFor(d digest, ns int64, create bool) (s *shard, i int, p *params, full bool) {
-	m := modeLookup
-	if create {
-		m = modeCreate
-	}
-	return t.slotForMode(d, ns, m)
-}
-
-func (t *Table) slotForMode(d digest, ns int64, m mode) (s *shard, i int, p *params, full bool) {
-	for {
-		set := t.set.Load()
-		if set == nil {
-			if m == modeLookup {
-				return nil, -1, t.p.Load(), false
-			}
-			t.initSet()
-			continue
-		}
-		s = &set.shards[d.lo&set.mask]
-		s.mu.Lock()
-		if s.moved {
-			s.mu.Unlock()
-			continue
-		}
-		p = t.p.Load()
-		if s.ops++; s.ops%sweepEvery == 0 {
-			t.maintain(set, s, p, ns, m != modeLookup)
-		}
-		i, found := s.find(d)
-		if found || m == modeLookup {
-			if !found {
-				i = -1
-			}
-			return s, i, p, false
-		}
-		i, st := t.insert(set, s, d, ns, p, m == modeForce)
-		switch st {
-		case insMoved:
-			s.mu.Unlock()
-			continue
-		case insFull:
-			return s, -1, p, true
-		}
-		return s, i, p, false
-	}
-}
-
-func (t *Table) initSet() {
-	t.mu.Lock()
-	if t.set.Load() == nil {
-		t.set.Store(&shardSet{shards: make([]shard, 1)})
-	}
-	t.mu.Unlock()
-}
-
-// raise moves s's high-water mark up to ns.
-func (s *shard) raise(ns int64) {
-	if !s.highSet || ns > s.high {
-		s.high, s.highSet = ns, true
-	}
-}
-
-// maintain is the amortised sweep run by every sweepEvery-th operation on s
-// (locked).
-//
-// Only operations that may change a bucket at ns (takes and charges) move
-// the high-water mark up to ns and sweep at ns; lookups and refunds sweep
-// at no later than the mark, so a query about a future instant drops no
-// bucket that takes have not made full.
-func (t *Table) maintain(set *shardSet, s *shard, p *params, ns int64, raise bool) {
-	if len(s.slots) > 0 {
-		if raise {
-			s.raise(ns)
-		}
-		t.sweep(s, p, sweepSlots, reclaimGrace, s.cut(ns, raise))
-	}
-	if s.ops%visitEvery == 0 && len(set.shards) > 1 {
-		s.visits++
-		o := &set.shards[(uint64(s.idx)+uint64(s.visits))&set.mask]
-		if o != s && o.mu.TryLock() {
-			if !o.moved && len(o.slots) > 0 {
-				if raise {
-					o.raise(ns)
-				}
-				t.sweep(o, p, visitSlots, reclaimGrace, o.cut(ns, raise))
-			}
-			o.mu.Unlock()
-		}
-	}
-}
-
-// home is the first slot probed for hash h in an array of n slots.
-func home(h uint64, n int) int {
-	hi, _ := bits.Mul64(h, uint64(n))
-	return int(hi)
-}
-
-// find returns the index of d's slot, or of the empty slot where it would
-// go (found false); -1 when s has no slots.
-func (s *shard) find(d digest) (int, bool) {
-	n := len(s.slots)
-	if n == 0 {
-		return -1, false
-	}
-	i := home(d.hi, n)
-	for {
-		sl := &s.slots[i]
-		if sl.hi == d.hi && sl.lo == d.lo {
-			return i, true
-		}
-		if sl.hi|sl.lo == 0 {
-			return i, false
-		}
-		if i++; i == n {
-			i = 0
-		}
-	}
-}
-
-type insStatus int
-
-const (
-	insOK    insStatus = iota
-	insMoved           // the shard was split: retry on the new set
-	insFull            // the Budget is full
-)
-
-// insert creates d's bucket in s (locked; d has none), in the state of the
-// latest bucket s dropped (full if none). It reclaims and resizes as needed.
-func (t *Table) insert(set *shardSet, s *shard, d digest, ns int64, p *params, force bool) (int, insStatus) {
-	s.raise(ns)
-	if (s.live+1)*4 > len(s.slots)*3 {
-		// Full enough to grow: reclaim first, then grow (or split) unless
-		// the reclaim made room for an eighth of the array's slots. A
-		// reclaim that freed only a few would be run again, over the whole
-		// array, by the next few inserts: when keys come and go at the same
-		// pace with the live count just under the threshold, that was a
-		// full pass per insert.
-		if s.live > 0 {
-			t.sweepAll(s, p, reclaimGrace, ns)
-		}
-		if (s.live+1)*8 > len(s.slots)*5 {
-			if len(set.shards) == 1 && t.maxShards > 1 && s.live+1 >= splitAt {
-				t.split(s)
-				return -1, insMoved
-			}
-			s.resize((s.live + 1) * 2)
-		}
-	}
-	if t.budget != nil && !t.budget.acquire(force) && !t.reclaimFor(s, p, ns) {
-		return -1, insFull
-	}
-	if len(s.slots) == 0 { // a reclaim emptied and freed the array
-		s.slots = make([]slot, minSlots)
-	}
-	i, _ := s.find(d)
-	sl := &s.slots[i]
-	sl.hi, sl.lo = d.hi, d.lo
-	sl.tat.Store(initial(s, p))
-	s.live++
-	s.peak = max(s.peak, s.live)
-	if t.acct != nil {
-		t.acct.n.Add(1)
-	}
-	return i, insOK
-}
-
-// cut is the instant a sweep by an operation at ns on s (locked) drops
-// full buckets at: ns for a take or charge (raise), no later than the
-// shard's high-water mark for a lookup, so that a query about a future
-// instant drops nothing that takes have not made full.
-func (s *shard) cut(ns int64, raise bool) int64 {
-	if !raise && s.highSet && s.high < ns {
-		return s.high
-	}
-	return ns
-}
-
-// sweep examines up to k slots of s (locked) from its cursor and drops the
-// buckets that have been full for grace at instant cut; when the cursor
-// wraps, it shrinks the array if it has become mostly empty. The latest
-// state dropped becomes the shard's floor, the state new buckets start
-// from.
-//
-// The cut is the sweeping operation's own instant, not the shard's
-// high-water mark: one operation at an instant far ahead of the others
-// then drops at most the k slots it sweeps, and the floor never goes
-// beyond a state some bucket really had, so it cannot deny every new key
-// until the clock catches up with that instant.
-func (t *Table) sweep(s *shard, p *params, k int, grace int64, cut int64) {
-	n := len(s.slots)
-	if n == 0 {
-		return
-	}
-	if cut > math.MinInt64+grace {
-		cut -= grace
-	}
-	now := p.nsToTicks(cut) // drop what has been full for grace
-	c := s.cursor % n
-	freed, shrink := 0, false
-	s.swept += uint64(k)
-	for range k {
-		sl := &s.slots[c]
-		if tat := sl.tat.Load(); sl.hi|sl.lo != 0 && tat <= now {
-			if !s.dropped || tat > s.floor {
-				s.floor, s.dropped = tat, true
-			}
-			s.remove(c) // a later entry may move into c: look at c again
-			freed++
-			continue
-		}
-		if c++; c == n {
-			// A pass is complete. Shrink if the array stayed under three
-			// eighths full all through it: a shard whose buckets are
-			// reclaimed and re-created at a steady pace keeps its array.
-			c = 0
-			shrink = s.peak*8 < n*3 && (n > minSlots || s.peak == 0)
-			s.peak = s.live - freed
-		}
-	}
-	s.cursor = c
-	s.live -= freed
-	if freed > 0 && t.acct != nil {
-		t.acct.n.Add(-int64(freed))
-		t.budget.release(freed)
-	}
-	if shrink {
-		s.resize(s.live * 2)
-	}
-}
-
-// sweepAll is a whole pass of sweep over s (locked) in time linear in the
-// array: it empties every bucket full for grace at instant cut (as sweep,
-// recording the floor), then moves each remaining entry back to the first free slot of its probe
-// run, where sweep's one-by-one removal would shift a run once per bucket
-// dropped from it (quadratic in the run's length when most of a run
-// refilled together, as keys that churn do).
-func (t *Table) sweepAll(s *shard, p *params, grace int64, cut int64) {
-	n := len(s.slots)
-	if n == 0 {
-		return
-	}
-	if cut > math.MinInt64+grace {
-		cut -= grace
-	}
-	now := p.nsToTicks(cut)
-	s.swept += uint64(n)
-	freed, empty := 0, -1
-	for c := range s.slots {
-		sl := &s.slots[c]
-		if sl.hi|sl.lo == 0 {
-			empty = c // empty before this sweep: no probe run crosses it
-			continue
-		}
-		if tat := sl.tat.Load(); tat <= now {
-			if !s.dropped || tat > s.floor {
-				s.floor, s.dropped = tat, true
-			}
-			sl.hi, sl.lo = 0, 0
-			sl.tat.Store(0)
-			freed++
-		}
-	}
-	if freed > 0 && empty < 0 {
-		// No slot was empty before (the load factor keeps one, so this is
-		// defensive): rebuild the array instead.
-		s.resize(n)
-	} else if freed > 0 {
-		// From a slot that was empty before the sweep, once around. No
-		// probe run crosses that slot, so every entry's home lies between
-		// it and the entry, and every entry before the one at j is already
-		// where a lookup finds it first: re-placing the entry at j puts it
-		// at the first free slot from its home, at or before j, and
-		// creates no gap in the run of an entry already placed. (Starting
-		// from a slot this sweep emptied would not do: a run that crossed
-		// it could get a gap from a later re-placement.)
-		j := empty
-		for range n - 1 {
-			if j++; j == n {
-				j = 0
-			}
-			sl := &s.slots[j]
-			if sl.hi|sl.lo == 0 || home(sl.hi, n) == j {
-				continue
-			}
-			hi, lo, tat := sl.hi, sl.lo, sl.tat.Load()
-			sl.hi, sl.lo = 0, 0
-			sl.tat.Store(0)
-			s.place(hi, lo, tat)
-		}
-	}
-	// A complete pass: shrink as sweep does when its cursor wraps.
-	s.live -= freed
-	shrink := s.peak*8 < n*3 && (n > minSlots || s.peak == 0)
-	s.peak = s.live
-	if freed > 0 && t.acct != nil {
-		t.acct.n.Add(-int64(freed))
-		t.budget.release(freed)
-	}
-	if shrink {
-		s.resize(s.live * 2)
-	}
-}
-
-// remove empties slot i of s, shifting later entries of its probe run back
-// so that lookups need no tombstones. The caller adjusts s.live.
-func (s *shard) remove(i int) {
-	n := len(s.slots)
-	j := i
-	for {
-		if j++; j == n {
-			j = 0
-		}
-		sl := &s.slots[j]
-		if sl.hi|sl.lo == 0 {
-			break
-		}
-		k := home(sl.hi, n)
-		// The entry at j may move back to i unless its home lies cyclically
-		// in (i, j].
-		if i <= j {
-			if i < k && k <= j {
-				continue
-			}
-		} else if i < k || k <= j {
-			continue
-		}
-		dst := &s.slots[i]
-		dst.hi, dst.lo = sl.hi, sl.lo
-		dst.tat.Store(sl.tat.Load())
-		i = j
-	}
-	e := &s.slots[i]
-	e.hi, e.lo = 0, 0
-	e.tat.Store(0)
-}
-
-// resize rehashes s's live buckets into an array of about want slots
-// (none when s is empty).
-func (s *shard) resize(want int) {
-	if want <= 0 {
-		s.slots, s.cursor = nil, 0
-		return
-	}
-	want = max(want, minSlots)
-	old := s.slots
-	s.slots = make([]slot, want)
-	s.cursor = 0
-	for j := range old {
-		if o := &old[j]; o.hi|o.lo != 0 {
-			s.place(o.hi, o.lo, o.tat.Load())
-		}
-	}
-}
-
-// place puts an entry known to be absent into s's array.
-func (s *shard) place(hi, lo uint64, tat int64) {
-	i, _ := s.find(digest{hi, lo})
-	sl := &s.slots[i]
-	sl.hi, sl.lo = hi, lo
-	sl.tat.Store(tat)
-}
-
-// split replaces the Table's one-shard set by maxShards shards holding the
-// same buckets; s (locked) is that one shard and is marked moved.
-func (t *Table) split(s *shard) {
-	n := t.maxShards
-	ns := &shardSet{mask: uint64(n - 1), shards: make([]shard, n)}
-	counts := make([]int, n)
-	for j := range s.slots {
-		if sl := &s.slots[j]; sl.hi|sl.lo != 0 {
-			counts[sl.lo&ns.mask]++
-		}
-	}
-	for i := range ns.shards {
-		d := &ns.shards[i]
-		d.idx = i
-		d.high, d.highSet = s.high, s.highSet
-		d.floor, d.dropped = s.floor, s.dropped
-		if counts[i] > 0 {
-			d.slots = make([]slot, max(minSlots, counts[i]*2))
-		}
-	}
-	for j := range s.slots {
-		if sl := &s.slots[j]; sl.hi|sl.lo != 0 {
-			d := &ns.shards[sl.lo&ns.mask]
-			d.place(sl.hi, sl.lo, sl.tat.Load())
-			d.live++
-			d.peak++
-		}
-	}
-	t.set.Store(ns)
-	s.moved = true
-	s.slots, s.live = nil, 0
 }

@@ -31,8 +31,13 @@ type Backend interface {
 	// is reported in Outcome.ShadowDenied and takes nothing; evaluation goes on.
 	Take(ctx context.Context, at time.Time, ops []Op) (Outcome, error)
 	// Adjust adds ops[i].Cost to each bucket without any check: a positive
-	// cost is a forced charge (the bucket may go into debt), a negative one
-	// an exact refund (never above full). Used to settle reservations.
+	// cost is a forced charge (the bucket may go into debt). A negative cost
+	// gives back units that a Take at ops[i].TakenAt took from that bucket:
+	// at most -Cost of them, and fewer when a take since then, at an
+	// instant later than TakenAt, may have started over from the bucket's
+	// state (see package bucket's Grant): a give-back never hands out a unit
+	// that was not refilled, whatever the order in which processes' calls
+	// arrive. Used to settle reservations.
 	Adjust(ctx context.Context, at time.Time, ops []Op) error
 }
 
@@ -48,6 +53,10 @@ type Op struct {
 	Burst  int64
 	// Cost is the number of units to take (Take) or add (Adjust).
 	Cost int64
+	// TakenAt is, for a give-back (Adjust with a negative Cost), the
+	// instant of the Take that took the units (its at argument). A backend
+	// bounds the give-back by it; the zero time gives nothing back.
+	TakenAt time.Time
 	// Shadow marks an op of a shadow-mode limit: reported, never denying.
 	Shadow bool
 	// Conn marks a connections slot instead of a bucket (only for a
@@ -172,6 +181,10 @@ func (m *MemoryBackend) release(op Op) {
 type memBucket struct {
 	b                   *bucket.Bucket
 	rate, burst, period int64
+	// The Grant of the latest take and its instant: a give-back of a take
+	// at that instant with nothing taken since is then exact (see Adjust).
+	last   bucket.Grant
+	lastAt time.Time
 }
 
 // NewMemoryBackend returns an empty MemoryBackend.
@@ -204,6 +217,7 @@ func (m *MemoryBackend) Take(ctx context.Context, at time.Time, ops []Op) (Outco
 	}
 	out := Outcome{Denied: -1, Remaining: make([]int64, len(ops))}
 	taken := make([]bool, len(ops))
+	grants := make([]bucket.Grant, len(ops))
 	for i, op := range ops {
 		var res bucket.Result
 		if op.Conn {
@@ -221,6 +235,8 @@ func (m *MemoryBackend) Take(ctx context.Context, at time.Time, ops []Op) (Outco
 		}
 		if res.OK {
 			taken[i] = true
+			grants[i] = res.Grant
+			m.remember(op.Key, at, res.Grant)
 			out.Remaining[i] = res.Remaining
 			continue
 		}
@@ -238,7 +254,10 @@ func (m *MemoryBackend) Take(ctx context.Context, at time.Time, ops []Op) (Outco
 			case ops[j].Conn:
 				m.release(ops[j])
 			default:
-				m.get(at, ops[j]).RefundN(at, int(ops[j].Cost))
+				// Refused only after a change of the op's parameters, which
+				// converted the bucket's tokens: nothing left to give back.
+				_ = m.get(at, ops[j]).GiveBack(&grants[j], int(ops[j].Cost))
+				m.remember(ops[j].Key, time.Time{}, bucket.Grant{}) // given back: nothing to remember
 			}
 		}
 		for j := i + 1; j < len(ops) && !out.Permanent; j++ {
@@ -249,7 +268,7 @@ func (m *MemoryBackend) Take(ctx context.Context, at time.Time, ops []Op) (Outco
 			r := ob.TakeN(at, int(ops[j].Cost))
 			switch {
 			case r.OK:
-				ob.RefundN(at, int(ops[j].Cost))
+				_ = ob.GiveBack(&r.Grant, int(ops[j].Cost))
 			case r.Permanent || r.OverBurst:
 				out.Permanent, out.RetryAfter = true, 0
 				out.OverBurst = r.OverBurst && ops[j].Burst > 0
@@ -261,6 +280,15 @@ func (m *MemoryBackend) Take(ctx context.Context, at time.Time, ops []Op) (Outco
 		return out, nil
 	}
 	return out, nil
+}
+
+// remember records g, taken at at, as key's latest take.
+func (m *MemoryBackend) remember(key string, at time.Time, g bucket.Grant) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if mb := m.buckets[key]; mb != nil {
+		mb.last, mb.lastAt = g, at
+	}
 }
 
 // Adjust implements Backend.
@@ -279,8 +307,19 @@ func (m *MemoryBackend) Adjust(ctx context.Context, at time.Time, ops []Op) erro
 		switch {
 		case op.Cost > 0:
 			b.ChargeN(at, int(op.Cost))
-		case op.Cost < 0:
-			b.RefundN(at, int(-op.Cost))
+		case op.Cost < 0 && !op.TakenAt.IsZero():
+			// Bounded by the takes since op.TakenAt (see Backend.Adjust):
+			// through the latest take's own Grant when it is the one given
+			// back, which makes a prompt give-back exact.
+			m.mu.Lock()
+			mb := m.buckets[op.Key]
+			g := &mb.last
+			if !mb.lastAt.Equal(op.TakenAt) || g.Outstanding() < -op.Cost {
+				g = new(bucket.Grant)
+				*g = b.GrantFor(op.TakenAt, int(-op.Cost))
+			}
+			_ = b.GiveBack(g, int(-op.Cost))
+			m.mu.Unlock()
 		}
 	}
 	return nil

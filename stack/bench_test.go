@@ -350,30 +350,32 @@ func (sp *specialist) decide(k *sluice.Keys) (bool, int64) {
 	} else if one = sp.exact[[2]string{tg, tl}]; one == nil {
 		perTool = sp.perTarget[tg]
 	}
+	var g1 bucket.Grant
 	switch {
 	case one != nil:
-		if ok, _ := one.TryTakeN(t, 1); !ok {
+		if ok, _ := one.TryTakeGrant(t, 1, &g1); !ok {
 			return false, 0
 		}
 	case perTool != nil:
-		if ok, _ := perTool.TryTakeN(tl, t, 1); !ok {
+		if ok, _ := perTool.TryTakeGrant(tl, t, 1, &g1); !ok {
 			return false, 0
 		}
 	}
 	giveBack := func() {
 		if one != nil {
-			one.RefundN(t, 1)
+			_ = one.GiveBack(&g1, 1)
 		} else if perTool != nil {
-			perTool.RefundN(tl, t, 1)
+			_ = perTool.GiveBack(tl, &g1, 1)
 		}
 	}
-	if ok, _ := sp.target.TryTakeN(tg, t, 1); !ok {
+	var g2 bucket.Grant
+	if ok, _ := sp.target.TryTakeGrant(tg, t, 1, &g2); !ok {
 		giveBack()
 		return false, 0
 	}
 	ok, left := sp.caller.TryTakeN(c, t, 1)
 	if !ok {
-		sp.target.RefundN(tg, t, 1)
+		_ = sp.target.GiveBack(tg, &g2, 1)
 		giveBack()
 	}
 	return ok, left

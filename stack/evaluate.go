@@ -2,12 +2,8 @@ package stack
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
-	"hash/maphash"
-	"math/bits"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -26,7 +22,8 @@ type item struct {
 	rank   int32       // rb.rank, kept here for the sort
 	taken  bool
 	cost   int
-	lease  uint64 // connections: the lease taken
+	lease  uint64       // connections: the lease taken
+	grant  bucket.Grant // a bucket: what to give back if a later limit denies
 }
 
 // take takes the item's cost from its bucket (a probe after a denial).
@@ -61,13 +58,16 @@ func (it *item) takeConn(kb []byte, t time.Time, s *Stack) bucket.Result {
 	return bucket.Result{RetryAfter: connRetryAfter}
 }
 
-func (it *item) refund(kb []byte, t time.Time) {
+// refund gives back what the item took: a bucket's grant (refused only
+// when a reload changed the bucket's rate or burst since, which converted
+// its tokens then), or a connections slot.
+func (it *item) refund(kb []byte) {
 	rb := it.rb
 	switch {
 	case rb.shared != nil:
-		rb.shared.RefundN(t, it.cost)
+		_ = rb.shared.GiveBack(&it.grant, int(it.grant.Outstanding()))
 	case rb.table != nil:
-		rb.table.RefundBytes(kb[it.k0:it.k1], t, it.cost)
+		rb.table.GiveBackBytes(kb[it.k0:it.k1], &it.grant, int(it.grant.Outstanding()))
 	case rb.conn != nil:
 		rb.conn.release(it.lease)
 	default:
@@ -133,181 +133,6 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 	b.vals, b.hashes = vals[:], hashes[:]
 	_, _, err := s.evaluateInto(ctx, c, keys, t, tokens, r, d, &b)
 	return err
-}
-
-// evaluateSingles decides a request against a singles plan (see
-// compiled.singles) when every bucket admits it: each limit's value is its
-// bucket's key, taken directly, in rank order. On the first refusal it
-// gives back what it took and returns false, leaving d untouched, and
-// evaluate decides the request again on the general path, which reports the
-// denial (a refused take takes nothing, so the state is as before the call,
-// up to concurrent requests). It returns false at once when the context asks
-// for the evaluated list, and for a value too long to be its own bucket key.
-func (s *Stack) evaluateSingles(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, d *sluice.Decision) bool {
-	if sluice.EvaluatedRequested(ctx) {
-		return false
-	}
-	var (
-		taken [inlineItems]struct {
-			tab  *bucket.Table
-			v    string
-			cost int
-		}
-		n     int
-		tight *rateBucket
-		left  int64
-	)
-	for i := range c.singles {
-		sl := &c.singles[i]
-		v, found := keys.Get(sl.name)
-		if !found {
-			continue // a missing dimension skips the limit
-		}
-		rb := sl.rb
-		cost := rb.cost(tokens)
-		var ok bool
-		var rem int64
-		tab := rb.table.get()
-		if len(v) <= rawMax { // a longer value's key is a digest: the general path
-			ok, rem = tab.TryTakeN(v, t, cost)
-		}
-		if !ok {
-			for j := n - 1; j >= 0; j-- {
-				taken[j].tab.RefundN(taken[j].v, t, taken[j].cost)
-			}
-			return false
-		}
-		taken[n].tab, taken[n].v, taken[n].cost = tab, v, cost
-		n++
-		tight, left = tighter(tight, left, rb, rem)
-	}
-	allowed(d, tight, left)
-	return true
-}
-
-// directTake is one bucket evaluateDirect takes: its key is the per-value
-// value itself, or kb[k0:k1] (a digest) when k1 > k0; none for a shared
-// bucket.
-type directTake struct {
-	rb     *rateBucket
-	key    string
-	k0, k1 int32
-	cost   int
-}
-
-// evaluateDirect decides a request against a direct plan (see
-// compiled.direct) when every bucket admits it: each limit's entry is
-// matched (MatchHashed: no encoding built) and its buckets listed, at most
-// inlineItems of them, kept in rank order by an insertion; a value that is
-// its own bucket key is used in place (only digests are written out). They
-// are taken in rank order, as on the general path: a request it denies
-// never reaches, and so never creates, the per-value buckets ranked after
-// the denying one, which a permanent denial does not even probe. When all
-// succeed the tightest bucket reported is the one with the least left, the
-// first among equals. On the first refusal it gives back what it took and
-// returns false, leaving d untouched, and evaluate decides the request
-// again on the general path, which reports the denial (as evaluateSingles
-// does). It returns false at once when the context asks for the evaluated
-// list.
-func (s *Stack) evaluateDirect(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, d *sluice.Decision) bool {
-	if sluice.EvaluatedRequested(ctx) {
-		return false
-	}
-	var (
-		list   [inlineItems]directTake
-		n      int
-		kb     [inlineKeyBytes]byte
-		kn     int32
-		vals   [inlineDims]string
-		hashes [inlineDims]uint64
-		tight  *rateBucket
-		left   int64
-	)
-plan:
-	for _, l := range c.direct {
-		var he *hotEntry
-		var key string
-		var k0, k1 int32
-		nk := len(l.keys)
-		for k, name := range l.keys {
-			v, ok := keys.Get(name)
-			if !ok {
-				continue plan // a missing dimension skips the limit
-			}
-			vals[k] = v
-		}
-		if l.single {
-			he = &l.hot[l.all]
-		} else {
-			for k := range l.depth {
-				hashes[k] = match.Hash(vals[k])
-			}
-			idx, ok := l.matcher.MatchHashed(vals[:nk], hashes[:l.depth])
-			if !ok {
-				continue // no entry: the limit does not apply
-			}
-			he = &l.hot[idx]
-		}
-		if e := int(he.exact); e < nk {
-			if w := vals[e:nk]; len(w) == 1 && len(w[0]) <= rawMax {
-				key = w[0] // its own bucket key: no copy
-			} else {
-				k0 = kn
-				kn = int32(len(appendBucketKey(kb[:kn], w)))
-				k1 = kn
-			}
-		}
-		for j := -1; j < len(he.more); j++ {
-			rb := he.rb
-			if j >= 0 {
-				rb = he.more[j]
-			}
-			if rb == nil || rb.kind == kindConnections {
-				continue // enforced by Reserve only
-			}
-			// Field by field: a struct literal copied in would be read back
-			// in 16-byte moves from 8-byte stores (a store-forwarding stall).
-			i := n
-			tk := &list[i]
-			tk.rb, tk.key, tk.k0, tk.k1, tk.cost = rb, key, k0, k1, rb.cost(tokens)
-			n++
-			for i > 0 && list[i].rb.rank < list[i-1].rb.rank {
-				list[i], list[i-1] = list[i-1], list[i]
-				i--
-			}
-		}
-	}
-	for i := range n {
-		tk := &list[i]
-		rb := tk.rb
-		var ok bool
-		var rem int64
-		switch {
-		case rb.shared != nil:
-			ok, rem = rb.shared.TryTakeN(t, tk.cost)
-		case tk.k1 > tk.k0:
-			ok, rem = rb.table.get().TryTakeBytes(kb[tk.k0:tk.k1], t, tk.cost)
-		default:
-			ok, rem = rb.table.get().TryTakeN(tk.key, t, tk.cost)
-		}
-		if !ok {
-			for j := i - 1; j >= 0; j-- {
-				tk := &list[j]
-				switch {
-				case tk.rb.shared != nil:
-					tk.rb.shared.RefundN(t, tk.cost)
-				case tk.k1 > tk.k0:
-					tk.rb.table.RefundBytes(kb[tk.k0:tk.k1], t, tk.cost)
-				default:
-					tk.rb.table.get().RefundN(tk.key, t, tk.cost)
-				}
-			}
-			return false
-		}
-		tight, left = tighter(tight, left, rb, rem)
-	}
-	allowed(d, tight, left)
-	return true
 }
 
 // Stack buffers of evaluate: a configuration whose requests may need more
@@ -422,23 +247,20 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 		var left int64
 		if rb := it.rb; r != nil || (rb.shared == nil && rb.table == nil) {
 			res = it.take(kb, t, s) // a reservation keeps the Result
-			ok, left = res.OK, res.Remaining
+			ok, left, it.grant = res.OK, res.Remaining, res.Grant
 		} else if rb.shared != nil {
-			ok, left = rb.shared.TryTakeN(t, it.cost)
+			ok, left = rb.shared.TryTakeGrant(t, it.cost, &it.grant)
 		} else {
-			ok, left = rb.table.get().TryTakeBytes(kb[it.k0:it.k1], t, it.cost)
+			ok, left = rb.table.get().TryTakeGrantBytes(kb[it.k0:it.k1], t, it.cost, &it.grant)
 		}
 		if !ok && r == nil && (it.rb.shared != nil || it.rb.table != nil) {
 			// A refusal took nothing: take again for the full Result (which
 			// may now succeed, and then has taken).
 			res = it.take(kb, t, s)
-			ok, left = res.OK, res.Remaining
+			ok, left, it.grant = res.OK, res.Remaining, res.Grant
 		}
 		if ok {
 			it.taken = true
-			if r != nil {
-				r.setResult(i, res)
-			}
 			tight, tightRemaining = tighter(tight, tightRemaining, it.rb, left)
 			continue
 		}
@@ -467,7 +289,7 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 		// A denied request consumes nothing: give back what was taken.
 		for j := denied - 1; j >= 0; j-- {
 			if items[j].taken {
-				items[j].refund(kb, t)
+				items[j].refund(kb)
 			}
 		}
 		// RetryAfter must not be early: the buckets not reached may need
@@ -484,7 +306,8 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 				res := o.take(kb, t, s)
 				switch {
 				case res.OK:
-					o.refund(kb, t)
+					o.grant = res.Grant
+					o.refund(kb)
 				case res.OverBurst || (res.Permanent && !res.BudgetFull):
 					d.Permanent, d.RetryAfter = true, 0
 					d.OverBurst = o.rb.burst > 0
@@ -662,252 +485,4 @@ func (s *Stack) decideBackend(ctx context.Context, items []item, keys *sluice.Ke
 		d.Evaluated = evaluatedList(items[:n], keys)
 	}
 	return nil
-}
-
-// wildcardKey appends the request's values at the entry's "*" positions to a
-// bucket key prefix, in BucketKey's length-prefixed form.
-func wildcardKey(prefix string, values []string) string {
-	n := len(prefix)
-	for i, v := range values {
-		if i > 0 {
-			n++
-		}
-		n += decimalLen(len(v)) + 1 + len(v)
-	}
-	// One allocation, of the exact size: the Builder's bytes become the
-	// string.
-	var sb strings.Builder
-	sb.Grow(n)
-	sb.WriteString(prefix)
-	var num [20]byte
-	for i, v := range values {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		sb.Write(strconv.AppendInt(num[:0], int64(len(v)), 10))
-		sb.WriteByte(':')
-		sb.WriteString(v)
-	}
-	return sb.String()
-}
-
-// decimalLen is the number of decimal digits of n ≥ 0.
-func decimalLen(n int) int {
-	d := 1
-	for n >= 10 {
-		n /= 10
-		d++
-	}
-	return d
-}
-
-// limitKey renders "<rateLimitId>/<key>=<value>[,<key>=<value>…]" with the
-// request's resolved values. Names and values are escaped (see appendEscaped)
-// so the rendering is unambiguous: ("p,route=q", "r") and ("p", "q,route=r")
-// give different keys, while plain values render unchanged.
-func limitKey(it *item, keys *sluice.Keys) string {
-	b := make([]byte, 0, 64)
-	b = append(b, it.rb.lim.id...)
-	b = append(b, '/')
-	for k, name := range it.rb.lim.keys {
-		if k > 0 {
-			b = append(b, ',')
-		}
-		v, _ := keys.Get(name)
-		b = appendEscaped(b, name)
-		b = append(b, '=')
-		b = appendEscaped(b, v)
-	}
-	return string(b)
-}
-
-// appendEscaped appends s to b with the LimitKey separators ',' '=' '/' and
-// the escape character '%' percent-encoded (%2C %3D %2F %25); every other
-// byte is kept as is.
-func appendEscaped(b []byte, s string) []byte {
-	const hex = "0123456789ABCDEF"
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case ',', '=', '/', '%':
-			b = append(b, '%', hex[c>>4], hex[c&15])
-		default:
-			b = append(b, c)
-		}
-	}
-	return b
-}
-
-// matchState carries a request's resolved values, hashes and encoding from
-// one multi-key limit to the next (evaluateInto's plan loop), kept out of
-// that loop so that it holds fewer live values across calls.
-type matchState struct {
-	vals      []string // the values of prev's keys
-	hashes    []uint64 // hashes[:hashedTo] are those of vals
-	prev      *limit   // the last limit whose values are in vals
-	hashedTo  int
-	encodedTo int // match's enc holds the encoding of vals[:encodedTo]
-	ends      [match.MaxKeys + 1]int
-	pre       [match.MaxKeys + 1]uint64 // pre[p]: prefix hash of vals[:p], p ≤ hashedTo
-}
-
-// match resolves l's values (a limit with the same dimension keys as the
-// one matched just before reuses them), hashes and encodes them (into enc,
-// returned as grown) as deep as l matches, and returns the index of l's
-// most specific entry; false when a dimension is missing or no entry
-// matches.
-func (ms *matchState) match(l *limit, dc *dimCache, keys *sluice.Keys, enc []byte) (int, bool, []byte) {
-	vals, hashes := ms.vals, ms.hashes
-	if !l.sameDims || ms.prev != l.prev {
-		ms.prev, ms.hashedTo, ms.encodedTo = nil, 0, 0
-		enc = enc[:0]
-		for k, di := range l.dim {
-			var v string
-			var ok bool
-			if bit := uint64(1) << uint(di); dc.resolved&bit != 0 { // resolved already?
-				v, ok = dc.val[di], dc.present&bit != 0
-			} else {
-				v, ok = dc.resolve(keys, di, l.keys[k])
-			}
-			if !ok {
-				return 0, false, enc
-			}
-			vals[k] = v
-		}
-	}
-	for ; ms.hashedTo < l.depth; ms.hashedTo++ {
-		h := ms.hashedTo
-		hashes[h] = dc.hashOf(l.dim[h], vals[h])
-		ms.pre[h+1] = match.NextPrefix(ms.pre[h], hashes[h])
-		// The encoding too, while it fits: a hit is then confirmed by one
-		// comparison, not one per value.
-		if ms.encodedTo == h && len(enc)+len(vals[h])+binary.MaxVarintLen64 <= cap(enc) {
-			enc = match.AppendValue(enc, vals[h])
-			ms.encodedTo++
-			ms.ends[ms.encodedTo] = len(enc)
-		}
-	}
-	ms.prev = l
-	if l.depth == 0 {
-		return l.all, true, enc // only an all-wildcard entry: nothing to match
-	}
-	n := len(l.keys)
-	if ms.encodedTo >= l.depth {
-		i, ok := l.matcher.MatchEncoded(vals[:n], ms.pre[:], enc, ms.ends[:])
-		return i, ok, enc
-	}
-	i, ok := l.matcher.MatchHashed(vals[:n], hashes[:l.depth])
-	return i, ok, enc
-}
-
-// dimCache resolves each distinct dimension name of a request once and
-// hashes its value at most once. Names with an index beyond the buffers are
-// resolved and hashed each time.
-type dimCache struct {
-	val                       []string
-	hash                      []uint64
-	resolved, present, hashed uint64 // bit i: dimension i looked up, found, hashed
-}
-
-// prefill resolves every dimension name of c that the buffers hold, and
-// hashes the values that some limit matches on: one tight loop before the
-// plan's, instead of a call per limit and key inside it.
-func (dc *dimCache) prefill(keys *sluice.Keys, c *compiled) {
-	n := min(len(c.dims), len(dc.val), len(dc.hash), 64)
-	for di := range n {
-		v, ok := keys.Get(c.dims[di])
-		if !ok {
-			continue
-		}
-		bit := uint64(1) << uint(di)
-		dc.val[di] = v
-		dc.present |= bit
-		if c.hashDims&bit != 0 {
-			dc.hash[di] = match.Hash(v)
-			dc.hashed |= bit
-		}
-	}
-	if n == 64 {
-		dc.resolved = ^uint64(0)
-	} else {
-		dc.resolved = uint64(1)<<uint(n) - 1
-	}
-}
-
-// resolve looks up dimension di (not prefilled) in keys, caching it when
-// the buffers hold it.
-func (dc *dimCache) resolve(keys *sluice.Keys, di int32, name string) (string, bool) {
-	v, ok := keys.Get(name)
-	if int(di) < len(dc.val) {
-		dc.resolved |= 1 << di
-		if ok {
-			dc.present |= 1 << di
-			dc.val[di] = v
-		}
-	}
-	return v, ok
-}
-
-// hashOf returns match.Hash(v) for dimension di's value v.
-func (dc *dimCache) hashOf(di int32, v string) uint64 {
-	if dc.hashed&(uint64(1)<<uint(di)) != 0 { // set only for di < len(hash)
-		return dc.hash[di]
-	}
-	return dc.hashSlow(di, v)
-}
-
-func (dc *dimCache) hashSlow(di int32, v string) uint64 {
-	h := match.Hash(v)
-	if int(di) < len(dc.hash) {
-		dc.hashed |= 1 << di
-		dc.hash[di] = h
-	}
-	return h
-}
-
-// appendBucketKey1 is appendBucketKey for a single value.
-func appendBucketKey1(kb []byte, v string) []byte {
-	if len(v) <= rawMax {
-		return append(kb, v...)
-	}
-	return appendBucketKey(kb, []string{v})
-}
-
-// digestLen is the length of a digest key; rawMax the longest value used
-// as its own key.
-const (
-	digestLen = 16
-	rawMax    = 32
-)
-
-// Two independent process-random seeds: a digest key is a keyed 128-bit
-// digest, so callers can neither choose colliding values nor learn the
-// seeds from decisions.
-var digestSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
-
-// appendBucketKey appends the key of the bucket that values (the request's
-// values at an entry's "*" positions, in order) select, at most rawMax
-// bytes whatever the values' length. A single value of up to rawMax bytes is
-// its own key (no hashing; most per-caller limits); otherwise the key is a
-// 16-byte keyed digest. Each value is hashed whole and the per-value hashes
-// are folded in order, so ("a,b", "c") and ("a", "b,c") differ. Two
-// different value lists share a bucket only if a 128-bit digest equals
-// another digest or a raw value: with random seeds about 2^-128 per pair,
-// and even then the two only share one bucket (stricter, never more).
-func appendBucketKey(kb []byte, values []string) []byte {
-	if len(values) == 1 && len(values[0]) <= rawMax {
-		return append(kb, values[0]...)
-	}
-	var a, b uint64
-	for _, v := range values {
-		a = fold(a, maphash.String(digestSeeds[0], v))
-		b = fold(b, maphash.String(digestSeeds[1], v))
-	}
-	kb = binary.LittleEndian.AppendUint64(kb, a)
-	return binary.LittleEndian.AppendUint64(kb, b)
-}
-
-// fold mixes the hash h of the next value into acc, order-dependently.
-func fold(acc, h uint64) uint64 {
-	acc = (bits.RotateLeft64(acc, 31) ^ h) * 0xBF58476D1CE4E5B9
-	return acc ^ acc>>29
 }
