@@ -39,8 +39,14 @@
 //     descriptor's own hits_addend, where an explicit 0 checks without
 //     consuming (it is over only when the rate is 0). A cost above requests_per_unit is over, whatever the wait.
 //   - is_negative_hits gives the cost back (Backend.Adjust with a negative
-//     cost, never above the burst), before the rest of the request is
-//     taken. Its exactness is that of the backend's refunds.
+//     cost, never above the burst, bounded as if the units were taken at
+//     the request's instant: the protocol does not say when), before the
+//     rest of the request is taken. The Redis backend does it. The
+//     in-memory backend refuses it: package bucket gives units back only
+//     through the Grant of the take that took them (#21), which the
+//     protocol does not carry; the refusal goes to the error handler and
+//     into the metadata (MetaError), and the rest of the request is still
+//     decided.
 //   - A descriptor's limit override (requests_per_unit, unit,
 //     unit_multiplier) replaces the configured rule, as in
 //     envoyproxy/ratelimit, in a domain the configuration knows; it is never

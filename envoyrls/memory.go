@@ -117,19 +117,20 @@ func (m *memoryBackend) table(at time.Time, op *stack.Op) (*bucket.Table, error)
 }
 
 // Take implements stack.Backend: all or nothing, in order. Units taken from
-// the ops before a denying one are given back at the same instant, which
-// package bucket makes an exact inverse (see bucket.Bucket.RefundN).
+// the ops before a denying one are given back through their takes' Grants
+// at once, which package bucket makes exact when no later take intervened.
 func (m *memoryBackend) Take(ctx context.Context, at time.Time, ops []stack.Op) (stack.Outcome, error) {
 	if err := ctx.Err(); err != nil {
 		return stack.Outcome{}, err
 	}
 	out := stack.Outcome{Denied: -1, Remaining: make([]int64, len(ops))}
 	tabs := make([]*bucket.Table, len(ops))
+	grants := make([]bucket.Grant, len(ops))
 	taken := make([]bool, len(ops))
 	giveBack := func(upto int) {
 		for j := upto - 1; j >= 0; j-- {
 			if taken[j] {
-				tabs[j].RefundN(ops[j].Key, at, int(ops[j].Cost))
+				_ = tabs[j].GiveBack(ops[j].Key, &grants[j], int(ops[j].Cost))
 			}
 		}
 	}
@@ -143,7 +144,7 @@ func (m *memoryBackend) Take(ctx context.Context, at time.Time, ops []stack.Op) 
 		tabs[i] = t
 		res := t.TakeN(op.Key, at, int(op.Cost))
 		if res.OK {
-			taken[i] = op.Cost > 0
+			taken[i], grants[i] = op.Cost > 0, res.Grant
 			out.Remaining[i] = res.Remaining
 			continue
 		}
@@ -170,7 +171,7 @@ func (m *memoryBackend) Take(ctx context.Context, at time.Time, ops []stack.Op) 
 			switch {
 			case r.OK:
 				if ops[j].Cost > 0 {
-					tj.RefundN(ops[j].Key, at, int(ops[j].Cost))
+					_ = tj.GiveBack(ops[j].Key, &r.Grant, int(ops[j].Cost))
 				}
 			case r.Permanent || r.OverBurst:
 				out.Permanent, out.RetryAfter = true, 0
@@ -185,11 +186,22 @@ func (m *memoryBackend) Take(ctx context.Context, at time.Time, ops []stack.Op) 
 	return out, nil
 }
 
-// Adjust implements stack.Backend: a positive cost is a forced charge, a
-// negative one a refund that never fills a bucket above its burst.
+// errNoGiveBack is the in-memory backend's answer to a give-back
+// (is_negative_hits): package bucket gives units back only through the
+// Grant of the take that took them (#21), and a request that gives back
+// carries no such take.
+var errNoGiveBack = errors.New("envoyrls: the in-memory backend cannot give back units without the take that took them (is_negative_hits needs a backend that can, such as Redis)")
+
+// Adjust implements stack.Backend: a positive cost is a forced charge; a
+// negative one is refused with errNoGiveBack (see there), nothing changed.
 func (m *memoryBackend) Adjust(ctx context.Context, at time.Time, ops []stack.Op) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	for i := range ops {
+		if ops[i].Cost < 0 {
+			return errNoGiveBack
+		}
 	}
 	for i := range ops {
 		op := &ops[i]
@@ -197,11 +209,8 @@ func (m *memoryBackend) Adjust(ctx context.Context, at time.Time, ops []stack.Op
 		if err != nil {
 			return err
 		}
-		switch {
-		case op.Cost > 0:
+		if op.Cost > 0 {
 			t.ChargeN(op.Key, at, int(op.Cost))
-		case op.Cost < 0:
-			t.RefundN(op.Key, at, int(-op.Cost))
 		}
 	}
 	return nil

@@ -458,8 +458,10 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 			op.Cost = 1 // rate 0 blocks: a check without consuming is over too
 		}
 		if p.negative[r.desc] {
+			// The protocol adds budget without saying when the units were
+			// taken: the give-back is bounded as if they were taken now.
 			give := op
-			give.Cost = -op.Cost
+			give.Cost, give.TakenAt = -op.Cost, at
 			gives = append(gives, give)
 			op.Cost, op.Shadow = 0, true // only reports the bucket
 		}
@@ -480,15 +482,16 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		return resp, nil
 	}
 
-	var berr error
+	var giveErr error
 	if len(gives) > 0 {
-		// Exact as far as Backend.Adjust's refunds are; see #21 on give-backs.
-		berr = s.backend.Adjust(ctx, at, gives)
+		// A give-back that fails changes nothing; the rest of the request is
+		// still decided, and the error reported. Exact as far as the
+		// backend's give-backs are (#21).
+		if giveErr = s.backend.Adjust(ctx, at, gives); giveErr != nil && s.onError != nil {
+			s.onError(giveErr)
+		}
 	}
-	var out stack.Outcome
-	if berr == nil {
-		out, berr = s.backend.Take(ctx, at, ops)
-	}
+	out, berr := s.backend.Take(ctx, at, ops)
 	if berr != nil {
 		return s.failed(resp, p, berr), nil
 	}
@@ -509,7 +512,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 			remaining = po.Remaining
 		}
 	}
-	s.respond(resp, p, ops, out, remaining)
+	s.respond(resp, p, ops, out, remaining, giveErr)
 	return resp, nil
 }
 
@@ -576,15 +579,18 @@ func refill(r *limitRef, units int64) time.Duration {
 	return d
 }
 
-func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, out stack.Outcome, remaining []int64) {
+func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, out stack.Outcome, remaining []int64, giveErr error) {
 	denied := out.Denied >= 0
 	shadowDenied := func(op int) bool { return slices.Contains(out.ShadowDenied, op) }
 	policy := make([]byte, 0, 48*len(ops))
 	current := make([]byte, 0, 48*len(ops))
 	var shadowIDs []any
 	var meta map[string]any
-	if denied {
+	if denied || giveErr != nil {
 		meta = map[string]any{}
+	}
+	if giveErr != nil {
+		meta[MetaError] = giveErr.Error()
 	}
 	// per descriptor: the ref that governs its status (the denier, else the
 	// one with the fewest units left)

@@ -97,31 +97,6 @@ func TestHitsAddend(t *testing.T) {
 	}
 }
 
-// is_negative_hits gives units back, never above the limit.
-func TestNegativeHitsGiveBack(t *testing.T) {
-	_, c, _ := newServer(t, load(t, "api.yaml", twoLimits))
-	if got := countOK(t, c, 7, "api", desc("tenant", "n")); got != 5 {
-		t.Fatalf("%d OK, want 5", got)
-	}
-	give := hits(desc("tenant", "n"), 2)
-	give.IsNegativeHits = true
-	r := ask(t, c, "api", give)
-	if r.OverallCode != ok || r.Statuses[0].LimitRemaining != 2 {
-		t.Fatalf("give back 2: %v", r)
-	}
-	if got := countOK(t, c, 5, "api", desc("tenant", "n")); got != 2 {
-		t.Errorf("after giving back 2: %d OK, want 2", got)
-	}
-	give = hits(desc("tenant", "n"), 50)
-	give.IsNegativeHits = true
-	if r := ask(t, c, "api", give); r.Statuses[0].LimitRemaining != 5 {
-		t.Fatalf("give back 50 to a limit of 5: %v", r)
-	}
-	if got := countOK(t, c, 8, "api", desc("tenant", "n")); got != 5 {
-		t.Errorf("a give-back filled beyond the limit: %d OK, want 5", got)
-	}
-}
-
 // duration_until_reset is exact on a manual clock and never early: the time
 // to refill to full while allowed, the wait until the request passes when
 // over.
