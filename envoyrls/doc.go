@@ -41,12 +41,10 @@
 //   - is_negative_hits gives the cost back (Backend.Adjust with a negative
 //     cost, never above the burst, bounded as if the units were taken at
 //     the request's instant: the protocol does not say when), before the
-//     rest of the request is taken. The Redis backend does it. The
-//     in-memory backend refuses it: package bucket gives units back only
-//     through the Grant of the take that took them (#21), which the
-//     protocol does not carry; the refusal goes to the error handler and
-//     into the metadata (MetaError), and the rest of the request is still
-//     decided.
+//     rest of the request is taken, in memory and on Redis alike. Like
+//     any give-back without its take, it trusts the client that the hits were
+//     counted: a give-back of hits never taken raises a bucket, up to
+//     full.
 //   - A descriptor's limit override (requests_per_unit, unit,
 //     unit_multiplier) replaces the configured rule, as in
 //     envoyproxy/ratelimit, in a domain the configuration knows; it is never

@@ -186,22 +186,13 @@ func (m *memoryBackend) Take(ctx context.Context, at time.Time, ops []stack.Op) 
 	return out, nil
 }
 
-// errNoGiveBack is the in-memory backend's answer to a give-back
-// (is_negative_hits): package bucket gives units back only through the
-// Grant of the take that took them (#21), and a request that gives back
-// carries no such take.
-var errNoGiveBack = errors.New("envoyrls: the in-memory backend cannot give back units without the take that took them (is_negative_hits needs a backend that can, such as Redis)")
-
 // Adjust implements stack.Backend: a positive cost is a forced charge; a
-// negative one is refused with errNoGiveBack (see there), nothing changed.
+// negative one gives back units taken at op.TakenAt (is_negative_hits),
+// bounded as any give-back by the takes since (bucket.Grant), and never
+// beyond a full bucket. A zero TakenAt gives nothing back.
 func (m *memoryBackend) Adjust(ctx context.Context, at time.Time, ops []stack.Op) error {
 	if err := ctx.Err(); err != nil {
 		return err
-	}
-	for i := range ops {
-		if ops[i].Cost < 0 {
-			return errNoGiveBack
-		}
 	}
 	for i := range ops {
 		op := &ops[i]
@@ -209,8 +200,12 @@ func (m *memoryBackend) Adjust(ctx context.Context, at time.Time, ops []stack.Op
 		if err != nil {
 			return err
 		}
-		if op.Cost > 0 {
+		switch {
+		case op.Cost > 0:
 			t.ChargeN(op.Key, at, int(op.Cost))
+		case op.Cost < 0 && !op.TakenAt.IsZero():
+			g := t.GrantFor(op.Key, op.TakenAt, int(-op.Cost))
+			_ = t.GiveBack(op.Key, &g, int(-op.Cost))
 		}
 	}
 	return nil
