@@ -199,8 +199,9 @@ func (b *Bucket) TakeN(t time.Time, n int) Result {
 // GiveBack returns n of the tokens that the take which made g took, and
 // counts them off g: a stacked limit that denied after this one admitted,
 // a cancelled request, an estimate larger than the actual cost. It is
-// exact when no take since has used a later instant than g's take, and
-// otherwise returns fewer tokens, never more (see Grant): whatever the
+// exact when nothing was taken since g's take, or when no take has used a
+// later instant than g's, and otherwise may return fewer tokens, never
+// more (see Grant): whatever the
 // interleaving, the bucket never admits more than burst + rate·Δt in a
 // window Δt.
 //

@@ -38,7 +38,8 @@
 // above, at most about a microsecond for the slowest rates), under any
 // interleaving of takes and give-backs from any number of goroutines, with
 // stale callers, and whatever order give-backs arrive in. A give-back is
-// exact when no take since used a later instant; otherwise it returns less,
+// exact when no take used a later instant than the one it undoes (for a
+// Bucket, also whenever nothing was taken since); otherwise it may return less,
 // never a token that a later take already counted on (see [Grant] for the
 // rule and why it holds). ChargeN is the exception by design: it takes
 // unconditionally, into debt, and later takes wait until the debt refills.

@@ -16,9 +16,12 @@ var ErrGiveBack = errors.New("bucket: invalid give-back")
 // the Grant keeps count, so it never gives back more than it took, in one
 // call or in several.
 //
-// A give-back is exact when nothing has been taken from the bucket since
-// at a later instant than the take's: it returns every token asked for.
-// Otherwise it returns what it can without handing out a token twice: a
+// A give-back is exact, returning every token asked for, when nothing has
+// been taken from the bucket since the take, or when no take of the bucket
+// (before or since, for a Table: of the key's shard) has used a later
+// instant than the take's; a take that was itself stale, behind another
+// caller's instant, may get back less. Otherwise a give-back returns what
+// it can without handing out a token twice: a
 // take since, at an instant after this one, may have found the bucket
 // refilled and started over from its own instant, and the refill that
 // covered this take's tokens is then already spent. The give-back then

@@ -413,7 +413,9 @@ func (t *Table) peek(s *shard, p *params, ns int64, n int) Result {
 // GiveBack returns n of the tokens that the take of key which made g took,
 // and counts them off g; see Bucket.GiveBack and Grant. The Table's bound
 // uses the latest instant of any take on the key's shard, so a give-back
-// is exact when no take on the shard since has used a later instant. A
+// is exact when no take on the shard, before or since, has used a later
+// instant than g's take (a Table cannot tell that nothing was taken from
+// the key since: other keys share the mark). A
 // key whose bucket was reclaimed since (it had refilled to full) gets
 // nothing back; the tokens still count off g.
 //
