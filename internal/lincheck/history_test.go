@@ -109,7 +109,11 @@ func longest(spec *Spec, info porcupine.LinearizationInfo) string {
 	for _, op := range best {
 		var next []State
 		for _, st := range states {
-			next = append(next, spec.Step(st, op.Input, op.Output)...)
+			for _, n := range spec.Step(st, op.Input, op.Output) {
+				if !slices.ContainsFunc(next, n.equal) {
+					next = append(next, n)
+				}
+			}
 		}
 		states = next
 		fmt.Fprintf(&sb, "c%d [%d,%d] %s\n", op.ClientId, op.Call, op.Return, Describe(op.Input, op.Output))

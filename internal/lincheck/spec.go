@@ -143,7 +143,10 @@ type State []bstate
 // between nothing and its whole cost (the stack took it and gave it back,
 // with concurrent decisions in between; a stack's take of a bucket is
 // visible to a concurrent decision for a moment, which may then be denied,
-// and so a denial is linearized after the take it saw).
+// and so a denial is linearized after the take it saw). An admitted
+// decision may likewise keep up to its cost more on each bucket: a stack
+// tries a fast path first and decides again on the general one after a
+// refusal, giving back what the fast try took.
 type Spec struct {
 	Params []Params
 }
@@ -352,6 +355,12 @@ func (s *Spec) decide(st State, op Decide, d Decision) []State {
 			b := &alt[it.B]
 			b.lo = max(b.lo, t) + it.N*p.Unit
 			b.hi = max(b.hi, t) + it.N*p.Unit
+			if len(op.Items) > 1 {
+				// A stack may try a fast path first and, on a refusal,
+				// give back and decide again: what a fast try took may
+				// stay in part, if concurrent takes came in between.
+				b.hi += it.N * p.Unit
+			}
 			b.kept = append(b.kept, kept{id: op.ID, at: t, cost: it.N, out: op.Holds})
 			b.fold(p)
 		}
