@@ -1,6 +1,7 @@
 package lincheck
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -8,6 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/stack"
 )
 
 // The seeded interleaving test: logical callers, each a small state
@@ -245,5 +250,133 @@ func TestInterleavingsReference(t *testing.T) {
 			t.Errorf("the end rule over-admits, but none of %d seeds caught it", len(seeds))
 		}
 		t.Logf("reference rule %d: %d of %d seeds broke the window bound", rule, caught, len(seeds))
+	}
+}
+
+// stackCaller is one logical caller of a Stack: it reads the instant, then
+// decides with AllowAt, or reserves with ReserveAt and settles later (at
+// the Stack's clock, the scheduler's) by Cancel or by Reconcile at or below
+// the estimate (a charge above it may put a bucket into debt, which the
+// window bound does not allow for).
+type stackCaller struct {
+	s       *sched
+	st      *stack.Stack
+	sh      stackShape
+	id      int
+	reserve bool
+	state   int // 0 read the instant, 1 decide, 2 settle
+	t       int64
+	r       sluice.Reservation
+	est     int64
+	kept    []int // indexes in s.kept of the reservation's decisions
+}
+
+func (c *stackCaller) step() {
+	s := c.s
+	ctx := context.Background()
+	if c.sh.evaluated {
+		ctx = sluice.WithEvaluated(ctx)
+	}
+	switch c.state {
+	case 0:
+		c.t = s.now
+		c.state = 1
+		s.tracef("c%d reads %d µs", c.id, c.t)
+	case 1:
+		n := 1 + s.rng.Int64N(4)
+		c.state = 0
+		var d sluice.Decision
+		var err error
+		reserving := c.reserve && s.rng.IntN(2) == 0
+		if reserving {
+			c.r, d, err = c.st.ReserveAt(ctx, at(c.t), c.sh.keys(), int(n))
+		} else {
+			d, err = c.st.AllowAt(ctx, at(c.t), c.sh.keys(), int(n))
+		}
+		s.tracef("c%d %s %d at %d µs: allowed=%v %s %v", c.id, map[bool]string{true: "reserves", false: "takes"}[reserving], n, c.t, d.Allowed, d.LimitID, err)
+		if err != nil || !d.Allowed {
+			return
+		}
+		c.kept = c.kept[:0]
+		for _, it := range c.sh.items(n) {
+			s.kept = append(s.kept, keptDecision{at: c.t, units: it.N, b: it.B})
+			c.kept = append(c.kept, len(s.kept)-1)
+		}
+		if reserving {
+			c.est, c.state = n, 2
+		}
+	case 2:
+		c.state = 0
+		if s.rng.IntN(2) == 0 {
+			c.r.Cancel()
+			for _, k := range c.kept {
+				s.kept[k].units = 0
+			}
+			s.tracef("c%d cancels its reservation of %d at %d µs", c.id, c.est, c.t)
+			return
+		}
+		actual := s.rng.Int64N(c.est + 1)
+		err := c.r.Reconcile(int(actual))
+		for i, k := range c.kept {
+			if c.sh.limits[i].tokens {
+				s.kept[k].units = actual
+			}
+		}
+		s.tracef("c%d reconciles its reservation of %d at %d µs to %d: %v", c.id, c.est, c.t, actual, err)
+	}
+}
+
+// TestInterleavingsStack runs the seeded scheduler over the Stack's
+// give-backs: a denial's (inside one call, so never interleaved here),
+// and a reservation's Cancel and Reconcile below the estimate, interleaved
+// with other callers' decisions.
+func TestInterleavingsStack(t *testing.T) {
+	const callers, steps = 5, 400
+	seeds := seedsToRun(t, seedsFor(100))
+	for _, sh := range stackShapes() {
+		for _, reserve := range []bool{false, true} {
+			name := sh.name
+			if reserve {
+				name += "-reserve"
+			}
+			t.Run(name, func(t *testing.T) {
+				caught := 0
+				for _, seed := range seeds {
+					s := newSched(seed, 400)
+					st, err := stack.New(sh.config(), stack.WithClock(func() time.Time { return at(s.now) }))
+					if err != nil {
+						t.Fatal(err)
+					}
+					var fns []func()
+					for i := range callers {
+						c := &stackCaller{s: s, st: st, sh: sh, id: i, reserve: reserve}
+						fns = append(fns, c.step)
+					}
+					v := ""
+					for range steps / 20 {
+						s.run(20, fns)
+						if v = windowViolation(s.kept, sh.spec().Params); v != "" {
+							break
+						}
+					}
+					if _, ok := replaySeed(t); ok {
+						t.Logf("seed %d:\n%s", seed, strings.Join(s.trace, "\n"))
+					}
+					if v == "" {
+						continue
+					}
+					caught++
+					if stackGiveBacksSafe || caught == 1 {
+						msg := fmt.Sprintf("seed %d: %s (replay: LINCHECK_SEED=%d); last steps:\n%s", seed, v, seed, tail(strings.Join(s.trace, "\n"), 30))
+						if stackGiveBacksSafe {
+							t.Error(msg)
+						} else {
+							t.Log(msg)
+						}
+					}
+				}
+				t.Logf("%d of %d seeds broke the window bound", caught, len(seeds))
+			})
+		}
 	}
 }
