@@ -261,7 +261,11 @@ func (s *Spec) touch(st State, b int, except int) {
 func (s *Spec) Step(st State, in, out any) []State {
 	switch op := in.(type) {
 	case Decide:
-		return s.decide(st, op, out.(Decision))
+		d, ok := out.(Decision)
+		if !ok {
+			return nil // an error: not an outcome the specification allows
+		}
+		return s.decide(st, op, d)
 	case Give:
 		return []State{s.give(st, op)}
 	}

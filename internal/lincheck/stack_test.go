@@ -122,15 +122,24 @@ func (sh stackShape) decision(d sluice.Decision) Decision {
 // lands they do not, and the checks report what they find without failing.
 const stackGiveBacksSafe = false
 
+// pod is the Stack a caller decides on. With own set, the Stack (and its
+// backend) read that clock, which the caller sets to each operation's
+// instant: a process of a fleet. Without, the Stack reads the shared clock.
+type pod struct {
+	s   *stack.Stack
+	own *atomic.Int64
+}
+
 var stackLoad = workload{callers: 5, ops: 20, burst: 4, step: 900, stale: 3000}
 
 // recordStack runs w on s from w.callers goroutines: AllowAt with 1 to 4
 // tokens at an instant from a shared clock (sometimes stale) and, with
 // reserve, ReserveAt with an estimate of 1 to 4, settled later by Cancel
 // or by Reconcile with an actual cost below, at or above the estimate. The
-// Stack settles at its own clock, which reads the shared clock: the
-// history records the range of instants it read.
-func recordStack(s *stack.Stack, clock *atomic.Int64, sh stackShape, w workload, reserve bool, seed uint64) []porcupine.Operation {
+// Stack settles at its own clock: the shared clock, whose range of
+// instants during the call the history records, or a pod's own clock (a
+// process of a fleet), set to the shared clock's instant just before.
+func recordStack(pods func(c int) pod, clock *atomic.Int64, sh stackShape, w workload, reserve bool, seed uint64) []porcupine.Operation {
 	var rec recorder
 	var ids atomic.Int64
 	ctx := context.Background()
@@ -146,6 +155,8 @@ func recordStack(s *stack.Stack, clock *atomic.Int64, sh stackShape, w workload,
 			defer wg.Done()
 			cl := rec.client(c)
 			defer cl.done()
+			p := pods(c)
+			s := p.s
 			rng := rand.New(rand.NewPCG(seed, uint64(c)))
 			type res struct {
 				id  int
@@ -173,6 +184,9 @@ func recordStack(s *stack.Stack, clock *atomic.Int64, sh stackShape, w workload,
 					}
 				}
 				in.ChargeLo = clock.Load()
+				if p.own != nil {
+					p.own.Store(in.ChargeLo)
+				}
 				cl.do(in, func() any {
 					if actual < 0 {
 						h.r.Cancel()
@@ -182,6 +196,9 @@ func recordStack(s *stack.Stack, clock *atomic.Int64, sh stackShape, w workload,
 					return nil
 				})
 				in.ChargeHi = clock.Load()
+				if p.own != nil {
+					in.ChargeHi = in.ChargeLo
+				}
 				in.At = in.ChargeHi
 				cl.ops[len(cl.ops)-1].Input = in
 			}
@@ -200,6 +217,9 @@ func recordStack(s *stack.Stack, clock *atomic.Int64, sh stackShape, w workload,
 				}
 				n := 1 + rng.Int64N(int64(w.burst))
 				in := Decide{ID: int(ids.Add(1)), At: t, Items: sh.items(n)}
+				if p.own != nil {
+					p.own.Store(t)
+				}
 				if reserve && rng.IntN(3) == 0 {
 					in.Holds = true
 					var r sluice.Reservation
@@ -261,7 +281,7 @@ func stackHistories(t *testing.T, reserve bool) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				h := recordStack(s, &clock, sh, stackLoad, reserve, seed)
+				h := recordStack(func(int) pod { return pod{s: s} }, &clock, sh, stackLoad, reserve, seed)
 				name := t.Name() + "-seed" + strconv.FormatUint(seed, 10)
 				if res, msg := check(t, sh.spec(), h, name); res != porcupine.Ok {
 					bad++
