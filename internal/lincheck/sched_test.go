@@ -334,16 +334,21 @@ func TestInterleavingsStack(t *testing.T) {
 	const callers, steps = 5, 400
 	seeds := seedsToRun(t, seedsFor(100))
 	for _, sh := range stackShapes() {
-		for _, reserve := range []bool{false, true} {
-			name := sh.name
-			if reserve {
-				name += "-reserve"
+		for _, mode := range []string{"", "-reserve", "-memory-backend", "-memory-backend-reserve"} {
+			name := sh.name + mode
+			reserve := strings.HasSuffix(mode, "reserve")
+			var opts []stack.Option
+			if strings.HasPrefix(mode, "-memory") {
+				if sh.evaluated {
+					continue // a backend decides on one path
+				}
+				opts = append(opts, stack.WithBackend(stack.NewMemoryBackend()))
 			}
 			t.Run(name, func(t *testing.T) {
 				caught := 0
 				for _, seed := range seeds {
 					s := newSched(seed, 400)
-					st, err := stack.New(sh.config(), stack.WithClock(func() time.Time { return at(s.now) }))
+					st, err := stack.New(sh.config(), append(opts, stack.WithClock(func() time.Time { return at(s.now) }))...)
 					if err != nil {
 						t.Fatal(err)
 					}
