@@ -296,10 +296,12 @@ func (s *Spec) decide(st State, op Decide, d Decision) []State {
 				return nil
 			}
 		}
-		for i, o := range op.Items {
-			if i != j {
+		if len(op.Items) > 1 {
+			for _, o := range op.Items {
 				// taken and given back (or probed), with concurrent
-				// decisions in between: anything from nothing to all of it
+				// decisions in between: anything from nothing to all of
+				// it; the denying bucket too, which a fast path's try
+				// may have taken before the general path decided again
 				q := s.Params[o.B]
 				nst[o.B].hi = max(nst[o.B].hi, t) + o.N*q.Unit
 			}
