@@ -80,14 +80,16 @@ type Give struct {
 }
 
 // kept is a take the specification still counts: its instant, the tokens
-// not given back, whether a Give may still refer to it, and whether any
-// operation has touched its group since it.
+// not given back, whether a Give may still refer to it, whether any
+// operation has touched its group since it, and whether a take on the
+// group had used a later instant before it.
 type kept struct {
 	id      int
 	at      int64
 	cost    int64
 	out     bool
 	touched bool
+	stale   bool
 }
 
 // bstate is what the specification knows of one bucket: its GCRA state
@@ -127,7 +129,9 @@ type State []bstate
 //     given back in full started from, which only callers with older
 //     instants can see.)
 //   - a prompt give-back, with no operation on the bucket's group in
-//     between, returns exactly what was taken (d = n·Unit). Otherwise
+//     between, of a take at an instant no earlier than any take on the
+//     group before it, returns exactly what was taken (d = n·Unit).
+//     Otherwise
 //     d ≥ min(n·Unit, c·Unit − (H − a)) where H is the latest instant of any
 //     take on the group so far: a later take may have started over from the
 //     bucket's refilled state, and then less comes back. A give-back may
@@ -353,10 +357,12 @@ func (s *Spec) decide(st State, op Decide, d Decision) []State {
 		}
 	}
 	for _, alt := range alts {
-		for _, it := range op.Items {
+		stale := make([]bool, len(op.Items))
+		for i, it := range op.Items {
+			stale[i] = t < alt[it.B].high
 			s.raise(alt, it.B, t)
 		}
-		for _, it := range op.Items {
+		for i, it := range op.Items {
 			p := s.Params[it.B]
 			b := &alt[it.B]
 			b.lo = max(b.lo, t) + it.N*p.Unit
@@ -367,7 +373,7 @@ func (s *Spec) decide(st State, op Decide, d Decision) []State {
 				// stay in part, if concurrent takes came in between.
 				b.hi += it.N * p.Unit
 			}
-			b.kept = append(b.kept, kept{id: op.ID, at: t, cost: it.N, out: op.Holds})
+			b.kept = append(b.kept, kept{id: op.ID, at: t, cost: it.N, out: op.Holds, stale: stale[i]})
 			b.fold(p)
 		}
 	}
@@ -387,7 +393,7 @@ func (s *Spec) give(st State, op Give) State {
 		tk := &b.kept[k]
 		n := min(it.N, tk.cost)
 		dlo := n * p.Unit
-		if tk.touched {
+		if tk.touched || tk.stale {
 			dlo = max(0, min(dlo, tk.cost*p.Unit-max(0, b.high-tk.at)))
 		}
 		tk.cost -= n
