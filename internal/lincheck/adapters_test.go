@@ -22,7 +22,7 @@ type grant struct {
 // caller uses.
 type target interface {
 	take(key string, at time.Time, n int) (ok bool, remaining int64, g grant)
-	giveBack(key string, g *grant, n int)
+	giveBack(key string, g *grant, n int) error
 }
 
 // form is one public way of taking and giving back.
@@ -53,7 +53,10 @@ func (x bucketRefundN) take(_ string, at time.Time, n int) (bool, int64, grant) 
 	ok, rem := x.b.TryTakeN(at, n)
 	return ok, rem, grant{at: at}
 }
-func (x bucketRefundN) giveBack(_ string, g *grant, n int) { x.b.RefundN(g.at, n) }
+func (x bucketRefundN) giveBack(_ string, g *grant, n int) error {
+	x.b.RefundN(g.at, n)
+	return nil
+}
 
 type bucketRefundTake struct{ b *bucket.Bucket }
 
@@ -61,7 +64,10 @@ func (x bucketRefundTake) take(_ string, at time.Time, n int) (bool, int64, gran
 	res := x.b.TakeN(at, n)
 	return res.OK, res.Remaining, grant{at: at, res: res}
 }
-func (x bucketRefundTake) giveBack(_ string, g *grant, n int) { x.b.RefundTake(g.res, g.at, n) }
+func (x bucketRefundTake) giveBack(_ string, g *grant, n int) error {
+	x.b.RefundTake(g.res, g.at, n)
+	return nil
+}
 
 type tableRefundN struct{ t *bucket.Table }
 
@@ -69,7 +75,10 @@ func (x tableRefundN) take(key string, at time.Time, n int) (bool, int64, grant)
 	ok, rem := x.t.TryTakeN(key, at, n)
 	return ok, rem, grant{at: at}
 }
-func (x tableRefundN) giveBack(key string, g *grant, n int) { x.t.RefundN(key, g.at, n) }
+func (x tableRefundN) giveBack(key string, g *grant, n int) error {
+	x.t.RefundN(key, g.at, n)
+	return nil
+}
 
 type tableRefundBytes struct{ t *bucket.Table }
 
@@ -77,8 +86,9 @@ func (x tableRefundBytes) take(key string, at time.Time, n int) (bool, int64, gr
 	ok, rem := x.t.TryTakeBytes([]byte(key), at, n)
 	return ok, rem, grant{at: at}
 }
-func (x tableRefundBytes) giveBack(key string, g *grant, n int) {
+func (x tableRefundBytes) giveBack(key string, g *grant, n int) error {
 	x.t.RefundBytes([]byte(key), g.at, n)
+	return nil
 }
 
 type tableRefundTakeBytes struct{ t *bucket.Table }
@@ -87,6 +97,7 @@ func (x tableRefundTakeBytes) take(key string, at time.Time, n int) (bool, int64
 	res := x.t.TakeBytes([]byte(key), at, n)
 	return res.OK, res.Remaining, grant{at: at, res: res}
 }
-func (x tableRefundTakeBytes) giveBack(key string, g *grant, n int) {
+func (x tableRefundTakeBytes) giveBack(key string, g *grant, n int) error {
 	x.t.RefundTakeBytes([]byte(key), g.res, g.at, n)
+	return nil
 }

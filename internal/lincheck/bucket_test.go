@@ -66,7 +66,9 @@ func recordTarget(tg target, keys int, w workload, seed uint64) []porcupine.Oper
 				h.left -= n
 				in := Give{ID: h.id, At: us(h.g.at), Gives: []Item{{B: h.key, N: n}}, Last: h.left == 0}
 				cl.do(in, func() any {
-					tg.giveBack(tableKeys[h.key], &h.g, int(n))
+					if err := tg.giveBack(tableKeys[h.key], &h.g, int(n)); err != nil {
+						return err.Error()
+					}
 					return nil
 				})
 				if h.left == 0 {
@@ -146,6 +148,7 @@ func TestLinearizableBuckets(t *testing.T) {
 			caught := 0
 			for seed := range uint64(seeds) {
 				h := recordTarget(f.make(testRate, bucketLoad.burst), keys, bucketLoad, seed)
+				checkOutputs(t, h)
 				res, msg := check(t, targetSpec(keys, bucketLoad.burst), h, f.name+"-seed"+strconv.FormatUint(seed, 10))
 				switch {
 				case res == porcupine.Illegal && f.unsafe:

@@ -78,11 +78,7 @@ func fleetHistories(t *testing.T, shared func(prefix string) stack.Backend, own 
 						pods[c] = pod{s: s, own: clk}
 					}
 					h := recordStack(func(c int) pod { return pods[c] }, &clock, sh, stackLoad, reserve, seed)
-					for _, op := range h {
-						if msg, ok := op.Output.(string); ok {
-							t.Fatalf("%s: %s", Describe(op.Input, nil), msg)
-						}
-					}
+					checkOutputs(t, h)
 					res, msg := check(t, sh.spec(), h, t.Name()+"-seed"+strconv.FormatUint(seed, 10))
 					if res != porcupine.Ok {
 						bad++

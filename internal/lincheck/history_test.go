@@ -140,3 +140,14 @@ func tail(s string, lines int) string {
 	}
 	return strings.Join(l, "\n")
 }
+
+// checkOutputs fails the test for every operation that returned an error
+// (as a string): a give-back refused, a decision that could not be made.
+func checkOutputs(t testing.TB, h []porcupine.Operation) {
+	t.Helper()
+	for _, op := range h {
+		if msg, ok := op.Output.(string); ok {
+			t.Errorf("%s: %s", Describe(op.Input, nil), msg)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package lincheck
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -77,12 +78,12 @@ func (b *refBucket) take(_ string, t time.Time, n int) (bool, int64, grant) {
 	return true, floorDiv(b.tau-(b.tat-now), b.unit), grant{at: t, ref: g}
 }
 
-func (b *refBucket) giveBack(_ string, g *grant, n int) {
+func (b *refBucket) giveBack(_ string, g *grant, n int) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	r := g.ref
 	if r == nil {
-		return
+		return errors.New("reference: no grant")
 	}
 	b.ver++
 	untouched := r.ver == b.ver-1
@@ -117,6 +118,7 @@ func (b *refBucket) giveBack(_ string, g *grant, n int) {
 			b.tat -= d
 		}
 	}
+	return nil
 }
 
 func floorDiv(a, d int64) int64 {

@@ -75,7 +75,9 @@ func replayRegression(tg target, r regression) ([]porcupine.Operation, []keptDec
 			g := grants[s.id]
 			left[s.id] -= s.n
 			cl.do(Give{ID: s.id, At: takes[s.id], Gives: []Item{{N: int64(s.n)}}, Last: left[s.id] == 0}, func() any {
-				tg.giveBack(tableKeys[0], g, s.n)
+				if err := tg.giveBack(tableKeys[0], g, s.n); err != nil {
+					return err.Error()
+				}
 				return nil
 			})
 			kept[keptAt[s.id]].units -= int64(s.n)
@@ -105,6 +107,7 @@ func TestRegressions(t *testing.T) {
 			failed := 0
 			for _, r := range regressions {
 				h, kept := replayRegression(f.make(testRate, r.burst), r)
+				checkOutputs(t, h)
 				res, msg := check(t, targetSpec(1, r.burst), h, f.name+"-"+r.name)
 				v := windowViolation(kept, targetSpec(1, r.burst).Params)
 				if (res == porcupine.Ok) != (v == "") {

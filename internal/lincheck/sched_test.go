@@ -67,6 +67,7 @@ type sched struct {
 	step  int64 // the clock advances by up to this much per step
 	trace []string
 	kept  []keptDecision
+	errs  []string // calls that returned an error
 }
 
 func newSched(seed uint64, step int64) *sched {
@@ -154,7 +155,9 @@ func (c *targetCaller) step() {
 		if n > 1 && s.rng.IntN(3) == 0 {
 			n = 1 + s.rng.Int64N(n-1)
 		}
-		c.tg.giveBack(tableKeys[c.key], &c.g, int(n))
+		if err := c.tg.giveBack(tableKeys[c.key], &c.g, int(n)); err != nil {
+			s.errs = append(s.errs, fmt.Sprintf("step %d: c%d gives back %d: %v", len(s.trace), c.id, n, err))
+		}
 		c.left -= n
 		s.kept[c.kept].units -= n
 		s.tracef("c%d gives back %d of b%d (taken at %d µs), %d still held", c.id, n, c.key, c.t, c.left)
@@ -178,6 +181,9 @@ func interleave(mk func() target, keys, burst, callers, steps int, seed uint64) 
 	params := targetSpec(keys, burst).Params
 	for range steps / 20 {
 		s.run(20, fns)
+		if len(s.errs) > 0 {
+			return s.errs[0], s.trace
+		}
 		if v := windowViolation(s.kept, params); v != "" {
 			return v, s.trace
 		}
@@ -294,6 +300,9 @@ func (c *stackCaller) step() {
 			d, err = c.st.AllowAt(ctx, at(c.t), c.sh.keys(), int(n))
 		}
 		s.tracef("c%d %s %d at %d µs: allowed=%v %s %v", c.id, map[bool]string{true: "reserves", false: "takes"}[reserving], n, c.t, d.Allowed, d.LimitID, err)
+		if err != nil {
+			s.errs = append(s.errs, fmt.Sprintf("step %d: c%d: %v", len(s.trace), c.id, err))
+		}
 		if err != nil || !d.Allowed {
 			return
 		}
@@ -317,6 +326,9 @@ func (c *stackCaller) step() {
 		}
 		actual := s.rng.Int64N(c.est + 1)
 		err := c.r.Reconcile(int(actual))
+		if err != nil {
+			s.errs = append(s.errs, fmt.Sprintf("step %d: c%d reconciles: %v", len(s.trace), c.id, err))
+		}
 		for i, k := range c.kept {
 			if c.sh.limits[i].tokens {
 				s.kept[k].units = actual
@@ -360,6 +372,9 @@ func TestInterleavingsStack(t *testing.T) {
 					v := ""
 					for range steps / 20 {
 						s.run(20, fns)
+						if len(s.errs) > 0 {
+							t.Fatalf("seed %d: %s", seed, s.errs[0])
+						}
 						if v = windowViolation(s.kept, sh.spec().Params); v != "" {
 							break
 						}

@@ -282,6 +282,7 @@ func stackHistories(t *testing.T, reserve bool) {
 					t.Fatal(err)
 				}
 				h := recordStack(func(int) pod { return pod{s: s} }, &clock, sh, stackLoad, reserve, seed)
+				checkOutputs(t, h)
 				name := t.Name() + "-seed" + strconv.FormatUint(seed, 10)
 				if res, msg := check(t, sh.spec(), h, name); res != porcupine.Ok {
 					bad++
