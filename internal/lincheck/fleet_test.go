@@ -24,7 +24,7 @@ import (
 // when SLUICE_REQUIRE_REDIS=1 (as in CI).
 func TestLinearizableFleet(t *testing.T) {
 	t.Run("memory", func(t *testing.T) {
-		fleetHistories(t, func(string) stack.Backend { return stack.NewMemoryBackend() }, nil, true)
+		fleetHistories(t, func(string) stack.Backend { return stack.NewMemoryBackend() }, nil, true, false)
 	})
 	t.Run("redis", func(t *testing.T) {
 		srv := redistest.Start(t)
@@ -37,15 +37,16 @@ func TestLinearizableFleet(t *testing.T) {
 				t.Fatal(err)
 			}
 			return b
-		}, false)
+		}, false, true)
 	})
 }
 
 // fleetHistories runs the fleet on a backend shared by every process
 // (shared), or one per process on shared storage (own, given the key
 // prefix of the history and the process's clock). unsafeTakes says that
-// the backend's denials give back without bound until issue 21's fix.
-func fleetHistories(t *testing.T, shared func(prefix string) stack.Backend, own func(prefix string, now func() time.Time) stack.Backend, unsafeTakes bool) {
+// the backend's denials give back without bound until issue 21's fix;
+// oneStep that it decides each request in one step (see Spec.Atomic).
+func fleetHistories(t *testing.T, shared func(prefix string) stack.Backend, own func(prefix string, now func() time.Time) stack.Backend, unsafeTakes, oneStep bool) {
 	seeds := seedsFor(12)
 	for _, sh := range []stackShape{stackShapes()[1], stackShapes()[2]} {
 		for _, reserve := range []bool{false, true} {
@@ -79,7 +80,9 @@ func fleetHistories(t *testing.T, shared func(prefix string) stack.Backend, own 
 					}
 					h := recordStack(func(c int) pod { return pods[c] }, &clock, sh, stackLoad, reserve, seed)
 					checkOutputs(t, h)
-					res, msg := check(t, sh.spec(), h, t.Name()+"-seed"+strconv.FormatUint(seed, 10))
+					spec := sh.spec()
+					spec.Atomic = oneStep
+					res, msg := check(t, spec, h, t.Name()+"-seed"+strconv.FormatUint(seed, 10))
 					if res != porcupine.Ok {
 						bad++
 						if !known {

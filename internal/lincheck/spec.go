@@ -131,28 +131,31 @@ type State []bstate
 //   - a prompt give-back, with no operation on the bucket's group in
 //     between, of a take at an instant no earlier than any take on the
 //     group before it, returns exactly what was taken (d = n·Unit).
-//     Otherwise
-//     d ≥ min(n·Unit, c·Unit − (H − a)) where H is the latest instant of any
-//     take on the group so far: a later take may have started over from the
-//     bucket's refilled state, and then less comes back. A give-back may
-//     also leave the bucket full at an instant some operation has used (it
-//     need not reach further back), whatever d.
+//     Otherwise d ≥ min(n·Unit, c·Unit − (H − a)) where H is the latest
+//     instant of any take on the group so far: a later take may have
+//     started over from the bucket's refilled state, and then less comes
+//     back. A give-back may also leave the bucket full at an instant some
+//     operation has used (it need not reach further back), whatever d.
 //
 // Because the real amount is not observable, the state is an interval of
 // tat values; takes narrow it by what they observe.
 //
 // A stack's decision is all or nothing over its items in order. If OK,
-// every bucket admits and Remaining is the least left. If denied at item j,
-// bucket j must be one that denies; every other bucket may keep anything
-// between nothing and its whole cost (the stack took it and gave it back,
-// with concurrent decisions in between; a stack's take of a bucket is
-// visible to a concurrent decision for a moment, which may then be denied,
-// and so a denial is linearized after the take it saw). An admitted
-// decision may likewise keep up to its cost more on each bucket: a stack
-// tries a fast path first and decides again on the general one after a
-// refusal, giving back what the fast try took.
+// every bucket admits and Remaining is the least left; if denied at item
+// j, bucket j denies and nothing is taken. Unless the Spec is Atomic, a
+// stack takes its buckets one by one and gives back on a denial, and a
+// concurrent decision may see such a take for a moment and be denied by
+// it, or see fewer tokens left. So a non-atomic decision is checked only
+// from the side that matters: whatever it admits must fit the state
+// (every bucket admits, each has at least Remaining left), and a denial,
+// or an admission after a fast path's refusal, may leave on each bucket
+// anything from nothing to its cost (see the give-back rule).
 type Spec struct {
 	Params []Params
+	// Atomic says that a decision over several buckets happens in one
+	// step (a Redis script): its denials and its Remaining are then
+	// checked exactly, and a denial leaves every bucket as it was.
+	Atomic bool
 }
 
 // Init is the initial state: every bucket fresh.
@@ -278,29 +281,37 @@ func (s *Spec) Step(st State, in, out any) []State {
 
 func (s *Spec) decide(st State, op Decide, d Decision) []State {
 	t := op.At
+	// A decision over several buckets that is not atomic takes them one by
+	// one and gives back on a denial: concurrent decisions may see its
+	// takes for a moment. What they observe then (a denial, a Remaining)
+	// may reflect a hold that goes away, so it only bounds the state from
+	// above: an admission, and a Remaining of at least so many, are true
+	// of the state without the holds too.
+	holds := len(op.Items) > 1 && !s.Atomic
 	if !d.OK {
 		j := d.Denied
 		if j < 0 || j >= len(op.Items) {
 			return nil
 		}
-		it := op.Items[j]
-		p := s.Params[it.B]
 		nst := st.clone()
-		b := &nst[it.B]
-		if T, ok := p.admitBelow(t, it.N); ok {
-			b.lo = max(b.lo, T+1)
-		}
-		if b.lo > b.hi {
-			return nil
-		}
-		if !d.RemainingUnknown {
-			a, z := p.remainingRange(t, 0, d.Remaining)
-			var ok bool
-			if b.lo, b.hi, ok = baseRange(b.lo, b.hi, t, a, z); !ok {
+		if !holds {
+			it := op.Items[j]
+			p := s.Params[it.B]
+			b := &nst[it.B]
+			if T, ok := p.admitBelow(t, it.N); ok {
+				b.lo = max(b.lo, T+1)
+			}
+			if b.lo > b.hi {
 				return nil
 			}
-		}
-		if len(op.Items) > 1 {
+			if !d.RemainingUnknown {
+				a, z := p.remainingRange(t, 0, d.Remaining)
+				var ok bool
+				if b.lo, b.hi, ok = baseRange(b.lo, b.hi, t, a, z); !ok {
+					return nil
+				}
+			}
+		} else {
 			for _, o := range op.Items {
 				// taken and given back (or probed), with concurrent
 				// decisions in between: anything from nothing to all of
@@ -330,9 +341,21 @@ func (s *Spec) decide(st State, op Decide, d Decision) []State {
 		}
 	}
 	var alts []State
-	if d.RemainingUnknown {
+	switch {
+	case d.RemainingUnknown:
 		alts = []State{nst}
-	} else {
+	case holds:
+		// Every bucket has at least d.Remaining left.
+		for _, it := range op.Items {
+			_, z := s.Params[it.B].remainingRange(t, it.N, d.Remaining)
+			b := &nst[it.B]
+			var ok bool
+			if b.lo, b.hi, ok = baseRange(b.lo, b.hi, t, Fresh, z); !ok {
+				return nil
+			}
+		}
+		alts = []State{nst}
+	default:
 		// The least left is d.Remaining: some bucket j has exactly that
 		// left, every other at least that.
 		for j := range op.Items {
@@ -367,7 +390,7 @@ func (s *Spec) decide(st State, op Decide, d Decision) []State {
 			b := &alt[it.B]
 			b.lo = max(b.lo, t) + it.N*p.Unit
 			b.hi = max(b.hi, t) + it.N*p.Unit
-			if len(op.Items) > 1 {
+			if holds {
 				// A stack may try a fast path first and, on a refusal,
 				// give back and decide again: what a fast try took may
 				// stay in part, if concurrent takes came in between.
