@@ -20,15 +20,24 @@ func TestNoAllocations(t *testing.T) {
 		"Allow":  func() { b.Allow() },
 		"AllowN": func() { now = now.Add(time.Microsecond); b.AllowN(now, 1) },
 		"TakeN":  func() { b.TakeN(now, 1) },
-		"RefundN": func() {
-			b.RefundN(now, 1)
+		"TakeN+GiveBack": func() {
+			if r := b.TakeN(now, 1); r.OK {
+				_ = b.GiveBack(&r.Grant, 1)
+			}
+		},
+		"TryTakeN+GiveBack": func() {
+			if ok, _, g := b.TryTakeN(now, 1); ok {
+				_ = b.GiveBack(&g, 1)
+			}
 		},
 		"ChargeN":         func() { b.ChargeN(now, 1) },
 		"TokensAt":        func() { b.TokensAt(now) },
 		"Table.TakeN":     func() { tab.TakeN("existing", now, 1) },
 		"Table.TakeBytes": func() { tab.TakeBytes(key, now, 1) },
-		"Table.RefundBytes": func() {
-			tab.RefundBytes(key, now, 1)
+		"Table.TryTakeBytes+GiveBackBytes": func() {
+			if ok, _, g := tab.TryTakeBytes(key, now, 1); ok {
+				_ = tab.GiveBackBytes(key, &g, 1)
+			}
 		},
 		"Table.ChargeBytes": func() { tab.ChargeBytes(key, now, 1) },
 	} {

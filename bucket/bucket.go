@@ -46,10 +46,8 @@ type Result struct {
 	// bucket and its Budget has no room for one; see Budget for the policy
 	// and the RetryAfter reported.
 	BudgetFull bool
-
-	// For RefundTake: the state the take left and the parameters it used.
-	tat int64
-	p   *params
+	// Grant gives the tokens back (GiveBack) when OK; zero otherwise.
+	Grant Grant
 }
 
 // Bucket is a token bucket of capacity Burst refilled at Limit tokens per
@@ -69,6 +67,7 @@ type Result struct {
 // Bucket is safe for concurrent use. The zero value is not usable; call New.
 type Bucket struct {
 	c     atomic.Pointer[core]
+	id    uint64     // tells its Grants from other buckets'
 	mu    sync.Mutex // serializes setters only
 	now   func() time.Time
 	sleep func(ctx context.Context, d time.Duration) error
@@ -79,15 +78,31 @@ type Bucket struct {
 // else.
 const cacheLine = 64
 
-// core is the parameters and state of a Bucket. The state word, the only
-// one written, sits on a cache line of its own, so concurrent takes do not
-// invalidate the line holding the parameters that every take reads.
+// core is the parameters and state of a Bucket. The words written sit on
+// a cache line of their own, so concurrent takes do not invalidate the
+// line holding the parameters that every take reads: the state, the
+// high-water instant of the takes (ns since epoch; raised before each
+// take's compare-and-swap) and the give-back counter (ticks given back so
+// far, written under the Bucket's mutex). See Grant.
 type core struct {
 	params
-	_   [cacheLine - unsafe.Sizeof(params{})%cacheLine]byte
-	tat atomic.Int64
-	_   [cacheLine - 8]byte
+	_     [cacheLine - unsafe.Sizeof(params{})%cacheLine]byte
+	tat   atomic.Int64
+	high  atomic.Int64
+	given atomic.Int64
+	_     [cacheLine - 24]byte
 }
+
+// newCore returns the core of parameters p in state tat.
+func newCore(p params, tat int64) *core {
+	c := &core{params: p}
+	c.tat.Store(tat)
+	c.high.Store(math.MinInt64)
+	return c
+}
+
+// bucketIDs numbers Buckets, so that a Grant knows its own.
+var bucketIDs atomic.Uint64
 
 // New returns a Bucket refilled at r tokens per second holding at most b
 // tokens, full. Like rate.NewLimiter: rate.Inf allows everything whatever b;
@@ -95,16 +110,14 @@ type core struct {
 // above MaxRate are treated as MaxRate, bursts above MaxBurst as MaxBurst.
 func New(r rate.Limit, b int, opts ...Option) *Bucket {
 	cfg := newConfig(opts)
-	bk := &Bucket{now: cfg.now, sleep: cfg.sleep, sys: cfg.now == nil}
+	bk := &Bucket{id: bucketIDs.Add(1), now: cfg.now, sleep: cfg.sleep, sys: cfg.now == nil}
 	if bk.sys {
 		bk.now = sysTime
 	}
 	if bk.sleep == nil {
 		bk.sleep = sysSleep
 	}
-	c := &core{params: newParams(r, b)}
-	c.tat.Store(fresh)
-	bk.c.Store(c)
+	bk.c.Store(newCore(newParams(r, b), fresh))
 	return bk
 }
 
@@ -128,81 +141,124 @@ func (b *Bucket) AllowN(t time.Time, n int) bool {
 func (b *Bucket) allowNs(ns int64, n int) bool {
 	for {
 		c := b.c.Load()
-		if ok, retry := c.allow(&c.tat, ns, n); !retry {
+		if ok, retry := c.allow(&c.tat, &c.high, ns, n); !retry {
 			return ok
 		}
 		runtime.Gosched() // a setter is between seal and publish
 	}
 }
 
-// TryTakeN is TakeN reporting only Result.OK and Result.Remaining, for
-// hot paths that need the full Result only on a denial: it returns them in
-// registers, where a Result goes through memory. A denial takes nothing, so
-// a TakeN after it may be called for RetryAfter and the other fields (it
-// may then succeed, and take, if tokens came back in between).
-func (b *Bucket) TryTakeN(t time.Time, n int) (ok bool, remaining int64) {
+// TryTakeN is TakeN reporting only Result.OK, Result.Remaining and
+// Result.Grant, for hot paths that need the full Result only on a denial:
+// it returns them in registers, where a Result goes through memory. A
+// denial takes nothing, so a TakeN after it may be called for RetryAfter
+// and the other fields (it may then succeed, and take, if tokens came back
+// in between).
+func (b *Bucket) TryTakeN(t time.Time, n int) (ok bool, remaining int64, g Grant) {
 	ns := nsOf(t)
 	for {
 		c := b.c.Load()
-		if ok, remaining, retry := c.tryTake(&c.tat, ns, n); !retry {
-			return ok, remaining
+		q := c.given.Load() // before the state: see Grant.bound
+		if ok, remaining, g, retry := c.tryTake(&c.tat, &c.high, ns, n); !retry {
+			g.q, g.key = q, b.id
+			return ok, remaining, g
 		}
 		runtime.Gosched() // a setter is between seal and publish
 	}
 }
 
 // TakeN takes n tokens at t if the bucket holds them, and reports the
-// outcome: on a denial, when to retry, or that no wait helps.
+// outcome: on a denial, when to retry, or that no wait helps. On success
+// Result.Grant gives the tokens back (GiveBack).
 func (b *Bucket) TakeN(t time.Time, n int) Result {
+	ns := nsOf(t)
 	for {
 		c := b.c.Load()
-		if r, retry := c.take(&c.tat, nsOf(t), n); !retry {
+		q := c.given.Load() // before the state: see Grant.bound
+		if r, retry := c.take(&c.tat, &c.high, ns, n); !retry {
+			r.Grant.q, r.Grant.key = q, b.id
 			return r
 		}
 		runtime.Gosched() // a setter is between seal and publish
 	}
 }
 
-// RefundN gives back n tokens at t: the exact inverse of a successful TakeN
-// or ChargeN of n at t. The bucket never holds more than its burst.
+// GiveBack returns n of the tokens that the take which made g took, and
+// counts them off g: a stacked limit that denied after this one admitted,
+// a cancelled request, an estimate larger than the actual cost. It is
+// exact when no take since has used a later instant than g's take, and
+// otherwise returns fewer tokens, never more (see Grant): whatever the
+// interleaving, the bucket never admits more than burst + rate·Δt in a
+// window Δt.
 //
-// It is exact when the bucket did not refill to full between the take and
-// the refund. If it did (a take at an instant at least n/rate after the
-// refunded take's found it full), the refunded tokens had already come back
-// through the refill, and giving them back again lets up to n more through:
-// refund promptly, at the take's instant, as a stack does when a later limit
-// denies.
-func (b *Bucket) RefundN(t time.Time, n int) {
-	for {
-		c := b.c.Load()
-		if c.refund(&c.tat, nsOf(t), n) {
-			return
-		}
-		runtime.Gosched()
+// After a change of rate or burst (SetLimitAt, SetBurstAt, Reconfigure),
+// a give-back of an earlier take returns at most what of it had not
+// refilled by the instant of the change (the change re-expressed the
+// tokens held then).
+//
+// It returns an error matching ErrGiveBack, and gives nothing back, when
+// n is negative or more than g.Outstanding(), when g records no take
+// (a denial's), or when g is from another bucket. n = 0 does nothing.
+func (b *Bucket) GiveBack(g *Grant, n int) error {
+	if err := g.check(n); err != nil {
+		return err
 	}
+	if g.key != b.id {
+		return errForeign
+	}
+	if n == 0 {
+		return nil
+	}
+	b.mu.Lock() // one give-back at a time: see giveBack
+	defer b.mu.Unlock()
+	b.c.Load().giveBack(g, int64(n))
+	return nil
 }
 
-// RefundTake gives back up to n of the tokens taken by the TakeN that
-// returned res (res.OK), but only those that have not come back by refill
-// alone by t. Right after the take it is exactly RefundN. Later, once the
-// bucket would have refilled past the take, it gives back less or nothing:
-// a late refund never re-creates tokens that later takes already counted on,
-// so settling a reservation long after it was made cannot over-admit.
-//
-// That holds when callers' instants come in order, as from one clock read
-// at the take. A take since res at an instant later than both res's state
-// and t (a caller whose instant runs ahead, or this one's read long before
-// its take) may have found the bucket refilled and started over; this
-// refund then gives back up to n tokens a second time. A Table's
-// RefundTakeBytes guards against that; a Bucket does not yet.
-func (b *Bucket) RefundTake(res Result, t time.Time, n int) {
-	for {
-		c := b.c.Load()
-		if c.refundTake(&c.tat, res, nsOf(t), n) {
-			return
-		}
-		runtime.Gosched()
+// GrantFor returns the Grant of a take of n tokens at t that the caller
+// recorded itself instead of keeping TakeN's Grant: a Backend settles a
+// reservation taken in an earlier call from the instant and count it
+// stored (stack.MemoryBackend does, as the Redis backend does in its
+// script). A give-back through it is bounded like any other by the takes
+// since t, but without the state the take left, so it may return less
+// than the take's own Grant would; it trusts the caller that n tokens
+// were taken at t and not given back, which is why TakeN's Grant is the
+// better way whenever it can be kept.
+func (b *Bucket) GrantFor(t time.Time, n int) Grant {
+	c := b.c.Load()
+	if n <= 0 {
+		return Grant{}
 	}
+	ns := nsOf(t)
+	return Grant{p: &c.params, key: b.id, at: ns, end: c.nsToTicks(ns), q: c.given.Load(), n: int64(n)}
+}
+
+// giveBack returns k of g's tokens to c. The Bucket's mutex must be held:
+// give-backs are the only operations that move the state back, so while
+// one runs the state only grows, and its compare-and-swap cannot succeed
+// on a state that has since been changed and changed back. A take that
+// changed the state before the swap raised the high-water instant before
+// its own swap, so the load of the mark after the load of the state sees
+// it.
+func (c *core) giveBack(g *Grant, k int64) {
+	if !c.inf {
+		for {
+			tat := c.tat.Load()
+			hi := c.nsToTicks(c.high.Load())
+			q := c.given.Load()
+			d := g.bound(k, &c.params, hi, q)
+			if d <= 0 || tat <= hi { // nothing may come back, or full already
+				break
+			}
+			// Never below the latest instant: a bucket full then stays full
+			// for callers with older instants too (only ever stricter).
+			if c.tat.CompareAndSwap(tat, max(tat-d, hi)) {
+				c.given.Store(q + d)
+				break
+			}
+		}
+	}
+	g.n -= k
 }
 
 // ChargeN takes n tokens at t unconditionally, putting the bucket into debt
@@ -212,7 +268,7 @@ func (b *Bucket) RefundTake(res Result, t time.Time, n int) {
 func (b *Bucket) ChargeN(t time.Time, n int) {
 	for {
 		c := b.c.Load()
-		if c.charge(&c.tat, nsOf(t), n) {
+		if c.charge(&c.tat, &c.high, nsOf(t), n) {
 			return
 		}
 		runtime.Gosched()
@@ -282,8 +338,12 @@ func (b *Bucket) reconfigure(t time.Time, r rate.Limit, n int) {
 			break
 		}
 	}
-	nc := &core{params: newParams(r, n)}
-	nc.tat.Store(convert(&old.params, tat, t, &nc.params))
+	np := newParams(r, n)
+	nc := newCore(np, convert(&old.params, tat, t, &np))
+	// The high-water instant carries over, raised to the change's instant:
+	// a Grant of the old parameters is then bounded by what of its take
+	// had not refilled by then (Grant.bound).
+	nc.high.Store(max(old.high.Load(), nsOf(t)))
 	b.c.Store(nc)
 }
 
@@ -314,11 +374,13 @@ func (b *Bucket) WaitN(ctx context.Context, n int) error {
 			limit = dl.Sub(now) // negative when already passed on this clock
 		}
 		c = b.c.Load()
-		wait, ok, retry := c.reserve(&c.tat, now, n, limit)
+		q := c.given.Load() // before the state: see Grant.bound
+		wait, g, ok, retry := c.reserve(&c.tat, &c.high, now, n, limit)
 		if retry {
 			runtime.Gosched()
 			continue
 		}
+		g.q, g.key = q, b.id
 		if !ok {
 			if wait < 0 && !hasDeadline { // rate 0 (or decades of debt) and no deadline: only ctx can end this
 				<-ctx.Done()
@@ -330,7 +392,7 @@ func (b *Bucket) WaitN(ctx context.Context, n int) error {
 			return nil
 		}
 		if err := b.sleep(ctx, wait); err != nil {
-			b.RefundN(now, n)
+			_ = b.GiveBack(&g, n) // refused only after a Reconfigure, which converted the tokens
 			return err
 		}
 		return nil
@@ -338,11 +400,14 @@ func (b *Bucket) WaitN(ctx context.Context, n int) error {
 }
 
 // reserve takes n tokens at t from the future if the wait until they are
-// due is at most limit. It returns the wait; ok=false means nothing was
-// taken (wait < 0 then means never).
-func (p *params) reserve(s *atomic.Int64, t time.Time, n int, limit time.Duration) (wait time.Duration, ok, retry bool) {
+// due is at most limit. It returns the wait and the take's Grant (but for
+// its counter); ok=false means nothing was taken (wait < 0 then means
+// never). A reservation is a take at the instant its tokens are due: that
+// is the instant it raises the high-water mark to and records in its
+// Grant.
+func (p *params) reserve(s, h *atomic.Int64, t time.Time, n int, limit time.Duration) (wait time.Duration, g Grant, ok, retry bool) {
 	if p.inf || n <= 0 {
-		return 0, true, false
+		return 0, Grant{p: p, n: int64(max(n, 0))}, true, false
 	}
 	ns := nsOf(t)
 	now := p.nsToTicks(ns)
@@ -350,26 +415,34 @@ func (p *params) reserve(s *atomic.Int64, t time.Time, n int, limit time.Duratio
 	for {
 		tat := s.Load()
 		if tat == sealed {
-			return 0, false, true
+			return 0, Grant{}, false, true
 		}
 		base := max(tat, now)
 		if base-now > maxDebt-inc {
-			return -1, false, false // decades of debt: never, in practice
+			return -1, Grant{}, false, false // decades of debt: never, in practice
 		}
 		newTat := base + inc
-		dt := newTat - p.tau - now
 		wait = 0
-		if dt > 0 {
+		if newTat-p.tau > now {
 			if p.zero {
-				return -1, false, false
+				return -1, Grant{}, false, false
 			}
 			wait = p.waitUntil(ns, newTat-p.tau)
 		}
 		if wait > limit {
-			return wait, false, false
+			return wait, Grant{}, false, false
 		}
+		raise(h, satAdd(ns, int64(wait)))
 		if s.CompareAndSwap(tat, newTat) {
-			return wait, true, false
+			return wait, Grant{p: p, at: satAdd(ns, int64(wait)), end: newTat, n: int64(n)}, true, false
 		}
 	}
+}
+
+// satAdd is a + b for b ≥ 0, saturated at the largest int64.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }

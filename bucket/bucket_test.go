@@ -158,31 +158,12 @@ func TestRemaining(t *testing.T) {
 	}
 }
 
-func TestRefundIsExactInverse(t *testing.T) {
+func TestChargeSaturates(t *testing.T) {
 	for _, r := range []rate.Limit{0.001, 1, 7, 1e7 / 60} {
 		b := bucket.New(r, 10)
-		b.TakeN(at(0), 4)
 		now := at(123 * time.Millisecond)
-		before := b.TokensAt(now)
-		if !b.TakeN(now, 3).OK {
-			t.Fatalf("r=%v: take 3 denied", r)
-		}
-		b.RefundN(now, 3)
-		if after := b.TokensAt(now); after != before {
-			t.Fatalf("r=%v: tokens %v after take+refund, want %v", r, after, before)
-		}
-		b.ChargeN(now, 25)
-		b.RefundN(now, 25)
-		if after := b.TokensAt(now); after != before {
-			t.Fatalf("r=%v: tokens %v after charge+refund, want %v", r, after, before)
-		}
-		// Refund never fills above the burst.
-		b.RefundN(now, 1000)
-		if got := b.TokensAt(now); got != 10 {
-			t.Fatalf("r=%v: tokens %v after a large refund, want the burst 10", r, got)
-		}
-		b.RefundN(now, math.MaxInt)
 		b.ChargeN(now, math.MaxInt) // saturates, no overflow
+		b.ChargeN(now, math.MaxInt)
 		if got := b.TokensAt(now); got >= 0 {
 			t.Fatalf("r=%v: tokens %v after a huge charge, want debt", r, got)
 		}

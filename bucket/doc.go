@@ -9,9 +9,9 @@
 //	lim := bucket.New(20, 50)        // after
 //
 // Beyond x/time/rate, [Bucket.TakeN] reports the exact RetryAfter of a denial
-// (never early), [Bucket.RefundN] is the inverse of a take (used to give
-// back what a later stacked limit denied; exact when prompt, see its doc),
-// [Bucket.ChargeN] consumes
+// (never early), [Bucket.GiveBack] returns what a take took through the
+// [Grant] the take left (a later stacked limit denied, a request was
+// cancelled, an estimate was too high), [Bucket.ChargeN] consumes
 // unconditionally and may put the bucket into debt (an actual cost larger
 // than its estimate), and a cost larger than the burst is reported as
 // OverBurst (and [ErrCostExceedsBurst] from WaitN), never as a wait.
@@ -29,10 +29,23 @@
 // rate, and an instant is converted to ticks on each call from a fixed
 // epoch, so the refill does not drift: over a simulated day the admitted
 // count stays within one token of b + r·day for rates from 0.001/s to
-// 10,000,000/min. Within any window of length Δt a bucket admits at most
-// b + r·Δt tokens, under any concurrency and with stale callers, up to one
-// internal tick of rounding (2 ns for rates of 1/s and above, at most about a
-// microsecond for the slowest rates).
+// 10,000,000/min.
+//
+// # Exactness
+//
+// Within any window of length Δt a bucket keeps at most b + r·Δt tokens
+// taken, up to one internal tick of rounding (2 ns for rates of 1/s and
+// above, at most about a microsecond for the slowest rates), under any
+// interleaving of takes and give-backs from any number of goroutines, with
+// stale callers, and whatever order give-backs arrive in. A give-back is
+// exact when no take since used a later instant; otherwise it returns less,
+// never a token that a later take already counted on (see [Grant] for the
+// rule and why it holds). ChargeN is the exception by design: it takes
+// unconditionally, into debt, and later takes wait until the debt refills.
+// The tests check this three ways: a window oracle over histories recorded
+// from many goroutines, a seeded scheduler that replays an interleaving
+// exactly, and a linearizability checker (porcupine) over a sequential
+// specification of the bucket.
 //
 // # Limits
 //

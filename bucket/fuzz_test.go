@@ -35,6 +35,7 @@ func FuzzBucket(f *testing.F) {
 		}
 		now := t0
 		var grants []grant
+		var last bucket.Grant
 		for i := 0; i+4 <= len(ops); i += 4 {
 			op, n := ops[i]%6, int(ops[i+1])
 			delta := time.Duration(int16(binary.BigEndian.Uint16(ops[i+2:]))) * step
@@ -52,6 +53,7 @@ func FuzzBucket(f *testing.F) {
 			case 0, 1:
 				res := b.TakeN(t1, n)
 				if res.OK {
+					last = res.Grant
 					grants = append(grants, grant{t1, n})
 				} else if !res.Permanent && !res.OverBurst && res.RetryAfter < time.Duration(math.MaxInt64) {
 					if got := b.TokensAt(t1.Add(res.RetryAfter)); got < float64(n) {
@@ -61,7 +63,7 @@ func FuzzBucket(f *testing.F) {
 			case 2:
 				b.ChargeN(t1, n*int(burst%1000+1))
 			case 3:
-				b.RefundN(t1, n)
+				_ = b.GiveBack(&last, n) // refused when n is more than outstanding, or after a Set*
 			case 4:
 				b.SetBurstAt(t1, n)
 			case 5:

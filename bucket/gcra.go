@@ -249,9 +249,28 @@ func (p *params) held(tat, now int64) int64 {
 	return p.tau - (tat - now)
 }
 
-// take tries to take n tokens at t from state s. It reports ok=false with
-// retry=true when s is sealed and the caller must reload and retry.
-func (p *params) take(s *atomic.Int64, ns int64, n int) (res Result, retry bool) {
+// raise moves the high-water instant h (ns since epoch) up to ns. A take
+// raises it before its compare-and-swap, so that a give-back that finds
+// the take's state also finds its instant (see Grant). h may be nil (a
+// Table keeps its mark per shard, under the shard's lock).
+func raise(h *atomic.Int64, ns int64) {
+	if h == nil {
+		return
+	}
+	for {
+		cur := h.Load()
+		if ns <= cur || h.CompareAndSwap(cur, ns) {
+			return
+		}
+	}
+}
+
+// take tries to take n tokens at t from state s, raising the high-water
+// instant h first (nil: the caller keeps it). It reports ok=false with
+// retry=true when s is sealed and the caller must reload and retry. A
+// successful take's Result carries its Grant but for the key and the
+// give-back counter, which the caller fills in.
+func (p *params) take(s, h *atomic.Int64, ns int64, n int) (res Result, retry bool) {
 	if p.inf {
 		return Result{OK: true, Remaining: p.n}, false
 	}
@@ -293,8 +312,10 @@ func (p *params) take(s *atomic.Int64, ns int64, n int) (res Result, retry bool)
 			}
 			return res, false
 		}
+		raise(h, ns)
 		if s.CompareAndSwap(tat, newTat) {
-			return Result{OK: true, Remaining: p.divUnit(p.tau - (newTat - now)), tat: newTat, p: p}, false
+			return Result{OK: true, Remaining: p.divUnit(p.tau - (newTat - now)),
+				Grant: Grant{p: p, at: ns, end: newTat, n: int64(n)}}, false
 		}
 	}
 }
@@ -302,34 +323,35 @@ func (p *params) take(s *atomic.Int64, ns int64, n int) (res Result, retry bool)
 // tryTake is take reporting only OK and Remaining, in registers (a Result
 // has too many fields to stay out of memory). Outcomes other than a plain
 // take or refusal (n ≤ 0, over burst) go through take.
-func (p *params) tryTake(s *atomic.Int64, ns int64, n int) (ok bool, remaining int64, retry bool) {
+func (p *params) tryTake(s, h *atomic.Int64, ns int64, n int) (ok bool, remaining int64, g Grant, retry bool) {
 	if p.inf {
-		return true, p.n, false
+		return true, p.n, Grant{p: p, n: int64(max(n, 0))}, false
 	}
 	if n <= 0 || int64(n) > p.n || n > p.burst {
-		r, retry := p.take(s, ns, n)
-		return r.OK, r.Remaining, retry
+		r, retry := p.take(s, h, ns, n)
+		return r.OK, r.Remaining, r.Grant, retry
 	}
 	now := p.nsToTicks(ns)
 	inc := int64(n) * p.unit
 	for {
 		tat := s.Load()
 		if tat == sealed {
-			return false, 0, true
+			return false, 0, Grant{}, true
 		}
 		base := max(tat, now)
 		newTat := base + inc
 		if newTat-now > p.tau {
-			return false, p.divUnit(p.tau - (base - now)), false
+			return false, p.divUnit(p.tau - (base - now)), Grant{}, false
 		}
+		raise(h, ns)
 		if s.CompareAndSwap(tat, newTat) {
-			return true, p.divUnit(p.tau - (newTat - now)), false
+			return true, p.divUnit(p.tau - (newTat - now)), Grant{p: p, at: ns, end: newTat, n: int64(n)}, false
 		}
 	}
 }
 
 // allow is take without the report: ok says whether n tokens were taken.
-func (p *params) allow(s *atomic.Int64, ns int64, n int) (ok, retry bool) {
+func (p *params) allow(s, h *atomic.Int64, ns int64, n int) (ok, retry bool) {
 	if p.inf {
 		return true, false
 	}
@@ -354,6 +376,7 @@ func (p *params) allow(s *atomic.Int64, ns int64, n int) (ok, retry bool) {
 		if newTat-now > p.tau {
 			return false, false
 		}
+		raise(h, ns)
 		if s.CompareAndSwap(tat, newTat) {
 			return true, false
 		}
@@ -370,7 +393,7 @@ func mulSat(n, unit, limit int64) int64 {
 
 // charge consumes n tokens at t unconditionally, up to maxDebt ticks ahead.
 // It reports false when s is sealed.
-func (p *params) charge(s *atomic.Int64, ns int64, n int) bool {
+func (p *params) charge(s, h *atomic.Int64, ns int64, n int) bool {
 	if p.inf || n <= 0 {
 		return true
 	}
@@ -386,72 +409,46 @@ func (p *params) charge(s *atomic.Int64, ns int64, n int) bool {
 		if newTat <= tat {
 			return true // already at the debt bound: nothing moves backwards
 		}
+		raise(h, ns)
 		if s.CompareAndSwap(tat, newTat) {
 			return true
 		}
 	}
 }
 
-// refund gives back n tokens at t, never beyond full at t. It reports false
-// when s is sealed.
-func (p *params) refund(s *atomic.Int64, ns int64, n int) bool {
-	if p.inf || n <= 0 {
-		return true
-	}
-	now := p.nsToTicks(ns)
-	dec := mulSat(int64(n), p.unit, maxDebt)
-	for {
-		tat := s.Load()
-		if tat == sealed {
-			return false
-		}
-		if tat <= now { // full at t
-			return true
-		}
-		newTat := max(tat-dec, now)
-		if s.CompareAndSwap(tat, newTat) {
-			return true
-		}
-	}
-}
-
-// refundTake is refund bounded by what of res's take is still outstanding at
-// t: the ticks between t and the state the take left, in whole tokens when
-// the parameters changed since. It reports false when s is sealed.
-func (p *params) refundTake(s *atomic.Int64, res Result, ns int64, n int) bool {
-	if !res.OK || res.p == nil || n <= 0 || p.inf {
-		return true
-	}
-	var out int64 // outstanding tokens of the take, in p's ticks
-	if res.p == p {
-		out = res.tat - p.nsToTicks(ns)
-	} else {
-		q := res.p
-		tokens := floorDiv(res.tat-q.nsToTicks(ns), q.unit)
-		out = mulSat(max(tokens, 0), p.unit, maxDebt)
-	}
-	if out <= 0 {
-		return true
-	}
-	dec := min(mulSat(int64(n), p.unit, maxDebt), out)
-	return p.refundTicks(s, ns, dec)
-}
-
-// refundTicks gives back dec ticks at ns, never beyond full.
-func (p *params) refundTicks(s *atomic.Int64, ns int64, dec int64) bool {
-	now := p.nsToTicks(ns)
-	for {
-		tat := s.Load()
-		if tat == sealed {
-			return false
-		}
-		if tat <= now {
-			return true
-		}
-		if s.CompareAndSwap(tat, max(tat-dec, now)) {
-			return true
+// bound is how many ticks of p may be given back for k of the tokens of g's
+// take (0 ≤ k ≤ g.n), from a bucket with parameters p whose latest take
+// instant is hi (p's ticks) and whose give-back counter reads q.
+//
+// Why it is safe. Picture every kept take as a segment of bucket time
+// [start, end): it starts no earlier than its own instant, ends no later
+// than its instant plus the capacity (that is what admitting it checked),
+// and the segments are disjoint and end before the state. Those three
+// facts alone bound what any window of instants [t1, t2] admits: its
+// segments lie in [t1, t2+tau], so they hold at most tau + (t2-t1) ticks.
+// Taking lays a new segment after the state. Giving back d ticks of a
+// take shortens its segment by d and slides every later segment back by
+// d; that keeps the facts true only if each later segment still starts
+// no earlier than its instant. Later segments start at or after this
+// take's end, which is at least its instant plus its outstanding ticks
+// (a + c), and at least the end it was given less everything given back
+// since (end − (q − g.q)), and no later take's instant exceeds hi. So
+// d ≤ max(a + c, end − Δq) − hi keeps them all valid: a later take that
+// found the bucket refilled and started over from its own instant makes
+// the bound small or zero, and with no later take it is the whole take.
+//
+// A Grant of other parameters than p's (the bucket's rate or burst changed
+// since, which raised hi to the instant of the change) is bounded by its
+// instant and count alone: the state it left is in other ticks.
+func (g *Grant) bound(k int64, p *params, hi, q int64) int64 {
+	d := k * p.unit
+	l := p.nsToTicks(g.at) + g.n*p.unit
+	if g.p == p {
+		if e := g.end - (q - g.q); e > l {
+			l = e
 		}
 	}
+	return max(min(d, l-hi), 0)
 }
 
 // tokensAt is the number of tokens held at t for state tat.

@@ -106,6 +106,7 @@ type shardState struct {
 	visits  uint32 // sweeps of other shards done from this one
 	high    int64  // high-water instant H, ns since epoch
 	highSet bool
+	given   int64 // ticks given back so far (GiveBack; see Grant)
 	floor   int64 // the latest state of a bucket dropped (ticks), if dropped
 	dropped bool
 	swept   uint64 // slots examined by sweeps, for tests of the sweep cost
@@ -244,23 +245,24 @@ func stale(i int, full, create bool, p *params, n int) bool {
 	return i < 0 && !full && !create && fits(p, n)
 }
 
-// TryTakeN is TakeN reporting only Result.OK and Result.Remaining (see
-// TryTakeBytes).
-func (t *Table) TryTakeN(key string, at time.Time, n int) (ok bool, remaining int64) {
+// TryTakeN is TakeN reporting only Result.OK, Result.Remaining and
+// Result.Grant (see TryTakeBytes).
+func (t *Table) TryTakeN(key string, at time.Time, n int) (ok bool, remaining int64, g Grant) {
 	return t.tryTake(t.digestString(key), nsOf(at), n)
 }
 
-// TryTakeBytes is TakeBytes reporting only Result.OK and Result.Remaining
-// (see Bucket.TryTakeN): a refused take, including one refused because the
-// Budget is full, takes nothing, and TakeBytes then gives the full Result.
-func (t *Table) TryTakeBytes(key []byte, at time.Time, n int) (ok bool, remaining int64) {
+// TryTakeBytes is TakeBytes reporting only Result.OK, Result.Remaining and
+// Result.Grant (see Bucket.TryTakeN): a refused take, including one refused
+// because the Budget is full, takes nothing, and TakeBytes then gives the
+// full Result.
+func (t *Table) TryTakeBytes(key []byte, at time.Time, n int) (ok bool, remaining int64, g Grant) {
 	return t.tryTake(t.digestBytes(key), nsOf(at), n)
 }
 
-func (t *Table) tryTake(d digest, ns int64, n int) (ok bool, remaining int64) {
+func (t *Table) tryTake(d digest, ns int64, n int) (ok bool, remaining int64, g Grant) {
 	p := t.p.Load()
 	if p.inf {
-		return true, p.n
+		return true, p.n, Grant{p: p, key: d.hi, n: int64(max(n, 0))}
 	}
 	create := fits(p, n)
 	s, i, p, _ := t.slotFor(d, ns, create)
@@ -270,33 +272,34 @@ func (t *Table) tryTake(d digest, ns int64, n int) (ok bool, remaining int64) {
 			s.mu.Unlock()
 		}
 		r := t.take(d, ns, n)
-		return r.OK, r.Remaining
+		return r.OK, r.Remaining, r.Grant
 	}
 	if n > 0 {
-		s.raise(ns) // a take: see RefundTakeBytes
+		s.raise(ns) // a take: see Grant
 	}
-	ok, remaining = p.tryTakeLocked(&s.slots[i].tat, ns, n)
+	ok, remaining, g = p.tryTakeLocked(&s.slots[i].tat, ns, n)
+	g.key, g.q = d.hi, s.given
 	s.mu.Unlock()
-	return ok, remaining
+	return ok, remaining, g
 }
 
 // tryTakeLocked is params.tryTake for the state of a Table's slot, which is
 // only ever read or written under its shard's lock: a plain read and write
 // instead of a compare-and-swap, one locked instruction fewer per take.
-func (p *params) tryTakeLocked(s *atomic.Int64, ns int64, n int) (ok bool, remaining int64) {
+func (p *params) tryTakeLocked(s *atomic.Int64, ns int64, n int) (ok bool, remaining int64, g Grant) {
 	if p.inf || n <= 0 || int64(n) > p.n || n > p.burst {
-		r, _ := p.take(s, ns, n)
-		return r.OK, r.Remaining
+		r, _ := p.take(s, nil, ns, n)
+		return r.OK, r.Remaining, r.Grant
 	}
 	now := p.nsToTicks(ns)
 	w := (*int64)(unsafe.Pointer(s)) // the lock orders every access
 	base := max(*w, now)
 	newTat := base + int64(n)*p.unit
 	if newTat-now > p.tau {
-		return false, p.divUnit(p.tau - (base - now))
+		return false, p.divUnit(p.tau - (base - now)), Grant{}
 	}
 	*w = newTat
-	return true, p.divUnit(p.tau - (newTat - now))
+	return true, p.divUnit(p.tau - (newTat - now)), Grant{p: p, at: ns, end: newTat, n: int64(n)}
 }
 
 // locate is slotFor for a take of n, creating d's bucket when such a take
@@ -323,7 +326,7 @@ func (t *Table) locate(d digest, ns int64, n int) (s *shard, i int, p *params, f
 func (t *Table) take(d digest, ns int64, n int) Result {
 	s, i, p, full, _, inf := t.locate(d, ns, n)
 	if inf {
-		return Result{OK: true, Remaining: p.n}
+		return Result{OK: true, Remaining: p.n, Grant: Grant{p: p, key: d.hi, n: int64(max(n, 0))}}
 	}
 	if s == nil {
 		return t.peek(nil, p, ns, n)
@@ -333,9 +336,12 @@ func (t *Table) take(d digest, ns int64, n int) Result {
 	switch {
 	case i >= 0:
 		if n > 0 {
-			s.raise(ns) // a take: see RefundTakeBytes
+			s.raise(ns) // a take: see Grant
 		}
-		r, _ = p.take(&s.slots[i].tat, ns, n)
+		r, _ = p.take(&s.slots[i].tat, nil, ns, n)
+		if r.OK {
+			r.Grant.key, r.Grant.q = d.hi, s.given
+		}
 	case full:
 		r = t.budgetDenial(s, p, ns)
 	default:
@@ -356,7 +362,10 @@ func (t *Table) allow(d digest, ns int64, n int) bool {
 	ok := false
 	switch {
 	case i >= 0:
-		ok, _ = p.allow(&s.slots[i].tat, ns, n)
+		if n > 0 {
+			s.raise(ns) // a take: see Grant
+		}
+		ok, _ = p.allow(&s.slots[i].tat, nil, ns, n)
 	case !create:
 		ok = t.peek(s, p, ns, n).OK
 	}
@@ -369,64 +378,62 @@ func (t *Table) allow(d digest, ns int64, n int) bool {
 func (t *Table) peek(s *shard, p *params, ns int64, n int) Result {
 	var tmp atomic.Int64
 	tmp.Store(initial(s, p))
-	r, _ := p.take(&tmp, ns, n)
-	r.tat, r.p = 0, nil // nothing was taken: nothing to refund
+	r, _ := p.take(&tmp, nil, ns, n)
+	r.Grant = Grant{} // nothing was taken: nothing to give back
 	return r
 }
 
-// RefundN gives back n tokens at at to key's bucket; see Bucket.RefundN. A
-// key without a bucket is full: nothing to do.
-func (t *Table) RefundN(key string, at time.Time, n int) {
-	t.refund(t.digestString(key), nsOf(at), n)
+// GiveBack returns n of the tokens that the take of key which made g took,
+// and counts them off g; see Bucket.GiveBack and Grant. The Table's bound
+// uses the latest instant of any take on the key's shard, so a give-back
+// is exact when no take on the shard since has used a later instant. A
+// key whose bucket was reclaimed since (it had refilled to full) gets
+// nothing back; the tokens still count off g.
+//
+// After a Reconfigure, a give-back of an earlier take returns at most what
+// of it had not refilled by the instant of the change.
+//
+// It returns an error matching ErrGiveBack, and gives nothing back, when
+// n is negative or more than g.Outstanding(), when g records no take, or
+// when g is from another key (or, almost surely, another Table).
+func (t *Table) GiveBack(key string, g *Grant, n int) error {
+	return t.giveBack(t.digestString(key), g, n)
 }
 
-// RefundBytes is RefundN with the key as bytes.
-func (t *Table) RefundBytes(key []byte, at time.Time, n int) {
-	t.refund(t.digestBytes(key), nsOf(at), n)
+// GiveBackBytes is GiveBack with the key as bytes.
+func (t *Table) GiveBackBytes(key []byte, g *Grant, n int) error {
+	return t.giveBack(t.digestBytes(key), g, n)
 }
 
-func (t *Table) refund(d digest, ns int64, n int) {
-	if n <= 0 {
-		return
+func (t *Table) giveBack(d digest, g *Grant, n int) error {
+	if err := g.check(n); err != nil {
+		return err
 	}
-	s, i, p, _ := t.slotFor(d, ns, false)
-	if s == nil {
-		return
+	if g.key != d.hi {
+		return errForeign
 	}
-	if i >= 0 {
-		p.refund(&s.slots[i].tat, ns, n)
+	if n == 0 {
+		return nil
 	}
-	s.mu.Unlock()
-}
-
-// RefundTakeBytes is Bucket.RefundTake for key's bucket: it gives back up
-// to n of the tokens of the take that returned res, only those not yet
-// refilled by at, or by the latest instant any take on the key's shard has
-// used if that is later: a take since res at a later instant may have found
-// the bucket refilled past res and started over from its own instant, and
-// then nothing of res is left to give back, whatever order the callers'
-// instants came in. A key reclaimed since (it was full) gets nothing back.
-func (t *Table) RefundTakeBytes(key []byte, res Result, at time.Time, n int) {
-	if !res.OK || res.p == nil || n <= 0 {
-		return
-	}
-	ns := nsOf(at)
-	s, i, p, _ := t.slotFor(t.digestBytes(key), ns, false)
-	if s == nil {
-		return
-	}
-	if i >= 0 {
-		// Not before the shard's latest take: a take since res with a later
-		// instant may have found the bucket refilled past res's state and
-		// started from its own instant, leaving nothing of res to give back
-		// (giving it back would hand out its tokens twice).
-		at := ns
-		if s.highSet && s.high > at {
-			at = s.high
+	// A lookup at the earliest instant: its amortised sweep, if any, drops
+	// nothing (see maintain).
+	s, i, p, _ := t.slotFor(d, math.MinInt64, false)
+	if i >= 0 && !p.inf {
+		hi := p.nsToTicks(math.MinInt64)
+		if s.highSet {
+			hi = p.nsToTicks(s.high)
 		}
-		p.refundTake(&s.slots[i].tat, res, at, n)
+		w := (*int64)(unsafe.Pointer(&s.slots[i].tat))                  // the lock orders every access
+		if dd := g.bound(int64(n), p, hi, s.given); dd > 0 && *w > hi { // else nothing may come back, or full already
+			*w = max(*w-dd, hi) // never below the latest instant, as Bucket.GiveBack
+			s.given += dd
+		}
 	}
-	s.mu.Unlock()
+	g.n -= int64(n)
+	if s != nil {
+		s.mu.Unlock()
+	}
+	return nil
 }
 
 // ChargeN takes n tokens at at from key's bucket unconditionally, possibly
@@ -450,7 +457,7 @@ func (t *Table) charge(d digest, ns int64, n int) {
 	s, i, p, _ := t.slotForMode(d, ns, modeForce)
 	if i >= 0 {
 		s.raise(ns)
-		p.charge(&s.slots[i].tat, ns, n)
+		p.charge(&s.slots[i].tat, nil, ns, n)
 	}
 	s.mu.Unlock()
 }
@@ -520,7 +527,8 @@ func (t *Table) Reconfigure(at time.Time, r rate.Limit, b int) {
 			old := t.p.Load()
 			for i := range set.shards {
 				s := &set.shards[i]
-				if np.inf { // nothing to remember: every bucket is full
+				s.raise(nsOf(at)) // bounds the give-backs of earlier takes (Grant.bound)
+				if np.inf {       // nothing to remember: every bucket is full
 					t.dropAll(s)
 					continue
 				}
@@ -955,7 +963,7 @@ func (t *Table) split(s *shard) {
 	for i := range ns.shards {
 		d := &ns.shards[i]
 		d.idx = i
-		d.high, d.highSet = s.high, s.highSet
+		d.high, d.highSet, d.given = s.high, s.highSet, s.given
 		d.floor, d.dropped = s.floor, s.dropped
 		if counts[i] > 0 {
 			d.slots = make([]slot, max(minSlots, counts[i]*2))

@@ -118,13 +118,20 @@ func runTableDiff(tb testing.TB, seed uint64, nkeys, ops, shards int) {
 		case op < 14:
 			tab.ChargeN(k, now, n)
 			get(k).ChargeN(now, n)
-		case op < 16:
-			tab.RefundN(k, now, n)
-			get(k).RefundN(now, n)
 		case op < 18:
-			if r, ok := tres[k]; ok {
-				tab.RefundTakeBytes([]byte(k), r, now, n)
-				get(k).RefundTake(bres[k], now, n)
+			// A take given back (in part) at once: the Table bounds a
+			// give-back by its shard's latest take, a Bucket by its own, and
+			// with instants that never go back both are this take's.
+			got, want := tab.TakeN(k, now, n), get(k).TakeN(now, n)
+			if got.OK != want.OK || got.Remaining != want.Remaining {
+				tb.Fatalf("seed %d op %d: TakeN(%s, +%v, %d) = %+v, bucket %+v", seed, i, k, time.Duration(ns), n, got, want)
+			}
+			if got.OK && n > 0 {
+				back := 1 + rng.IntN(n)
+				e1, e2 := tab.GiveBack(k, &got.Grant, back), get(k).GiveBack(&want.Grant, back)
+				if e1 != nil || e2 != nil {
+					tb.Fatalf("seed %d op %d: GiveBack(%s, %d): table %v, bucket %v", seed, i, k, back, e1, e2)
+				}
 			}
 		case op < 19:
 			got, want := tab.TokensAt(k, now), get(k).TokensAt(now)
@@ -194,8 +201,8 @@ func TestTableOddInputs(t *testing.T) {
 					tab.AllowN(k, at, n)
 					tab.ChargeN(k, at, n)
 					res := tab.TakeBytes([]byte(k), at, n)
-					tab.RefundTakeBytes([]byte(k), res, at, n)
-					tab.RefundN(k, at, n)
+					_ = tab.GiveBackBytes([]byte(k), &res.Grant, n)
+					_ = tab.GiveBackBytes([]byte(k), &res.Grant, n) // refused: nothing left
 					if got := tab.TokensAt(k, at); got > float64(max(0, min(b, MaxBurst)))+1e-9 && r != rate.Inf {
 						t.Fatalf("rate %v burst %d: key %s holds %v tokens at %v", r, b, k, got, at)
 					}

@@ -83,7 +83,7 @@ func TestTableWildInstantsWindowBound(t *testing.T) {
 			default:
 				res := tab.TakeN(key, now, n)
 				if res.OK && rng.IntN(4) == 0 {
-					tab.RefundTakeBytes([]byte(key), res, now, n) // given back at once
+					_ = tab.GiveBackBytes([]byte(key), &res.Grant, n) // given back at once
 				} else if res.OK {
 					grants[k] = append(grants[k], grant{now, n})
 				}

@@ -173,7 +173,6 @@ func TestTableLookupDoesNotMoveHighWaterMark(t *testing.T) {
 	for i := range 1000 {
 		tab.TakeN("k"+strconv.Itoa(i), t0, 1)
 		tab.TokensAt("k"+strconv.Itoa(i), at(24*time.Hour)) // what-if: tomorrow
-		tab.RefundN("k"+strconv.Itoa(i), at(24*time.Hour), 1)
 		tab.TakeN("k"+strconv.Itoa(i), at(24*time.Hour), 0)
 	}
 	if r := tab.TakeN("new", t0, 2); !r.OK {
@@ -220,7 +219,7 @@ func TestTableConcurrentWindowBoundWithReclaim(t *testing.T) {
 					res := tab.TakeBytes(buf, now, n)
 					ok = res.OK
 					if ok && rng.IntN(4) == 0 { // a later stacked limit denied: give it back at once
-						tab.RefundTakeBytes(buf, res, now, n)
+						_ = tab.GiveBackBytes(buf, &res.Grant, n)
 						ok = false
 					}
 				default:
@@ -293,7 +292,9 @@ func TestTableNoAllocsSteadyState(t *testing.T) {
 		hot.TakeBytes(hotB, now, 1)
 		hot.AllowN("hit", now, 1)
 		hot.ChargeBytes(hotB, now, 1)
-		hot.RefundBytes(hotB, now, 1)
+		if ok, _, g := hot.TryTakeBytes(hotB, now, 1); ok {
+			_ = hot.GiveBackBytes(hotB, &g, 1)
+		}
 		hot.TokensAt("hit", now)
 	}); a != 0 {
 		t.Fatalf("hit: %v allocations, want 0", a)
@@ -321,28 +322,5 @@ func TestTableClock(t *testing.T) {
 	sys := bucket.NewTable(rate.Every(time.Hour), 1)
 	if !sys.Allow("x") || sys.Allow("x") {
 		t.Fatal("system clock: want one grant then a denial")
-	}
-}
-
-// A take at an instant behind another caller's, given back after that
-// caller took: the later take found the bucket refilled past the first
-// one's state and started from its own instant, so nothing of the first
-// take is left in the bucket, and giving it back must not hand its token
-// out a second time (burst 3 at 1/ms: at most 3 at one instant).
-func TestRefundTakeAfterALaterTakeHandsNothingOutTwice(t *testing.T) {
-	tab := bucket.NewTable(1000, 3, bucket.WithShards(1))
-	key := []byte("k")
-	res := tab.TakeBytes(key, at(78*time.Millisecond), 1) // a caller whose instant is behind
-	if !res.OK {
-		t.Fatalf("first take: %+v", res)
-	}
-	for i := range 3 {
-		if r := tab.TakeN("k", at(80*time.Millisecond), 1); !r.OK {
-			t.Fatalf("take %d at 80 ms: %+v, want the full burst", i, r)
-		}
-	}
-	tab.RefundTakeBytes(key, res, at(78*time.Millisecond), 1)
-	if r := tab.TakeN("k", at(80*time.Millisecond), 1); r.OK {
-		t.Fatal("a fourth token at 80 ms with a burst of 3: the refund gave back a take the bucket no longer held")
 	}
 }

@@ -213,6 +213,7 @@ func (m *MemoryBackend) Take(ctx context.Context, at time.Time, ops []Op) (Outco
 	}
 	out := Outcome{Denied: -1, Remaining: make([]int64, len(ops))}
 	taken := make([]bool, len(ops))
+	grants := make([]bucket.Grant, len(ops))
 	for i, op := range ops {
 		var res bucket.Result
 		if op.Conn {
@@ -230,6 +231,7 @@ func (m *MemoryBackend) Take(ctx context.Context, at time.Time, ops []Op) (Outco
 		}
 		if res.OK {
 			taken[i] = true
+			grants[i] = res.Grant
 			out.Remaining[i] = res.Remaining
 			continue
 		}
@@ -247,7 +249,9 @@ func (m *MemoryBackend) Take(ctx context.Context, at time.Time, ops []Op) (Outco
 			case ops[j].Conn:
 				m.release(ops[j])
 			default:
-				m.get(at, ops[j]).RefundN(at, int(ops[j].Cost))
+				// Refused only after a change of the op's parameters, which
+				// converted the bucket's tokens: nothing left to give back.
+				_ = m.get(at, ops[j]).GiveBack(&grants[j], int(ops[j].Cost))
 			}
 		}
 		for j := i + 1; j < len(ops) && !out.Permanent; j++ {
@@ -258,7 +262,7 @@ func (m *MemoryBackend) Take(ctx context.Context, at time.Time, ops []Op) (Outco
 			r := ob.TakeN(at, int(ops[j].Cost))
 			switch {
 			case r.OK:
-				ob.RefundN(at, int(ops[j].Cost))
+				_ = ob.GiveBack(&r.Grant, int(ops[j].Cost))
 			case r.Permanent || r.OverBurst:
 				out.Permanent, out.RetryAfter = true, 0
 				out.OverBurst = r.OverBurst && ops[j].Burst > 0
@@ -288,8 +292,10 @@ func (m *MemoryBackend) Adjust(ctx context.Context, at time.Time, ops []Op) erro
 		switch {
 		case op.Cost > 0:
 			b.ChargeN(at, int(op.Cost))
-		case op.Cost < 0:
-			b.RefundN(at, int(-op.Cost))
+		case op.Cost < 0 && !op.TakenAt.IsZero():
+			// Bounded by the takes since op.TakenAt (see Backend.Adjust).
+			g := b.GrantFor(op.TakenAt, int(-op.Cost))
+			_ = b.GiveBack(&g, int(-op.Cost))
 		}
 	}
 	return nil

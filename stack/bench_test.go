@@ -350,30 +350,34 @@ func (sp *specialist) decide(k *sluice.Keys) (bool, int64) {
 	} else if one = sp.exact[[2]string{tg, tl}]; one == nil {
 		perTool = sp.perTarget[tg]
 	}
+	var g1 bucket.Grant
 	switch {
 	case one != nil:
-		if ok, _ := one.TryTakeN(t, 1); !ok {
+		var ok bool
+		if ok, _, g1 = one.TryTakeN(t, 1); !ok {
 			return false, 0
 		}
 	case perTool != nil:
-		if ok, _ := perTool.TryTakeN(tl, t, 1); !ok {
+		var ok bool
+		if ok, _, g1 = perTool.TryTakeN(tl, t, 1); !ok {
 			return false, 0
 		}
 	}
 	giveBack := func() {
 		if one != nil {
-			one.RefundN(t, 1)
+			_ = one.GiveBack(&g1, 1)
 		} else if perTool != nil {
-			perTool.RefundN(tl, t, 1)
+			_ = perTool.GiveBack(tl, &g1, 1)
 		}
 	}
-	if ok, _ := sp.target.TryTakeN(tg, t, 1); !ok {
+	okT, _, g2 := sp.target.TryTakeN(tg, t, 1)
+	if !okT {
 		giveBack()
 		return false, 0
 	}
-	ok, left := sp.caller.TryTakeN(c, t, 1)
+	ok, left, _ := sp.caller.TryTakeN(c, t, 1)
 	if !ok {
-		sp.target.RefundN(tg, t, 1)
+		_ = sp.target.GiveBack(tg, &g2, 1)
 		giveBack()
 	}
 	return ok, left

@@ -26,7 +26,8 @@ type item struct {
 	rank   int32       // rb.rank, kept here for the sort
 	taken  bool
 	cost   int
-	lease  uint64 // connections: the lease taken
+	lease  uint64       // connections: the lease taken
+	grant  bucket.Grant // a bucket: what to give back if a later limit denies
 }
 
 // take takes the item's cost from its bucket (a probe after a denial).
@@ -61,13 +62,16 @@ func (it *item) takeConn(kb []byte, t time.Time, s *Stack) bucket.Result {
 	return bucket.Result{RetryAfter: connRetryAfter}
 }
 
-func (it *item) refund(kb []byte, t time.Time) {
+// refund gives back what the item took: a bucket's grant (refused only
+// when a reload changed the bucket's rate or burst since, which converted
+// its tokens then), or a connections slot.
+func (it *item) refund(kb []byte) {
 	rb := it.rb
 	switch {
 	case rb.shared != nil:
-		rb.shared.RefundN(t, it.cost)
+		_ = rb.shared.GiveBack(&it.grant, int(it.grant.Outstanding()))
 	case rb.table != nil:
-		rb.table.RefundBytes(kb[it.k0:it.k1], t, it.cost)
+		rb.table.GiveBackBytes(kb[it.k0:it.k1], &it.grant, int(it.grant.Outstanding()))
 	case rb.conn != nil:
 		rb.conn.release(it.lease)
 	default:
@@ -149,9 +153,9 @@ func (s *Stack) evaluateSingles(ctx context.Context, c *compiled, keys *sluice.K
 	}
 	var (
 		taken [inlineItems]struct {
-			tab  *bucket.Table
-			v    string
-			cost int
+			tab *bucket.Table
+			v   string
+			g   bucket.Grant
 		}
 		n     int
 		tight *rateBucket
@@ -167,17 +171,19 @@ func (s *Stack) evaluateSingles(ctx context.Context, c *compiled, keys *sluice.K
 		cost := rb.cost(tokens)
 		var ok bool
 		var rem int64
+		var g bucket.Grant
 		tab := rb.table.get()
 		if len(v) <= rawMax { // a longer value's key is a digest: the general path
-			ok, rem = tab.TryTakeN(v, t, cost)
+			ok, rem, g = tab.TryTakeN(v, t, cost)
 		}
 		if !ok {
 			for j := n - 1; j >= 0; j-- {
-				taken[j].tab.RefundN(taken[j].v, t, taken[j].cost)
+				tk := &taken[j]
+				_ = tk.tab.GiveBack(tk.v, &tk.g, int(tk.g.Outstanding())) // see item.refund
 			}
 			return false
 		}
-		taken[n].tab, taken[n].v, taken[n].cost = tab, v, cost
+		taken[n].tab, taken[n].v, taken[n].g = tab, v, g
 		n++
 		tight, left = tighter(tight, left, rb, rem)
 	}
@@ -193,6 +199,7 @@ type directTake struct {
 	key    string
 	k0, k1 int32
 	cost   int
+	g      bucket.Grant
 }
 
 // evaluateDirect decides a request against a direct plan (see
@@ -284,22 +291,23 @@ plan:
 		var rem int64
 		switch {
 		case rb.shared != nil:
-			ok, rem = rb.shared.TryTakeN(t, tk.cost)
+			ok, rem, tk.g = rb.shared.TryTakeN(t, tk.cost)
 		case tk.k1 > tk.k0:
-			ok, rem = rb.table.get().TryTakeBytes(kb[tk.k0:tk.k1], t, tk.cost)
+			ok, rem, tk.g = rb.table.get().TryTakeBytes(kb[tk.k0:tk.k1], t, tk.cost)
 		default:
-			ok, rem = rb.table.get().TryTakeN(tk.key, t, tk.cost)
+			ok, rem, tk.g = rb.table.get().TryTakeN(tk.key, t, tk.cost)
 		}
 		if !ok {
-			for j := i - 1; j >= 0; j-- {
+			for j := i - 1; j >= 0; j-- { // see item.refund
 				tk := &list[j]
+				k := int(tk.g.Outstanding())
 				switch {
 				case tk.rb.shared != nil:
-					tk.rb.shared.RefundN(t, tk.cost)
+					_ = tk.rb.shared.GiveBack(&tk.g, k)
 				case tk.k1 > tk.k0:
-					tk.rb.table.RefundBytes(kb[tk.k0:tk.k1], t, tk.cost)
+					tk.rb.table.GiveBackBytes(kb[tk.k0:tk.k1], &tk.g, k)
 				default:
-					tk.rb.table.get().RefundN(tk.key, t, tk.cost)
+					_ = tk.rb.table.get().GiveBack(tk.key, &tk.g, k)
 				}
 			}
 			return false
@@ -422,23 +430,20 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 		var left int64
 		if rb := it.rb; r != nil || (rb.shared == nil && rb.table == nil) {
 			res = it.take(kb, t, s) // a reservation keeps the Result
-			ok, left = res.OK, res.Remaining
+			ok, left, it.grant = res.OK, res.Remaining, res.Grant
 		} else if rb.shared != nil {
-			ok, left = rb.shared.TryTakeN(t, it.cost)
+			ok, left, it.grant = rb.shared.TryTakeN(t, it.cost)
 		} else {
-			ok, left = rb.table.get().TryTakeBytes(kb[it.k0:it.k1], t, it.cost)
+			ok, left, it.grant = rb.table.get().TryTakeBytes(kb[it.k0:it.k1], t, it.cost)
 		}
 		if !ok && r == nil && (it.rb.shared != nil || it.rb.table != nil) {
 			// A refusal took nothing: take again for the full Result (which
 			// may now succeed, and then has taken).
 			res = it.take(kb, t, s)
-			ok, left = res.OK, res.Remaining
+			ok, left, it.grant = res.OK, res.Remaining, res.Grant
 		}
 		if ok {
 			it.taken = true
-			if r != nil {
-				r.setResult(i, res)
-			}
 			tight, tightRemaining = tighter(tight, tightRemaining, it.rb, left)
 			continue
 		}
@@ -467,7 +472,7 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 		// A denied request consumes nothing: give back what was taken.
 		for j := denied - 1; j >= 0; j-- {
 			if items[j].taken {
-				items[j].refund(kb, t)
+				items[j].refund(kb)
 			}
 		}
 		// RetryAfter must not be early: the buckets not reached may need
@@ -484,7 +489,8 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 				res := o.take(kb, t, s)
 				switch {
 				case res.OK:
-					o.refund(kb, t)
+					o.grant = res.Grant
+					o.refund(kb)
 				case res.OverBurst || (res.Permanent && !res.BudgetFull):
 					d.Permanent, d.RetryAfter = true, 0
 					d.OverBurst = o.rb.burst > 0

@@ -2,7 +2,6 @@ package stack
 
 import (
 	"context"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,7 +24,7 @@ type reservation struct {
 	estimate  int
 	slotsOnly bool // ReserveSlots: settling only releases connection slots
 	// items are indexed like the evaluation's items: evaluate stores each
-	// take's result as it happens (setResult), record the rest on success.
+	// take's grant, recorded on success.
 	n        int
 	items    [4]resItem
 	more     []resItem
@@ -40,7 +39,7 @@ type resItem struct {
 	k0, k1 int32
 	cost   int
 	lease  uint64
-	res    bucket.Result // the take, for bounded refunds
+	grant  bucket.Grant // the take, for give-backs
 }
 
 var reservations = sync.Pool{New: func() any {
@@ -101,8 +100,6 @@ func (r *reservation) slot(i int) *resItem {
 	return &r.more[i-len(r.items)]
 }
 
-func (r *reservation) setResult(i int, res bucket.Result) { r.slot(i).res = res }
-
 func (r *reservation) record(items []item, kb []byte, t time.Time) {
 	r.at = t
 	r.keys = append(r.keys[:0], kb...)
@@ -114,7 +111,7 @@ func (r *reservation) record(items []item, kb []byte, t time.Time) {
 			*ri = resItem{}
 			continue
 		}
-		ri.rb, ri.k0, ri.k1, ri.cost, ri.lease = it.rb, it.k0, it.k1, it.cost, it.lease
+		ri.rb, ri.k0, ri.k1, ri.cost, ri.lease, ri.grant = it.rb, it.k0, it.k1, it.cost, it.lease, it.grant
 	}
 }
 
@@ -251,15 +248,14 @@ func (r *reservation) settle(delta int64, cancel bool) error {
 	now := r.s.now()
 	if len(r.ops) > 0 {
 		var adj []Op
-		elapsed := now.Sub(r.at)
 		for i, op := range r.ops {
 			switch {
 			case op.Conn:
 				op.Cost = -1 // release the slot
 			case cancel:
-				op.Cost = -outstanding(op, elapsed, op.Cost)
+				op.Cost, op.TakenAt = -op.Cost, r.at // the backend bounds it (Backend.Adjust)
 			case r.opTokens[i] && delta < 0:
-				op.Cost = -outstanding(op, elapsed, -delta)
+				op.Cost, op.TakenAt = max(delta, -op.Cost), r.at
 			case r.opTokens[i]:
 				op.Cost = delta
 			default:
@@ -288,7 +284,7 @@ func (r *reservation) settle(delta int64, cancel bool) error {
 		case rb.connTab != nil:
 			rb.connTab.release(key, ri.lease)
 		case cancel:
-			refund(rb, key, ri.res, now, ri.cost)
+			giveBack(rb, key, &ri.grant, ri.grant.Outstanding())
 		case rb.metric == sluice.MetricTokens && delta > 0:
 			if rb.shared != nil {
 				rb.shared.ChargeN(now, int(delta))
@@ -296,37 +292,24 @@ func (r *reservation) settle(delta int64, cancel bool) error {
 				rb.table.ChargeBytes(key, now, int(delta))
 			}
 		case rb.metric == sluice.MetricTokens && delta < 0:
-			refund(rb, key, ri.res, now, int(-delta))
+			giveBack(rb, key, &ri.grant, min(-delta, ri.grant.Outstanding()))
 		}
 	}
 	return nil
 }
 
-// outstanding bounds a refund of n units of op, taken elapsed ago, through a
-// backend: at most the part of the take that refill alone has not yet
-// covered (op.Cost − rate·elapsed, rounded against the refund). It is the
-// backend form of bucket.RefundTake: a late refund never re-creates units
-// that later requests may already have used.
-func outstanding(op Op, elapsed time.Duration, n int64) int64 {
-	if elapsed < 0 {
-		elapsed = 0
-	}
-	refilled := int64(0)
-	if op.Period > 0 && op.Rate > 0 {
-		refilled = int64(math.Ceil(float64(elapsed) * float64(op.Rate) / float64(op.Period)))
-	}
-	return max(0, min(n, op.Cost-refilled))
-}
-
-// refund gives back up to n units of the take res, bounded so that a late
-// refund never re-creates units that have refilled since (bucket.RefundTake).
-func refund(rb *rateBucket, key []byte, res bucket.Result, t time.Time, n int) {
+// giveBack gives back n units of the take g recorded, bounded by the takes
+// since (see bucket.Grant): a late settlement never re-creates units that
+// later requests may already have used. A give-back refused because a
+// reload changed the bucket's rate or burst since gives nothing back: the
+// reload converted the bucket's tokens then.
+func giveBack(rb *rateBucket, key []byte, g *bucket.Grant, n int64) {
 	if n <= 0 {
 		return
 	}
 	if rb.shared != nil {
-		rb.shared.RefundTake(res, t, n)
+		_ = rb.shared.GiveBack(g, int(n))
 	} else {
-		rb.table.RefundTakeBytes(key, res, t, n)
+		rb.table.GiveBackBytes(key, g, int(n))
 	}
 }

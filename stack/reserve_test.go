@@ -293,13 +293,12 @@ func TestLateReconcileNeverOverAdmits(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Had the first request cost 10 from the start, 34.17 tokens would be
-	// left now; the bounded refund leaves 30 (the 13 s of the take still
-	// outstanding), never more than the ideal.
-	if _, d := reserve(t, s, 31); d.Allowed {
-		t.Error("31 tokens available: the late refund forgave consumption")
+	// left now: the give-back leaves exactly that, never more.
+	if _, d := reserve(t, s, 35); d.Allowed {
+		t.Error("35 tokens available: the late refund forgave consumption")
 	}
-	if _, d := reserve(t, s, 30); !d.Allowed {
-		t.Errorf("30 tokens should be available: %+v", d)
+	if _, d := reserve(t, s, 34); !d.Allowed {
+		t.Errorf("34 tokens should be available: %+v", d)
 	}
 }
 

@@ -473,18 +473,13 @@ func (z *lazyTable) ChargeBytes(key []byte, at time.Time, n int) {
 	z.get().ChargeBytes(key, at, n)
 }
 
-// RefundBytes refunds key's bucket; without a Table nothing was taken.
-func (z *lazyTable) RefundBytes(key []byte, at time.Time, n int) {
+// GiveBackBytes gives back n of what g has outstanding to key's bucket
+// (see bucket.Table.GiveBackBytes); without a Table nothing was taken. It
+// is refused only when a reload changed the bucket's rate or burst since
+// the take, which converted the bucket's tokens then: nothing to give back.
+func (z *lazyTable) GiveBackBytes(key []byte, g *bucket.Grant, n int) {
 	if t := z.p.Load(); t != nil {
-		t.RefundBytes(key, at, n)
-	}
-}
-
-// RefundTakeBytes is bucket.Table.RefundTakeBytes; without a Table nothing
-// was taken.
-func (z *lazyTable) RefundTakeBytes(key []byte, res bucket.Result, at time.Time, n int) {
-	if t := z.p.Load(); t != nil {
-		t.RefundTakeBytes(key, res, at, n)
+		_ = t.GiveBackBytes(key, g, n)
 	}
 }
 

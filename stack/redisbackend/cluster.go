@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -299,7 +300,7 @@ func (b *Backend) giveBackParts(ctx context.Context, ops []stack.Op, parts []par
 func (b *Backend) giveBack(ctx context.Context, ops []stack.Op, idx []int) error {
 	back := make([]stack.Op, len(idx))
 	for j, i := range idx {
-		back[j] = undo(ops[i])
+		back[j] = undo(ops[i], time.Time{}) // Redis gives back exactly what was taken
 	}
 	keys, args, err := b.request(nil, "a", back)
 	if err != nil {

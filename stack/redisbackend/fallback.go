@@ -177,23 +177,23 @@ func (b *Backend) scaledOp(op stack.Op) stack.Op {
 	return op
 }
 
-// undo returns the adjustment that gives back what op took: its cost
+// undo returns the adjustment that gives back what op took at at: its cost
 // negated, or its connections slot released.
-func undo(op stack.Op) stack.Op {
-	op.Cost = -op.Cost
+func undo(op stack.Op, at time.Time) stack.Op {
+	op.Cost, op.TakenAt = -op.Cost, at
 	if op.Conn {
 		op.Cost = -1
 	}
 	return op
 }
 
-// localUndo returns the adjustments that give back a local take of sc, less
-// the shadow-denied ops (which took nothing).
-func localUndo(sc []stack.Op, shadowDenied []int) []stack.Op {
+// localUndo returns the adjustments that give back a local take of sc at
+// at, less the shadow-denied ops (which took nothing).
+func localUndo(sc []stack.Op, shadowDenied []int, at time.Time) []stack.Op {
 	out := make([]stack.Op, 0, len(sc))
 	for i, op := range sc {
 		if !slices.Contains(shadowDenied, i) {
-			out = append(out, undo(op))
+			out = append(out, undo(op, at))
 		}
 	}
 	return out
@@ -205,7 +205,7 @@ func slotReleases(sc []stack.Op) []stack.Op {
 	var out []stack.Op
 	for _, op := range sc {
 		if op.Conn {
-			out = append(out, undo(op))
+			out = append(out, undo(op, time.Time{}))
 		}
 	}
 	return out
@@ -473,7 +473,7 @@ func (b *Backend) takeBoth(ctx context.Context, at time.Time, ops []stack.Op, ke
 	}
 	if err != nil || out.Denied >= 0 {
 		// Redis decided (or refused to): give the local units back.
-		_ = mem.Adjust(context.WithoutCancel(ctx), lat, localUndo(sc, loc.ShadowDenied)) // even if the caller gave up
+		_ = mem.Adjust(context.WithoutCancel(ctx), lat, localUndo(sc, loc.ShadowDenied, lat)) // even if the caller gave up
 	} else {
 		// Redis holds the slots now: the local ones would only leak.
 		if release := slotReleases(sc); len(release) > 0 {

@@ -70,7 +70,7 @@ func FuzzMatchesMemoryBackend(f *testing.F) {
 			if b0&3 == 3 { // adjust: b3's top bit makes it a refund
 				for i := range ops {
 					if b3&0x80 != 0 {
-						ops[i].Cost = -ops[i].Cost
+						ops[i].Cost, ops[i].TakenAt = -ops[i].Cost, at // a give-back at its take's instant: exact in both
 					}
 				}
 				t.Logf("step %d at +%v Adjust(%+v)", step, at.Sub(limitertest.Start), ops)

@@ -391,7 +391,7 @@ func (b *Backend) takeBothPart(ctx context.Context, nf *nodeFB, p part, keys []s
 	if err != nil || out.Denied >= 0 {
 		// Redis decided (or refused to): the local units go back.
 		fb.mu.Lock()
-		_ = lb.mem.Adjust(context.WithoutCancel(ctx), r.at, localUndo(sc, loc.ShadowDenied)) // even if the caller gave up
+		_ = lb.mem.Adjust(context.WithoutCancel(ctx), r.at, localUndo(sc, loc.ShadowDenied, r.at)) // even if the caller gave up
 		fb.mu.Unlock()
 		r.out, r.err = out, err
 		return
@@ -441,7 +441,7 @@ func (b *Backend) giveBackMixed(ctx context.Context, res []partResult) {
 					o.op.Cost = max(o.op.Cost-op.Cost, 0)
 				}
 			}
-			refund = append(refund, undo(b.scaledOp(op)))
+			refund = append(refund, undo(b.scaledOp(op), r.at))
 		}
 		if r.mem != nil && r.mem.mem != nil {
 			// Even if the caller gave up (often why the decision failed).

@@ -194,7 +194,9 @@ func TestClusterSpread(t *testing.T) {
 			if rng.IntN(5) == 0 {
 				if rng.IntN(2) == 0 {
 					for i := range ops {
-						ops[i].Cost = -ops[i].Cost
+						// A give-back at the instant of its take: no take since
+						// has a later instant, so both give back all of it.
+						ops[i].Cost, ops[i].TakenAt = -ops[i].Cost, at
 					}
 				}
 				for i := range ops {
