@@ -14,7 +14,7 @@ import (
 // grant is what a take leaves its caller for giving back.
 type grant struct {
 	at  time.Time
-	res bucket.Result
+	g   bucket.Grant
 	ref *refGrant // the reference bucket's (reference_test.go)
 }
 
@@ -35,69 +35,68 @@ type form struct {
 	make   func(r rate.Limit, burst int) target
 }
 
-// forms lists every public give-back form.
+// forms lists every public give-back form: the Grant of TryTakeN or of
+// TakeN's Result, or one a Bucket's GrantFor rebuilds from the take's
+// instant and count, given back through the Bucket or the Table (by string
+// or by bytes).
 var forms = []form{
-	{name: "Bucket.RefundN", unsafe: true, make: func(r rate.Limit, b int) target { return bucketRefundN{bucket.New(r, b)} }},
-	{name: "Bucket.RefundTake", unsafe: true, make: func(r rate.Limit, b int) target { return bucketRefundTake{bucket.New(r, b)} }},
-	{name: "Table.RefundN", table: true, unsafe: true, make: func(r rate.Limit, b int) target { return tableRefundN{bucket.NewTable(r, b)} }},
-	{name: "Table.RefundBytes", table: true, unsafe: true, make: func(r rate.Limit, b int) target { return tableRefundBytes{bucket.NewTable(r, b)} }},
-	{name: "Table.RefundTakeBytes", table: true, unsafe: true, make: func(r rate.Limit, b int) target { return tableRefundTakeBytes{bucket.NewTable(r, b)} }},
+	{name: "Bucket.TryTakeN+GiveBack", make: func(r rate.Limit, b int) target { return bucketTry{bucket.New(r, b)} }},
+	{name: "Bucket.TakeN+GiveBack", make: func(r rate.Limit, b int) target { return bucketTake{bucket.New(r, b)} }},
+	{name: "Bucket.GrantFor+GiveBack", make: func(r rate.Limit, b int) target { return bucketGrantFor{bucket.New(r, b)} }},
+	{name: "Table.TryTakeN+GiveBack", table: true, make: func(r rate.Limit, b int) target { return tableTry{bucket.NewTable(r, b)} }},
+	{name: "Table.TakeN+GiveBack", table: true, make: func(r rate.Limit, b int) target { return tableTake{bucket.NewTable(r, b)} }},
+	{name: "Table.TryTakeBytes+GiveBackBytes", table: true, make: func(r rate.Limit, b int) target { return tableBytes{bucket.NewTable(r, b)} }},
 }
 
-// Each give-back is given at the instant of the take it undoes, as a stack
-// does when a later limit denies.
+type bucketTry struct{ b *bucket.Bucket }
 
-type bucketRefundN struct{ b *bucket.Bucket }
-
-func (x bucketRefundN) take(_ string, at time.Time, n int) (bool, int64, grant) {
-	ok, rem := x.b.TryTakeN(at, n)
-	return ok, rem, grant{at: at}
+func (x bucketTry) take(_ string, at time.Time, n int) (bool, int64, grant) {
+	ok, rem, g := x.b.TryTakeN(at, n)
+	return ok, rem, grant{at: at, g: g}
 }
-func (x bucketRefundN) giveBack(_ string, g *grant, n int) error {
-	x.b.RefundN(g.at, n)
-	return nil
-}
+func (x bucketTry) giveBack(_ string, g *grant, n int) error { return x.b.GiveBack(&g.g, n) }
 
-type bucketRefundTake struct{ b *bucket.Bucket }
+type bucketTake struct{ b *bucket.Bucket }
 
-func (x bucketRefundTake) take(_ string, at time.Time, n int) (bool, int64, grant) {
+func (x bucketTake) take(_ string, at time.Time, n int) (bool, int64, grant) {
 	res := x.b.TakeN(at, n)
-	return res.OK, res.Remaining, grant{at: at, res: res}
+	return res.OK, res.Remaining, grant{at: at, g: res.Grant}
 }
-func (x bucketRefundTake) giveBack(_ string, g *grant, n int) error {
-	x.b.RefundTake(g.res, g.at, n)
-	return nil
-}
+func (x bucketTake) giveBack(_ string, g *grant, n int) error { return x.b.GiveBack(&g.g, n) }
 
-type tableRefundN struct{ t *bucket.Table }
+type bucketGrantFor struct{ b *bucket.Bucket }
 
-func (x tableRefundN) take(key string, at time.Time, n int) (bool, int64, grant) {
-	ok, rem := x.t.TryTakeN(key, at, n)
-	return ok, rem, grant{at: at}
+func (x bucketGrantFor) take(_ string, at time.Time, n int) (bool, int64, grant) {
+	ok, rem, _ := x.b.TryTakeN(at, n)
+	if !ok {
+		return false, rem, grant{}
+	}
+	return true, rem, grant{at: at, g: x.b.GrantFor(at, n)}
 }
-func (x tableRefundN) giveBack(key string, g *grant, n int) error {
-	x.t.RefundN(key, g.at, n)
-	return nil
-}
+func (x bucketGrantFor) giveBack(_ string, g *grant, n int) error { return x.b.GiveBack(&g.g, n) }
 
-type tableRefundBytes struct{ t *bucket.Table }
+type tableTry struct{ t *bucket.Table }
 
-func (x tableRefundBytes) take(key string, at time.Time, n int) (bool, int64, grant) {
-	ok, rem := x.t.TryTakeBytes([]byte(key), at, n)
-	return ok, rem, grant{at: at}
+func (x tableTry) take(key string, at time.Time, n int) (bool, int64, grant) {
+	ok, rem, g := x.t.TryTakeN(key, at, n)
+	return ok, rem, grant{at: at, g: g}
 }
-func (x tableRefundBytes) giveBack(key string, g *grant, n int) error {
-	x.t.RefundBytes([]byte(key), g.at, n)
-	return nil
-}
+func (x tableTry) giveBack(key string, g *grant, n int) error { return x.t.GiveBack(key, &g.g, n) }
 
-type tableRefundTakeBytes struct{ t *bucket.Table }
+type tableTake struct{ t *bucket.Table }
 
-func (x tableRefundTakeBytes) take(key string, at time.Time, n int) (bool, int64, grant) {
-	res := x.t.TakeBytes([]byte(key), at, n)
-	return res.OK, res.Remaining, grant{at: at, res: res}
+func (x tableTake) take(key string, at time.Time, n int) (bool, int64, grant) {
+	res := x.t.TakeN(key, at, n)
+	return res.OK, res.Remaining, grant{at: at, g: res.Grant}
 }
-func (x tableRefundTakeBytes) giveBack(key string, g *grant, n int) error {
-	x.t.RefundTakeBytes([]byte(key), g.res, g.at, n)
-	return nil
+func (x tableTake) giveBack(key string, g *grant, n int) error { return x.t.GiveBack(key, &g.g, n) }
+
+type tableBytes struct{ t *bucket.Table }
+
+func (x tableBytes) take(key string, at time.Time, n int) (bool, int64, grant) {
+	ok, rem, g := x.t.TryTakeBytes([]byte(key), at, n)
+	return ok, rem, grant{at: at, g: g}
+}
+func (x tableBytes) giveBack(key string, g *grant, n int) error {
+	return x.t.GiveBackBytes([]byte(key), &g.g, n)
 }

@@ -270,7 +270,8 @@ type stackCaller struct {
 	sh      stackShape
 	id      int
 	reserve bool
-	state   int // 0 read the instant, 1 decide, 2 settle
+	inOrder bool // decide at the clock's instant, not the one read before
+	state   int  // 0 read the instant, 1 decide, 2 settle
 	t       int64
 	r       sluice.Reservation
 	est     int64
@@ -290,6 +291,9 @@ func (c *stackCaller) step() {
 		s.tracef("c%d reads %d µs", c.id, c.t)
 	case 1:
 		n := 1 + s.rng.Int64N(4)
+		if c.inOrder {
+			c.t = s.now
+		}
 		c.state = 0
 		var d sluice.Decision
 		var err error

@@ -120,7 +120,7 @@ func (sh stackShape) decision(d sluice.Decision) Decision {
 // stackGiveBacksSafe says whether the stack's give-backs (on a denial, and
 // when a reservation is settled) keep the promise. Until issue 21's fix
 // lands they do not, and the checks report what they find without failing.
-const stackGiveBacksSafe = false
+const stackGiveBacksSafe = true
 
 // pod is the Stack a caller decides on. With own set, the Stack (and its
 // backend) read that clock, which the caller sets to each operation's
