@@ -25,8 +25,9 @@ func TestNoAllocations(t *testing.T) {
 				_ = b.GiveBack(&r.Grant, 1)
 			}
 		},
-		"TryTakeN+GiveBack": func() {
-			if ok, _, g := b.TryTakeN(now, 1); ok {
+		"TryTakeGrant+GiveBack": func() {
+			var g bucket.Grant
+			if ok, _ := b.TryTakeGrant(now, 1, &g); ok {
 				_ = b.GiveBack(&g, 1)
 			}
 		},
@@ -34,8 +35,9 @@ func TestNoAllocations(t *testing.T) {
 		"TokensAt":        func() { b.TokensAt(now) },
 		"Table.TakeN":     func() { tab.TakeN("existing", now, 1) },
 		"Table.TakeBytes": func() { tab.TakeBytes(key, now, 1) },
-		"Table.TryTakeBytes+GiveBackBytes": func() {
-			if ok, _, g := tab.TryTakeBytes(key, now, 1); ok {
+		"Table.TryTakeGrantBytes+GiveBackBytes": func() {
+			var g bucket.Grant
+			if ok, _ := tab.TryTakeGrantBytes(key, now, 1, &g); ok {
 				_ = tab.GiveBackBytes(key, &g, 1)
 			}
 		},

@@ -148,20 +148,33 @@ func (b *Bucket) allowNs(ns int64, n int) bool {
 	}
 }
 
-// TryTakeN is TakeN reporting only Result.OK, Result.Remaining and
-// Result.Grant, for hot paths that need the full Result only on a denial:
-// it returns them in registers, where a Result goes through memory. A
-// denial takes nothing, so a TakeN after it may be called for RetryAfter
-// and the other fields (it may then succeed, and take, if tokens came back
-// in between).
-func (b *Bucket) TryTakeN(t time.Time, n int) (ok bool, remaining int64, g Grant) {
+// TryTakeN is TakeN reporting only Result.OK and Result.Remaining, for
+// hot paths that need the full Result only on a denial: it returns them in
+// registers, where a Result goes through memory. A denial takes nothing,
+// so a TakeN after it may be called for RetryAfter and the other fields
+// (it may then succeed, and take, if tokens came back in between). What it
+// takes cannot be given back: use TryTakeGrant for that.
+func (b *Bucket) TryTakeN(t time.Time, n int) (ok bool, remaining int64) {
+	return b.tryTake(t, n, nil)
+}
+
+// TryTakeGrant is TryTakeN that also writes the take's Grant to *g (zero
+// on a denial), for hot paths that may give back: a later stacked limit
+// denying, a request cancelled.
+func (b *Bucket) TryTakeGrant(t time.Time, n int, g *Grant) (ok bool, remaining int64) {
+	return b.tryTake(t, n, g)
+}
+
+func (b *Bucket) tryTake(t time.Time, n int, g *Grant) (ok bool, remaining int64) {
 	ns := nsOf(t)
 	for {
 		c := b.c.Load()
 		q := c.given.Load() // before the state: see Grant.bound
-		if ok, remaining, g, retry := c.tryTake(&c.tat, &c.high, ns, n); !retry {
-			g.q, g.key = q, b.id
-			return ok, remaining, g
+		if ok, remaining, retry := c.tryTake(&c.tat, &c.high, ns, n, g); !retry {
+			if ok && g != nil {
+				g.q, g.key = q, b.id
+			}
+			return ok, remaining
 		}
 		runtime.Gosched() // a setter is between seal and publish
 	}
@@ -241,7 +254,15 @@ func (b *Bucket) GrantFor(t time.Time, n int) Grant {
 // its own swap, so the load of the mark after the load of the state sees
 // it.
 func (c *core) giveBack(g *Grant, k int64) {
-	if !c.inf {
+	if d := k * c.unit; !c.inf && g.p == &c.params && c.given.Load() == g.q && c.tat.CompareAndSwap(g.end, g.end-d) {
+		// Nothing since the take (takes and charges only move the state
+		// forward, give-backs move the counter and cannot run while we hold
+		// the mutex): the tokens go back onto the state the take left,
+		// exactly, whatever the quantised high-water mark says.
+		c.given.Store(g.q + d)
+		g.end -= d // a second give-back of this Grant is exact too
+		g.q += d
+	} else if !c.inf {
 		for {
 			tat := c.tat.Load()
 			hi := c.nsToTicks(c.high.Load())

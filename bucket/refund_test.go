@@ -33,18 +33,20 @@ func givers(r rate.Limit, b int) []giver {
 			res := bk.TakeN(t, n)
 			return res.OK, &res.Grant
 		}, bk.GiveBack, bk.TokensAt},
-		{"Bucket.TryTakeN", func(t time.Time, n int) (bool, *bucket.Grant) {
-			ok, _, g := bk2.TryTakeN(t, n)
-			return ok, &g
+		{"Bucket.TryTakeGrant", func(t time.Time, n int) (bool, *bucket.Grant) {
+			g := new(bucket.Grant)
+			ok, _ := bk2.TryTakeGrant(t, n, g)
+			return ok, g
 		}, bk2.GiveBack, bk2.TokensAt},
 		{"Table.TakeBytes", func(t time.Time, n int) (bool, *bucket.Grant) {
 			res := tb.TakeBytes([]byte("k"), t, n)
 			return res.OK, &res.Grant
 		}, func(g *bucket.Grant, n int) error { return tb.GiveBackBytes([]byte("k"), g, n) },
 			func(t time.Time) float64 { return tb.TokensAt("k", t) }},
-		{"Table.TryTakeN", func(t time.Time, n int) (bool, *bucket.Grant) {
-			ok, _, g := tb2.TryTakeN("k", t, n)
-			return ok, &g
+		{"Table.TryTakeGrant", func(t time.Time, n int) (bool, *bucket.Grant) {
+			g := new(bucket.Grant)
+			ok, _ := tb2.TryTakeGrant("k", t, n, g)
+			return ok, g
 		}, func(g *bucket.Grant, n int) error { return tb2.GiveBack("k", g, n) },
 			func(t time.Time) float64 { return tb2.TokensAt("k", t) }},
 	}

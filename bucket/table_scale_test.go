@@ -292,7 +292,8 @@ func TestTableNoAllocsSteadyState(t *testing.T) {
 		hot.TakeBytes(hotB, now, 1)
 		hot.AllowN("hit", now, 1)
 		hot.ChargeBytes(hotB, now, 1)
-		if ok, _, g := hot.TryTakeBytes(hotB, now, 1); ok {
+		var g bucket.Grant
+		if ok, _ := hot.TryTakeGrantBytes(hotB, now, 1, &g); ok {
 			_ = hot.GiveBackBytes(hotB, &g, 1)
 		}
 		hot.TokensAt("hit", now)

@@ -30,18 +30,18 @@ func TestTryTakeAgreesWithTake(t *testing.T) {
 				at = at.Add(time.Duration(rnd.IntN(300)) * time.Millisecond)
 				n := rnd.IntN(c.b+3) - 1
 				want := full.TakeN(at, n)
-				ok, left, _ := try.TryTakeN(at, n)
+				ok, left := try.TryTakeN(at, n)
 				if ok != want.OK || left != want.Remaining {
 					t.Fatalf("call %d, n=%d: TryTakeN = %v, %d; TakeN = %+v", i, n, ok, left, want)
 				}
 				key := []byte(fmt.Sprint("k", rnd.IntN(5)))
 				wantT := tfull.TakeBytes(key, at, n)
-				ok, left, _ = ttry.TryTakeBytes(key, at, n)
+				ok, left = ttry.TryTakeBytes(key, at, n)
 				if ok != wantT.OK || left != wantT.Remaining {
 					t.Fatalf("call %d, key %s, n=%d: TryTakeBytes = %v, %d; TakeBytes = %+v", i, key, n, ok, left, wantT)
 				}
 				wantS := sfull.TakeN(string(key), at, n)
-				ok, left, _ = stry.TryTakeN(string(key), at, n)
+				ok, left = stry.TryTakeN(string(key), at, n)
 				if ok != wantS.OK || left != wantS.Remaining {
 					t.Fatalf("call %d, key %s, n=%d: Table.TryTakeN = %v, %d; TakeN = %+v", i, key, n, ok, left, wantS)
 				}

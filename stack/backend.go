@@ -181,6 +181,10 @@ func (m *MemoryBackend) release(op Op) {
 type memBucket struct {
 	b                   *bucket.Bucket
 	rate, burst, period int64
+	// The Grant of the latest take and its instant: a give-back of a take
+	// at that instant with nothing taken since is then exact (see Adjust).
+	last   bucket.Grant
+	lastAt time.Time
 }
 
 // NewMemoryBackend returns an empty MemoryBackend.
@@ -232,6 +236,7 @@ func (m *MemoryBackend) Take(ctx context.Context, at time.Time, ops []Op) (Outco
 		if res.OK {
 			taken[i] = true
 			grants[i] = res.Grant
+			m.remember(op.Key, at, res.Grant)
 			out.Remaining[i] = res.Remaining
 			continue
 		}
@@ -252,6 +257,7 @@ func (m *MemoryBackend) Take(ctx context.Context, at time.Time, ops []Op) (Outco
 				// Refused only after a change of the op's parameters, which
 				// converted the bucket's tokens: nothing left to give back.
 				_ = m.get(at, ops[j]).GiveBack(&grants[j], int(ops[j].Cost))
+				m.remember(ops[j].Key, time.Time{}, bucket.Grant{}) // given back: nothing to remember
 			}
 		}
 		for j := i + 1; j < len(ops) && !out.Permanent; j++ {
@@ -276,6 +282,15 @@ func (m *MemoryBackend) Take(ctx context.Context, at time.Time, ops []Op) (Outco
 	return out, nil
 }
 
+// remember records g, taken at at, as key's latest take.
+func (m *MemoryBackend) remember(key string, at time.Time, g bucket.Grant) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if mb := m.buckets[key]; mb != nil {
+		mb.last, mb.lastAt = g, at
+	}
+}
+
 // Adjust implements Backend.
 func (m *MemoryBackend) Adjust(ctx context.Context, at time.Time, ops []Op) error {
 	if err := ctx.Err(); err != nil {
@@ -293,9 +308,18 @@ func (m *MemoryBackend) Adjust(ctx context.Context, at time.Time, ops []Op) erro
 		case op.Cost > 0:
 			b.ChargeN(at, int(op.Cost))
 		case op.Cost < 0 && !op.TakenAt.IsZero():
-			// Bounded by the takes since op.TakenAt (see Backend.Adjust).
-			g := b.GrantFor(op.TakenAt, int(-op.Cost))
-			_ = b.GiveBack(&g, int(-op.Cost))
+			// Bounded by the takes since op.TakenAt (see Backend.Adjust):
+			// through the latest take's own Grant when it is the one given
+			// back, which makes a prompt give-back exact.
+			m.mu.Lock()
+			mb := m.buckets[op.Key]
+			g := &mb.last
+			if !mb.lastAt.Equal(op.TakenAt) || g.Outstanding() < -op.Cost {
+				g = new(bucket.Grant)
+				*g = b.GrantFor(op.TakenAt, int(-op.Cost))
+			}
+			_ = b.GiveBack(g, int(-op.Cost))
+			m.mu.Unlock()
 		}
 	}
 	return nil

@@ -353,13 +353,11 @@ func (sp *specialist) decide(k *sluice.Keys) (bool, int64) {
 	var g1 bucket.Grant
 	switch {
 	case one != nil:
-		var ok bool
-		if ok, _, g1 = one.TryTakeN(t, 1); !ok {
+		if ok, _ := one.TryTakeGrant(t, 1, &g1); !ok {
 			return false, 0
 		}
 	case perTool != nil:
-		var ok bool
-		if ok, _, g1 = perTool.TryTakeN(tl, t, 1); !ok {
+		if ok, _ := perTool.TryTakeGrant(tl, t, 1, &g1); !ok {
 			return false, 0
 		}
 	}
@@ -370,12 +368,12 @@ func (sp *specialist) decide(k *sluice.Keys) (bool, int64) {
 			_ = perTool.GiveBack(tl, &g1, 1)
 		}
 	}
-	okT, _, g2 := sp.target.TryTakeN(tg, t, 1)
-	if !okT {
+	var g2 bucket.Grant
+	if ok, _ := sp.target.TryTakeGrant(tg, t, 1, &g2); !ok {
 		giveBack()
 		return false, 0
 	}
-	ok, left, _ := sp.caller.TryTakeN(c, t, 1)
+	ok, left := sp.caller.TryTakeN(c, t, 1)
 	if !ok {
 		_ = sp.target.GiveBack(tg, &g2, 1)
 		giveBack()

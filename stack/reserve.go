@@ -154,8 +154,11 @@ func hasConnections(c *compiled) bool {
 //	r.Reconcile(usage.Total)
 //
 // Reconcile charges the tokens limits actual − estimate more (debt allowed)
-// or refunds estimate − actual, at the Stack's current time, and releases
-// the connection slots; Cancel gives everything back. Reserving and settling
+// or gives back estimate − actual, and releases the connection slots;
+// Cancel gives everything back. A give-back is bounded by the takes since
+// the reservation (bucket.Grant): a settlement long after, once other
+// requests took from a bucket that had refilled, returns only what a
+// request that had cost the actual amount from the start would have left. Reserving and settling
 // allocate nothing for ordinary configurations (the records are pooled).
 //
 // An unsettled reservation leaks nothing. Its token and request units were

@@ -1,0 +1,201 @@
+package stack
+
+// The two shortcuts of evaluate for admitted requests of common
+// configuration shapes: per-value limits only (evaluateSingles) and
+// matched configurations of a few buckets (evaluateDirect). Each decides
+// exactly as the general path would, and hands a denial back to it.
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/bucket"
+	"github.com/sluicehq/sluice/match"
+)
+
+// evaluateSingles decides a request against a singles plan (see
+// compiled.singles) when every bucket admits it: each limit's value is its
+// bucket's key, taken directly, in rank order. On the first refusal it
+// gives back what it took and returns false, leaving d untouched, and
+// evaluate decides the request again on the general path, which reports the
+// denial (a refused take takes nothing, so the state is as before the call,
+// up to concurrent requests). It returns false at once when the context asks
+// for the evaluated list, and for a value too long to be its own bucket key.
+func (s *Stack) evaluateSingles(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, d *sluice.Decision) bool {
+	if sluice.EvaluatedRequested(ctx) {
+		return false
+	}
+	var (
+		taken [inlineItems]struct {
+			tab *bucket.Table
+			v   string
+			g   bucket.Grant
+		}
+		n     int
+		tight *rateBucket
+		left  int64
+	)
+	for i := range c.singles {
+		sl := &c.singles[i]
+		v, found := keys.Get(sl.name)
+		if !found {
+			continue // a missing dimension skips the limit
+		}
+		rb := sl.rb
+		cost := rb.cost(tokens)
+		var ok bool
+		var rem int64
+		tab := rb.table.get()
+		if len(v) <= rawMax { // a longer value's key is a digest: the general path
+			if len(c.singles) == 1 {
+				ok, rem = tab.TryTakeN(v, t, cost) // nothing after it can deny
+			} else {
+				ok, rem = tab.TryTakeGrant(v, t, cost, &taken[n].g)
+			}
+		}
+		if !ok {
+			for j := n - 1; j >= 0; j-- {
+				tk := &taken[j]
+				_ = tk.tab.GiveBack(tk.v, &tk.g, int(tk.g.Outstanding())) // see item.refund
+			}
+			return false
+		}
+		taken[n].tab, taken[n].v = tab, v
+		n++
+		tight, left = tighter(tight, left, rb, rem)
+	}
+	allowed(d, tight, left)
+	return true
+}
+
+// directTake is one bucket evaluateDirect takes: its key is the per-value
+// value itself, or kb[k0:k1] (a digest) when k1 > k0; none for a shared
+// bucket.
+type directTake struct {
+	rb     *rateBucket
+	key    string
+	k0, k1 int32
+	cost   int
+	g      bucket.Grant
+}
+
+// evaluateDirect decides a request against a direct plan (see
+// compiled.direct) when every bucket admits it: each limit's entry is
+// matched (MatchHashed: no encoding built) and its buckets listed, at most
+// inlineItems of them, kept in rank order by an insertion; a value that is
+// its own bucket key is used in place (only digests are written out). They
+// are taken in rank order, as on the general path: a request it denies
+// never reaches, and so never creates, the per-value buckets ranked after
+// the denying one, which a permanent denial does not even probe. When all
+// succeed the tightest bucket reported is the one with the least left, the
+// first among equals. On the first refusal it gives back what it took and
+// returns false, leaving d untouched, and evaluate decides the request
+// again on the general path, which reports the denial (as evaluateSingles
+// does). It returns false at once when the context asks for the evaluated
+// list.
+func (s *Stack) evaluateDirect(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, d *sluice.Decision) bool {
+	if sluice.EvaluatedRequested(ctx) {
+		return false
+	}
+	var (
+		list   [inlineItems]directTake
+		n      int
+		kb     [inlineKeyBytes]byte
+		kn     int32
+		vals   [inlineDims]string
+		hashes [inlineDims]uint64
+		tight  *rateBucket
+		left   int64
+	)
+plan:
+	for _, l := range c.direct {
+		var he *hotEntry
+		var key string
+		var k0, k1 int32
+		nk := len(l.keys)
+		for k, name := range l.keys {
+			v, ok := keys.Get(name)
+			if !ok {
+				continue plan // a missing dimension skips the limit
+			}
+			vals[k] = v
+		}
+		if l.single {
+			he = &l.hot[l.all]
+		} else {
+			for k := range l.depth {
+				hashes[k] = match.Hash(vals[k])
+			}
+			idx, ok := l.matcher.MatchHashed(vals[:nk], hashes[:l.depth])
+			if !ok {
+				continue // no entry: the limit does not apply
+			}
+			he = &l.hot[idx]
+		}
+		if e := int(he.exact); e < nk {
+			if w := vals[e:nk]; len(w) == 1 && len(w[0]) <= rawMax {
+				key = w[0] // its own bucket key: no copy
+			} else {
+				k0 = kn
+				kn = int32(len(appendBucketKey(kb[:kn], w)))
+				k1 = kn
+			}
+		}
+		for j := -1; j < len(he.more); j++ {
+			rb := he.rb
+			if j >= 0 {
+				rb = he.more[j]
+			}
+			if rb == nil || rb.kind == kindConnections {
+				continue // enforced by Reserve only
+			}
+			// Field by field: a struct literal copied in would be read back
+			// in 16-byte moves from 8-byte stores (a store-forwarding stall).
+			i := n
+			tk := &list[i]
+			tk.rb, tk.key, tk.k0, tk.k1, tk.cost = rb, key, k0, k1, rb.cost(tokens)
+			n++
+			for i > 0 && list[i].rb.rank < list[i-1].rb.rank {
+				list[i], list[i-1] = list[i-1], list[i]
+				i--
+			}
+		}
+	}
+	for i := range n {
+		tk := &list[i]
+		rb := tk.rb
+		var ok bool
+		var rem int64
+		g := &tk.g
+		if i == n-1 {
+			g = nil // nothing after the last can deny: no give-back
+		}
+		switch {
+		case rb.shared != nil:
+			ok, rem = rb.shared.TryTakeGrant(t, tk.cost, g)
+		case tk.k1 > tk.k0:
+			ok, rem = rb.table.get().TryTakeGrantBytes(kb[tk.k0:tk.k1], t, tk.cost, g)
+		default:
+			ok, rem = rb.table.get().TryTakeGrant(tk.key, t, tk.cost, g)
+		}
+		if !ok {
+			for j := i - 1; j >= 0; j-- { // see item.refund
+				tk := &list[j]
+				k := int(tk.g.Outstanding())
+				switch {
+				case tk.rb.shared != nil:
+					_ = tk.rb.shared.GiveBack(&tk.g, k)
+				case tk.k1 > tk.k0:
+					tk.rb.table.GiveBackBytes(kb[tk.k0:tk.k1], &tk.g, k)
+				default:
+					_ = tk.rb.table.get().GiveBack(tk.key, &tk.g, k)
+				}
+			}
+			return false
+		}
+		tight, left = tighter(tight, left, rb, rem)
+	}
+	allowed(d, tight, left)
+	return true
+}
