@@ -35,24 +35,25 @@ type form struct {
 	make   func(r rate.Limit, burst int) target
 }
 
-// forms lists every public give-back form: the Grant of TryTakeN or of
-// TakeN's Result, or one a Bucket's GrantFor rebuilds from the take's
+// forms lists every public give-back form: the Grant TryTakeGrant writes or
+// TakeN's Result holds, or one a Bucket's GrantFor rebuilds from the take's
 // instant and count, given back through the Bucket or the Table (by string
 // or by bytes).
 var forms = []form{
-	{name: "Bucket.TryTakeN+GiveBack", make: func(r rate.Limit, b int) target { return bucketTry{bucket.New(r, b)} }},
+	{name: "Bucket.TryTakeGrant+GiveBack", make: func(r rate.Limit, b int) target { return bucketTry{bucket.New(r, b)} }},
 	{name: "Bucket.TakeN+GiveBack", make: func(r rate.Limit, b int) target { return bucketTake{bucket.New(r, b)} }},
 	{name: "Bucket.GrantFor+GiveBack", make: func(r rate.Limit, b int) target { return bucketGrantFor{bucket.New(r, b)} }},
-	{name: "Table.TryTakeN+GiveBack", table: true, make: func(r rate.Limit, b int) target { return tableTry{bucket.NewTable(r, b)} }},
+	{name: "Table.TryTakeGrant+GiveBack", table: true, make: func(r rate.Limit, b int) target { return tableTry{bucket.NewTable(r, b)} }},
 	{name: "Table.TakeN+GiveBack", table: true, make: func(r rate.Limit, b int) target { return tableTake{bucket.NewTable(r, b)} }},
-	{name: "Table.TryTakeBytes+GiveBackBytes", table: true, make: func(r rate.Limit, b int) target { return tableBytes{bucket.NewTable(r, b)} }},
+	{name: "Table.TryTakeGrantBytes+GiveBackBytes", table: true, make: func(r rate.Limit, b int) target { return tableBytes{bucket.NewTable(r, b)} }},
 }
 
 type bucketTry struct{ b *bucket.Bucket }
 
 func (x bucketTry) take(_ string, at time.Time, n int) (bool, int64, grant) {
-	ok, rem, g := x.b.TryTakeN(at, n)
-	return ok, rem, grant{at: at, g: g}
+	g := grant{at: at}
+	ok, rem := x.b.TryTakeGrant(at, n, &g.g)
+	return ok, rem, g
 }
 func (x bucketTry) giveBack(_ string, g *grant, n int) error { return x.b.GiveBack(&g.g, n) }
 
@@ -67,7 +68,7 @@ func (x bucketTake) giveBack(_ string, g *grant, n int) error { return x.b.GiveB
 type bucketGrantFor struct{ b *bucket.Bucket }
 
 func (x bucketGrantFor) take(_ string, at time.Time, n int) (bool, int64, grant) {
-	ok, rem, _ := x.b.TryTakeN(at, n)
+	ok, rem := x.b.TryTakeN(at, n)
 	if !ok {
 		return false, rem, grant{}
 	}
@@ -78,8 +79,9 @@ func (x bucketGrantFor) giveBack(_ string, g *grant, n int) error { return x.b.G
 type tableTry struct{ t *bucket.Table }
 
 func (x tableTry) take(key string, at time.Time, n int) (bool, int64, grant) {
-	ok, rem, g := x.t.TryTakeN(key, at, n)
-	return ok, rem, grant{at: at, g: g}
+	g := grant{at: at}
+	ok, rem := x.t.TryTakeGrant(key, at, n, &g.g)
+	return ok, rem, g
 }
 func (x tableTry) giveBack(key string, g *grant, n int) error { return x.t.GiveBack(key, &g.g, n) }
 
@@ -94,8 +96,9 @@ func (x tableTake) giveBack(key string, g *grant, n int) error { return x.t.Give
 type tableBytes struct{ t *bucket.Table }
 
 func (x tableBytes) take(key string, at time.Time, n int) (bool, int64, grant) {
-	ok, rem, g := x.t.TryTakeBytes([]byte(key), at, n)
-	return ok, rem, grant{at: at, g: g}
+	g := grant{at: at}
+	ok, rem := x.t.TryTakeGrantBytes([]byte(key), at, n, &g.g)
+	return ok, rem, g
 }
 func (x tableBytes) giveBack(key string, g *grant, n int) error {
 	return x.t.GiveBackBytes([]byte(key), &g.g, n)

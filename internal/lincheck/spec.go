@@ -156,6 +156,11 @@ type Spec struct {
 	// step (a Redis script): its denials and its Remaining are then
 	// checked exactly, and a denial leaves every bucket as it was.
 	Atomic bool
+	// Slack is how many ticks less than exact a give-back may return where
+	// the specification asks for exactness (or for its bound c − (H − a)):
+	// an implementation that keeps the high-water instant H at a coarser
+	// resolution than the instants returns up to that much less.
+	Slack int64
 }
 
 // Init is the initial state: every bucket fresh.
@@ -419,6 +424,7 @@ func (s *Spec) give(st State, op Give) State {
 		if tk.touched || tk.stale {
 			dlo = max(0, min(dlo, tk.cost*p.Unit-max(0, b.high-tk.at)))
 		}
+		dlo = max(0, dlo-s.Slack)
 		tk.cost -= n
 		s.touch(nst, it.B, op.ID)
 		ideal := b.replay(p)

@@ -84,7 +84,7 @@ func (sh stackShape) keys() sluice.Keys {
 }
 
 func (sh stackShape) spec() *Spec {
-	s := &Spec{}
+	s := &Spec{Slack: instantSlack}
 	for i, l := range sh.limits {
 		s.Params = append(s.Params, Params{Unit: 1_000_000 / l.rate, Burst: l.burst, Group: i})
 	}
