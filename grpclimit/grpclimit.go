@@ -8,7 +8,10 @@
 // Adapter plugs a sluice.Limiter into go-grpc-middleware's ratelimit
 // interceptors instead.
 //
-// On the client side, RetryDelay reads the delay back from the error.
+// On the client side, RetryDelay reads the delay back from the error, and
+// UnaryClientInterceptor and StreamClientInterceptor pace calls with a
+// pace.Transport: a RESOURCE_EXHAUSTED answer with RetryInfo or
+// grpc-retry-pushback-ms pauses every call to that upstream.
 package grpclimit
 
 import (

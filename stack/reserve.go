@@ -256,15 +256,16 @@ func (r *reservation) settle(delta int64, cancel bool) error {
 			case op.Conn:
 				op.Cost = -1 // release the slot
 			case cancel:
-				op.Cost, op.TakenAt = -op.Cost, r.at // the backend bounds it (Backend.Adjust)
+				op.Cost = -op.Cost // the backend bounds it (Backend.Adjust)
 			case r.opTokens[i] && delta < 0:
-				op.Cost, op.TakenAt = max(delta, -op.Cost), r.at
+				op.Cost = max(delta, -op.Cost)
 			case r.opTokens[i]:
 				op.Cost = delta
 			default:
 				continue
 			}
 			if op.Cost != 0 {
+				op.TakenAt = r.at // a give-back is bounded by the take's instant
 				adj = append(adj, op)
 			}
 		}

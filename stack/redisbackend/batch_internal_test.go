@@ -62,7 +62,7 @@ func TestBatchMatchesOneByOne(t *testing.T) {
 				t.Fatal(err)
 			}
 			want = append(want, out)
-			keys, args, err := bat.request(nil, "t", ops)
+			keys, args, err := bat.request(nil, "t", ops, time.Time{})
 			if err != nil {
 				t.Fatal(err)
 			}

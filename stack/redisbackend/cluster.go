@@ -123,6 +123,7 @@ func (b *Backend) runCross(ctx context.Context, keys []string, args []any) (*red
 // takeParts decides ops (keys and args built by request) over the nodes
 // of the cluster: one call when they are on one node.
 func (b *Backend) takeParts(ctx context.Context, ops []stack.Op, keys []string, args []any, bySlot bool) (stack.Outcome, error) {
+	takenAt := b.takenAt(args) // before any part is sent
 	parts, err := b.partition(ctx, keys, bySlot || b.noCross.Load())
 	if err != nil {
 		return stack.Outcome{}, err
@@ -152,7 +153,7 @@ func (b *Backend) takeParts(ctx context.Context, ops []stack.Op, keys []string, 
 	k, a := subRequest(keys, args, parts[0].idx)
 	outs[0], errs[0] = b.takePart(ctx, pick(ops, parts[0].idx), k, a, parts[0])
 	wg.Wait()
-	return b.combine(ctx, ops, keys, args, parts, outs, errs)
+	return b.combine(ctx, ops, parts, outs, errs, takenAt)
 }
 
 // takePart decides the ops of one part (keys and args its own).
@@ -201,8 +202,9 @@ func parseCmd(cmd *redis.Cmd, nops int) (stack.Outcome, error) {
 // the others took is given back; without one (the Stack fails open or
 // closed) it stays taken, so that a fail-open decision is still counted
 // where it could be.
-func (b *Backend) combine(ctx context.Context, ops []stack.Op, keys []string, args []any, parts []part, outs []stack.Outcome, errs []error) (stack.Outcome, error) {
-	return b.combineWith(ctx, ops, parts, outs, errs, func() { b.giveBackParts(ctx, ops, parts, outs, errs) })
+// takenAt is the instant of the takes sent with args, for their give-backs.
+func (b *Backend) combine(ctx context.Context, ops []stack.Op, parts []part, outs []stack.Outcome, errs []error, takenAt time.Time) (stack.Outcome, error) {
+	return b.combineWith(ctx, ops, parts, outs, errs, func() { b.giveBackParts(ctx, ops, parts, outs, errs, takenAt) })
 }
 
 // combineWith is combine with giveBack giving back what the parts that
@@ -275,7 +277,7 @@ func (b *Backend) combineWith(ctx context.Context, ops []stack.Op, parts []part,
 }
 
 // giveBackParts gives back what the parts that passed took.
-func (b *Backend) giveBackParts(ctx context.Context, ops []stack.Op, parts []part, outs []stack.Outcome, errs []error) {
+func (b *Backend) giveBackParts(ctx context.Context, ops []stack.Op, parts []part, outs []stack.Outcome, errs []error, takenAt time.Time) {
 	var wg sync.WaitGroup
 	for j, p := range parts {
 		if errs[j] != nil || outs[j].Denied >= 0 {
@@ -290,23 +292,35 @@ func (b *Backend) giveBackParts(ctx context.Context, ops []stack.Op, parts []par
 		if len(back) == 0 {
 			continue
 		}
-		wg.Go(func() { _ = b.giveBack(context.WithoutCancel(ctx), ops, back) })
+		wg.Go(func() { _ = b.giveBack(context.WithoutCancel(ctx), ops, back, takenAt) })
 	}
 	wg.Wait()
 }
 
-// giveBack refunds exactly what a take of ops[idx] took (a connections
-// slot is released).
-func (b *Backend) giveBack(ctx context.Context, ops []stack.Op, idx []int) error {
+// giveBack gives back what a take of ops[idx] at takenAt took (a
+// connections slot is released): all of it when no take since then may
+// have started over from the bucket's state, less otherwise (see Adjust).
+func (b *Backend) giveBack(ctx context.Context, ops []stack.Op, idx []int, takenAt time.Time) error {
 	back := make([]stack.Op, len(idx))
 	for j, i := range idx {
-		back[j] = undo(ops[i], time.Time{}) // Redis gives back exactly what was taken
+		back[j] = undo(ops[i], takenAt)
 	}
-	keys, args, err := b.request(nil, "a", back)
+	keys, args, err := b.request(nil, "a", back, time.Time{})
 	if err != nil {
 		return err
 	}
 	return b.adjustParts(ctx, back, keys, args, false)
+}
+
+// takenAt returns the instant of a take whose arguments are args (built by
+// request), for its give-backs: the script's instant with WithClock;
+// otherwise now, read before the take is sent, on this process's clock
+// (see giveBackInstant).
+func (b *Backend) takenAt(args []any) time.Time {
+	if n, ok := argNum(args[1]); ok {
+		return time.UnixMicro(n)
+	}
+	return time.Now()
 }
 
 // adjustParts runs an adjustment ("a") or a payment ("c", each call then
@@ -318,18 +332,27 @@ func (b *Backend) adjustParts(ctx context.Context, ops []stack.Op, keys []string
 
 // adjustPartsFailed is adjustParts that also returns the indexes of the ops
 // whose call failed because Redis could not decide (the others were
-// applied).
+// applied, or refused with an error reply).
 func (b *Backend) adjustPartsFailed(ctx context.Context, ops []stack.Op, keys []string, args []any, bySlot bool) ([]int, error) {
+	failed, _, err := b.adjustPartsResult(ctx, ops, keys, args, bySlot)
+	return failed, err
+}
+
+// adjustPartsResult is adjustPartsFailed that also returns the indexes of
+// the ops whose call Redis refused with an error reply (nothing of that
+// call was applied: the script checks every bucket before it writes).
+func (b *Backend) adjustPartsResult(ctx context.Context, ops []stack.Op, keys []string, args []any, bySlot bool) ([]int, []int, error) {
 	parts, err := b.partition(ctx, keys, bySlot || b.noCross.Load())
 	if err != nil {
 		all := make([]int, len(ops))
 		for i := range all {
 			all[i] = i
 		}
-		return all, err
+		return all, nil, err
 	}
 	errs := make([]error, len(parts))
 	fails := make([][]int, len(parts)) // indexes into the part's ops
+	refs := make([][]int, len(parts))  // the same, refused
 	var wg sync.WaitGroup
 	for j := range parts {
 		run := func() {
@@ -347,13 +370,18 @@ func (b *Backend) adjustPartsFailed(ctx context.Context, ops []stack.Op, keys []
 				if a[0] == "c" {
 					k = k[:len(k)-1]
 				}
-				fails[j], errs[j] = b.adjustPartsFailed(ctx, pick(ops, p.idx), k, a, true)
+				fails[j], refs[j], errs[j] = b.adjustPartsResult(ctx, pick(ops, p.idx), k, a, true)
 				return
 			}
-			if errors.Is(errs[j], ErrUnavailable) {
-				fails[j] = make([]int, len(p.idx))
-				for l := range fails[j] {
-					fails[j][l] = l
+			if errs[j] != nil {
+				all := make([]int, len(p.idx))
+				for l := range all {
+					all[l] = l
+				}
+				if errors.Is(errs[j], ErrUnavailable) {
+					fails[j] = all
+				} else {
+					refs[j] = all
 				}
 			}
 		}
@@ -365,7 +393,7 @@ func (b *Backend) adjustPartsFailed(ctx context.Context, ops []stack.Op, keys []
 	}
 	wg.Wait()
 	var failed error
-	var failedIdx []int
+	var failedIdx, refusedIdx []int
 	for j, err := range errs {
 		if err != nil && (failed == nil || errors.Is(err, ErrUnavailable)) {
 			failed = err
@@ -373,8 +401,11 @@ func (b *Backend) adjustPartsFailed(ctx context.Context, ops []stack.Op, keys []
 		for _, l := range fails[j] {
 			failedIdx = append(failedIdx, parts[j].idx[l])
 		}
+		for _, l := range refs[j] {
+			refusedIdx = append(refusedIdx, parts[j].idx[l])
+		}
 	}
-	return failedIdx, failed
+	return failedIdx, refusedIdx, failed
 }
 
 // probeKeyFor returns the probe key in the slot of key.

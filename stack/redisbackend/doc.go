@@ -31,15 +31,34 @@
 // ticks (a token is P/g ticks and a microsecond Rate/g ticks, with P the
 // period in microseconds and g = gcd(P, Rate)), stored with its parameters,
 // so that all stored numbers are integers below 2^53 (exact in Lua's
-// doubles). A bucket's key holds one 49-byte string: the byte 1, then the
-// parameters, the instant and the ticks held as six little-endian doubles;
-// buckets stored as text by earlier versions are read exactly and rewritten
-// in this form at their next write. Earlier versions cannot read this form
-// (their script answers an error naming the key, which the Stack's failure
-// policy handles): during a rolling upgrade, old processes fail their
-// decisions on buckets the new ones wrote. A changed rate or burst keeps the
+// doubles). A bucket's key holds one 57-byte string: the byte 2, then the
+// parameters, the instant, the ticks held and the instant of the latest
+// take (see Give-backs) as seven little-endian doubles; buckets stored by
+// earlier versions (the 49-byte form, or text) are read exactly and
+// rewritten in this form at their next write. Earlier versions cannot read
+// this form (their script answers an error naming the key, which the
+// Stack's failure policy handles): during a rolling upgrade, old processes
+// fail their decisions on buckets the new ones wrote. A changed rate or burst keeps the
 // tokens held, capped at the new burst, as bucket.Reconfigure does.
 // RetryAfter is rounded up to the microsecond.
+//
+// # Give-backs
+//
+// A give-back (Adjust with a negative Cost: a reservation cancelled or
+// settled for less, a part of a cluster decision undone because another
+// part denied) never hands out a unit that was not refilled, whatever the
+// order in which the fleet's calls arrive. Each bucket keeps H, the latest
+// instant of any take or forced charge on it; a give-back of c units taken
+// at instant a (Op.TakenAt) adds at most c units less the refill between a
+// and H, never less than nothing: a take after a that found the bucket
+// refilled started over from its own state, and the units given back may
+// already have been handed out again. Given promptly, with no take since,
+// it gives back all c; a give-back with a zero TakenAt gives nothing. With
+// WithClock, TakenAt is on the script's timeline. On the server's time the
+// take's instant there is not known to the client: the script places it at
+// now less the time since the take on the caller's clock less the
+// backend's timeout, never later than it ran, so a prompt give-back on the
+// server's time returns up to the timeout's refill less than it took.
 //
 // # Expiry
 //
@@ -63,9 +82,15 @@
 //
 // With WithLocalFallback the backend decides with in-process buckets at a
 // share of each limit instead, and switching never creates tokens: a local
-// bucket starts empty, the probe that ends the outage charges Redis with
-// what was decided locally (down to zero), and for a rejoin period a
-// decision must pass both Redis and the local bucket. Over any window the
+// bucket starts empty (every bucket of one outage at the outage's first
+// local instant, so that one first needed in the rejoin period holds the
+// share's refill since then rather than nothing), a give-back during the
+// outage returns at most what the local bucket took, the probe that ends
+// the outage charges Redis with what was decided locally (down to zero),
+// and for a rejoin period a decision must pass both Redis and the local
+// bucket. A charge Redis refuses with an error reply (a key holding
+// something else) stays owed and is tried again, up to three times, then
+// reported to the error handler as a *PaymentError. Over any window the
 // fleet then admits at most what one limiter would, b + r·Δt, plus one
 // burst if Redis restarted without persistence (it forgot what was taken),
 // as long as every process of the fleet sees the outage (a process cut off
@@ -108,7 +133,8 @@
 // call per node, sent concurrently, each deciding its buckets all or
 // nothing; then the first denial in evaluation order decides, RetryAfter
 // is the longest wait any part reports (never early), and what the parts
-// that passed took is given back by a second call to each. While that
+// that passed took is given back by a second call to each (see
+// Give-backs: exact unless another take came since at a later instant). While that
 // give-back is in flight, another decision may be denied by those units: a
 // spurious denial for one round trip, never an admission beyond a limit.
 // Shadow limits, reservations and connections slots work across nodes
@@ -162,8 +188,9 @@
 //
 // Reservations work through Redis: Stack.Reserve takes the estimate in the
 // same script call as the other limits, Reconcile and Cancel settle with
-// Adjust (a forced charge into debt, or a refund bounded by what refill
-// has not yet covered, never above full). Connections limits (concurrent
+// Adjust (a forced charge into debt, or a give-back bounded by what refill
+// has not yet covered and by the latest take since, never above full: see
+// Give-backs). Connections limits (concurrent
 // in-flight requests) are shared by the fleet too: each slot is a lease in
 // a sorted set per bucket, taken in the same atomic call as the rate
 // limits, released by Reconcile or Cancel, and expired after the Stack's

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -58,9 +59,30 @@ type fallbackState struct {
 
 // localBuckets are the buckets a fallback decides with: mem holds them at
 // the fallback's share, owed their Redis parameters and what they took.
+//
+// Every local bucket of one fallback starts empty at the same instant,
+// since: the fallback's first local instant (its first decision,
+// adjustment or rejoin after entering it), wherever the bucket is first
+// used. A bucket first used later in the outage, or only in the rejoin
+// period, then holds what the fallback's share refilled since, as if it
+// had been made empty at the outage's start and left unused; it is made
+// later only because no decision needed it before. That is what makes a
+// bucket this process never decided locally pass its rejoin bound (after
+// an outage of a burst's refill or more, it is full at the share) instead
+// of denying for a burst's refill at the share, about a second: the
+// spurious denials of issue #21. It creates no token: the argument that
+// local decisions stay within the fleet's rate is per bucket and needs
+// only that each process's local bucket starts empty no earlier than the
+// outage, so that over any window inside the outage and rejoin period it
+// admits at most share·r·Δt, never a burst. Starting it full instead (or
+// deciding an unseen bucket on Redis alone) would let this process spend,
+// in the rejoin period, refill that processes still deciding locally are
+// also spending, not yet charged to Redis: up to a share of the burst
+// more than one limiter.
 type localBuckets struct {
-	mem  *stack.MemoryBackend
-	owed map[string]*owedOp // the local buckets, by key
+	mem   *stack.MemoryBackend
+	owed  map[string]*owedOp // the local buckets, by key
+	since time.Time          // the instant every bucket of mem starts empty; zero: not yet
 }
 
 // renew replaces the local buckets by new, empty ones at the entry into a
@@ -70,6 +92,7 @@ type localBuckets struct {
 // that many per outage.
 func (lb *localBuckets) renew() {
 	lb.mem = stack.NewMemoryBackend()
+	lb.since = time.Time{}
 	if lb.owed == nil {
 		lb.owed = map[string]*owedOp{}
 	}
@@ -84,10 +107,15 @@ func (lb *localBuckets) renew() {
 
 // owedOp is the op of one local bucket (Redis parameters) with, as Cost,
 // the units taken locally and not yet charged to Redis. inMem reports
-// whether the bucket exists (drained) in the current fb.mem.
+// whether the bucket exists (drained) in the current fb.mem; taken is
+// what that bucket has handed out (takes and charges less give-backs), the
+// most a give-back may return to it. fails counts the payments of this
+// debt that Redis refused with an error reply (see pay).
 type owedOp struct {
 	op    stack.Op
 	inMem bool
+	taken int64
+	fails int
 }
 
 // rejoinPeriod is how long a process that reaches Redis again keeps its
@@ -177,35 +205,36 @@ func (b *Backend) scaledOp(op stack.Op) stack.Op {
 	return op
 }
 
-// undo returns the adjustment that gives back what op took at at: its cost
-// negated, or its connections slot released.
-func undo(op stack.Op, at time.Time) stack.Op {
-	op.Cost, op.TakenAt = -op.Cost, at
+// undo returns the adjustment that gives back what op took in a take at
+// takenAt: its cost negated, or its connections slot released.
+func undo(op stack.Op, takenAt time.Time) stack.Op {
+	op.Cost = -op.Cost
 	if op.Conn {
 		op.Cost = -1
 	}
+	op.TakenAt = takenAt
 	return op
 }
 
 // localUndo returns the adjustments that give back a local take of sc at
-// at, less the shadow-denied ops (which took nothing).
-func localUndo(sc []stack.Op, shadowDenied []int, at time.Time) []stack.Op {
+// takenAt, less the shadow-denied ops (which took nothing).
+func localUndo(sc []stack.Op, shadowDenied []int, takenAt time.Time) []stack.Op {
 	out := make([]stack.Op, 0, len(sc))
 	for i, op := range sc {
 		if !slices.Contains(shadowDenied, i) {
-			out = append(out, undo(op, at))
+			out = append(out, undo(op, takenAt))
 		}
 	}
 	return out
 }
 
 // slotReleases returns the adjustments that release the connections slots
-// a local take of sc holds.
-func slotReleases(sc []stack.Op) []stack.Op {
+// a local take of sc at takenAt holds.
+func slotReleases(sc []stack.Op, takenAt time.Time) []stack.Op {
 	var out []stack.Op
 	for _, op := range sc {
 		if op.Conn {
-			out = append(out, undo(op, time.Time{}))
+			out = append(out, undo(op, takenAt))
 		}
 	}
 	return out
@@ -239,6 +268,7 @@ func (b *Backend) ensureIn(fb *localBuckets, ctx context.Context, at time.Time, 
 		}
 		if !o.inMem {
 			o.inMem = true
+			o.taken = 0
 			if s := b.scaledOp(op); s.Burst > 0 && !op.Conn {
 				s.Cost = s.Burst // a new local bucket starts empty
 				drain = append(drain, s)
@@ -246,12 +276,50 @@ func (b *Backend) ensureIn(fb *localBuckets, ctx context.Context, at time.Time, 
 		}
 		o.op.Key, o.op.Rate, o.op.Period, o.op.Burst = op.Key, op.Rate, op.Period, op.Burst
 	}
+	if fb.since.IsZero() {
+		// Never moved earlier by a caller whose instant was read before
+		// another's: a bucket drained at since and then asked at an
+		// earlier instant only gets nothing from it (time never runs
+		// backwards inside a bucket).
+		fb.since = at
+	}
 	if len(drain) > 0 {
-		// Whether the caller still waits or not: a bucket marked in mem
-		// and not drained would be made full by its next decision.
-		return fb.mem.Adjust(context.WithoutCancel(ctx), at, drain)
+		// Empty at since, the same instant for every bucket of this
+		// fallback (see localBuckets). Whether the caller still waits or
+		// not: a bucket marked in mem and not drained would be made full
+		// by its next decision.
+		return fb.mem.Adjust(context.WithoutCancel(ctx), fb.since, drain)
 	}
 	return nil
+}
+
+// boundGiveBacks returns ops with each give-back (negative Cost) cut to
+// what the current local bucket of its key has handed out, and to nothing
+// for a take before that bucket began (since): a give-back during an
+// outage returns no unit the fallback did not take. A take made in Redis
+// before the outage took nothing from the local bucket; its give-back is
+// not sent to Redis either (Redis is down), so that the units stay taken,
+// never handed out twice. What is given back is no longer owed. Under
+// b.fb.mu.
+func (lb *localBuckets) boundGiveBacks(ops []stack.Op) []stack.Op {
+	out := make([]stack.Op, len(ops))
+	for i, op := range ops {
+		out[i] = op
+		if op.Cost >= 0 || op.Conn {
+			continue
+		}
+		o := lb.owed[op.Key]
+		back := int64(0)
+		if o != nil && o.inMem && !op.TakenAt.IsZero() && !op.TakenAt.Before(lb.since) {
+			back = min(-op.Cost, o.taken)
+		}
+		out[i].Cost = -back
+		if o != nil {
+			o.taken -= back
+			o.op.Cost -= back
+		}
+	}
+	return out
 }
 
 // takeLocal decides on the local buckets alone while Redis is down; what
@@ -287,14 +355,17 @@ func (b *Backend) owe(ops []stack.Op, skip []int) { b.fb.localBuckets.owe(ops, s
 
 func (lb *localBuckets) owe(ops []stack.Op, skip []int) {
 	for i, op := range ops {
-		if !op.Conn && !slices.Contains(skip, i) { // a slot is no charge
-			lb.owed[op.Key].op.Cost += op.Cost
+		if !op.Conn && !slices.Contains(skip, i) && op.Cost > 0 { // a slot is no charge
+			o := lb.owed[op.Key]
+			o.op.Cost += op.Cost
+			o.taken += op.Cost
 		}
 	}
 }
 
 // adjustLocal applies a settlement to the local buckets while Redis is
-// down; a charge is owed to Redis, a refund lowers what is owed.
+// down: a charge is owed to Redis; a give-back returns at most what the
+// local bucket took (boundGiveBacks) and lowers what is owed by as much.
 func (b *Backend) adjustLocal(ctx context.Context, at time.Time, ops []stack.Op) error {
 	fb := &b.fb
 	fb.mu.Lock()
@@ -303,13 +374,20 @@ func (b *Backend) adjustLocal(ctx context.Context, at time.Time, ops []stack.Op)
 	if fb.mem == nil {
 		fb.mem, fb.owed = stack.NewMemoryBackend(), map[string]*owedOp{}
 	}
-	if err := b.ensureLocal(ctx, at, ops); err != nil {
+	return b.adjustIn(ctx, at, &fb.localBuckets, ops)
+}
+
+// adjustIn applies ops to the local buckets lb and owes the charges, under
+// fb.mu.
+func (b *Backend) adjustIn(ctx context.Context, at time.Time, lb *localBuckets, ops []stack.Op) error {
+	if err := b.ensureIn(lb, ctx, at, ops); err != nil {
 		return err
 	}
-	if err := fb.mem.Adjust(ctx, at, b.scaled(ops)); err != nil {
+	ops = lb.boundGiveBacks(ops)
+	if err := lb.mem.Adjust(ctx, at, b.scaled(ops)); err != nil {
 		return err
 	}
-	b.owe(ops, nil)
+	lb.owe(ops, nil)
 	return nil
 }
 
@@ -348,6 +426,93 @@ func (lb *localBuckets) reowe(ops []stack.Op) {
 	}
 }
 
+// maxPayTries is how many times a debt may be refused by an error reply
+// (Redis answered, but not with a payment: a key holding something that is
+// not a bucket, a permission denied) before it is dropped and reported
+// with a *PaymentError. Each probe, the payment that begins a rejoin
+// period and the one that ends it tries it again.
+const maxPayTries = 3
+
+// maxPaySplit bounds the calls one refused payment is split into, so that
+// one bad key does not keep the other debts from being paid; debts beyond
+// it stay owed for the next payment.
+const maxPaySplit = 64
+
+// PaymentError is an event for the Stack's error handler: charges that a
+// local fallback owed Redis (units it admitted while Redis could not
+// decide) that Redis refused maxPayTries times with an error reply, and
+// that are no longer offered. Redis was never charged for them.
+type PaymentError struct {
+	// Keys are the buckets (stack.Op.Key) whose debts were dropped, and
+	// Units the units they owed, together.
+	Keys  []string
+	Units int64
+	// Err is the latest refusal.
+	Err error
+}
+
+func (e *PaymentError) Error() string {
+	s := "redisbackend: dropped " + strconv.FormatInt(e.Units, 10) + " units owed to Redis by a local fallback on " +
+		strconv.Itoa(len(e.Keys)) + " buckets"
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap returns the latest refusal.
+func (e *PaymentError) Unwrap() error { return e.Err }
+
+// refused puts back in lb charges that Redis refused with an error reply
+// (cause), counting the refusal: a debt refused maxPayTries times is
+// dropped and reported instead, and so is every one when final (the
+// payment at the end of a rejoin period, after which none follows). Under
+// fb.mu.
+func (b *Backend) refused(lb *localBuckets, ops []stack.Op, cause error, final bool) {
+	drop := &PaymentError{Err: cause}
+	for _, op := range ops {
+		if final {
+			drop.Keys = append(drop.Keys, op.Key)
+			drop.Units += op.Cost
+			continue
+		}
+		lb.reowe([]stack.Op{op})
+		o := lb.owed[op.Key]
+		if o == nil {
+			continue // no room to keep it (maxLocalKeys)
+		}
+		if o.fails++; o.fails < maxPayTries {
+			continue
+		}
+		drop.Keys = append(drop.Keys, op.Key)
+		drop.Units += o.op.Cost
+		o.op.Cost, o.fails = 0, 0
+	}
+	if len(drop.Keys) > 0 {
+		b.queue(drop)
+	}
+}
+
+// payEach pays owed one debt at a time, after a payment of all of them was
+// refused with an error reply: the debts Redis accepts are paid, and it
+// returns those it refused (with the latest refusal) and those not tried
+// (beyond maxPaySplit, or after Redis failed: err is then that failure).
+func payEach(owed []stack.Op, pay func([]stack.Op) error) (refused, untried []stack.Op, cause, err error) {
+	for i, op := range owed {
+		if i >= maxPaySplit {
+			return refused, append(untried, owed[i:]...), cause, nil
+		}
+		switch e := pay([]stack.Op{op}); {
+		case e == nil:
+		case errorsIsUnavailable(e):
+			return refused, append(untried, owed[i:]...), cause, e
+		default:
+			refused, cause = append(refused, op), e
+		}
+	}
+	return refused, untried, cause, nil
+}
+
 // pay charges Redis with what was decided locally, never below zero (a
 // bucket Redis refilled to full while this process decided locally is
 // emptied, not put in debt: the refill was what the local decisions used).
@@ -356,21 +521,51 @@ func (lb *localBuckets) reowe(ops []stack.Op) {
 // probe that ends an outage. Charges that fail because Redis cannot
 // decide stay owed; the caller giving up (ctx cancelled, or its deadline
 // passed) neither cuts the charge short nor passes for an answer (only the
-// backend's timeout bounds it). (With the spread layout on a cluster each
-// master has its own fallback, which pays with payParts.)
-func (b *Backend) pay(ctx context.Context, owed []stack.Op) error {
+// backend's timeout bounds it). A payment Redis refuses with an error
+// reply answers the probe (Redis decides again) but pays nothing: the
+// debts are paid one by one so that the others are charged, and those
+// refused stay owed, tried again up to maxPayTries (see refused). (With
+// the spread layout on a cluster each master has its own fallback, which
+// pays with payParts.)
+func (b *Backend) pay(ctx context.Context, owed []stack.Op, final bool) error {
 	ctx = context.WithoutCancel(ctx)
-	keys, args, err := b.request(nil, "c", owed)
-	if err != nil {
+	call := func(ops []stack.Op) error {
+		keys, args, err := b.request(nil, "c", ops, time.Time{})
+		if err != nil {
+			return err
+		}
+		keys = append(keys, b.redisKey(probeKey))
+		_, err = b.run(ctx, keys, args)
 		return err
 	}
-	keys = append(keys, b.redisKey(probeKey))
-	_, err = b.run(ctx, keys, args)
-	if err != nil && errorsIsUnavailable(err) {
+	err := call(owed)
+	if err == nil {
+		return nil
+	}
+	if errorsIsUnavailable(err) {
 		b.fb.mu.Lock()
 		b.reowe(owed)
 		b.fb.mu.Unlock()
+		return err
 	}
+	all := owed
+	var untried []stack.Op
+	cause := err
+	if len(owed) > 1 {
+		var e, down error
+		if all, untried, e, down = payEach(owed, call); e != nil {
+			cause = e
+		}
+		if down != nil {
+			err = down // Redis failed meanwhile: the probe fails
+		}
+	}
+	b.fb.mu.Lock()
+	b.reowe(untried)
+	if len(all) > 0 {
+		b.refused(&b.fb.localBuckets, all, cause, final)
+	}
+	b.fb.mu.Unlock()
 	return err
 }
 
@@ -394,7 +589,10 @@ func (b *Backend) takeSlow(ctx context.Context, at time.Time, ops []stack.Op, ke
 			notices := b.takeNotices()
 			fb.mu.Unlock()
 			if len(owed) > 0 {
-				_ = b.pay(ctx, owed) // best effort: Redis just answered
+				_ = b.pay(ctx, owed, true) // best effort: Redis just answered
+				fb.mu.Lock()
+				notices = append(notices, b.takeNotices()...) // a debt it dropped
+				fb.mu.Unlock()
 			}
 			out, err := b.Take(ctx, at, ops)
 			out.Notices = append(notices, out.Notices...)
@@ -417,7 +615,7 @@ func (b *Backend) takeSlow(ctx context.Context, at time.Time, ops []stack.Op, ke
 	owed := b.takeOwed()
 	fb.mu.Unlock()
 	// The probe pays what was decided locally, before any decision on Redis.
-	if err := b.pay(ctx, owed); err != nil && errorsIsUnavailable(err) {
+	if err := b.pay(ctx, owed, false); err != nil && errorsIsUnavailable(err) {
 		b.fail(err)
 		if b.share > 0 {
 			return b.takeLocal(ctx, at, ops)
@@ -476,7 +674,7 @@ func (b *Backend) takeBoth(ctx context.Context, at time.Time, ops []stack.Op, ke
 		_ = mem.Adjust(context.WithoutCancel(ctx), lat, localUndo(sc, loc.ShadowDenied, lat)) // even if the caller gave up
 	} else {
 		// Redis holds the slots now: the local ones would only leak.
-		if release := slotReleases(sc); len(release) > 0 {
+		if release := slotReleases(sc, lat); len(release) > 0 {
 			_ = mem.Adjust(context.WithoutCancel(ctx), lat, release)
 		}
 	}
@@ -503,7 +701,7 @@ func (b *Backend) rejoined(ctx context.Context) {
 	owed := b.takeOwed()
 	fb.mu.Unlock()
 	if len(owed) > 0 {
-		if err := b.pay(ctx, owed); err != nil && errorsIsUnavailable(err) {
+		if err := b.pay(ctx, owed, false); err != nil && errorsIsUnavailable(err) {
 			b.fail(err)
 		}
 	}

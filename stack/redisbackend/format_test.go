@@ -14,18 +14,29 @@ import (
 	"github.com/sluicehq/sluice/stack/redisbackend"
 )
 
-// storedBucket decodes the stored form the script writes: the byte 1, then
-// T R U n w held as little-endian doubles.
+// storedBucket decodes the stored form the script writes: the byte 2, then
+// T R U n w held H as little-endian doubles (H, the latest take, is left
+// out: see storedLatest).
 func storedBucket(t *testing.T, v string) [6]float64 {
 	t.Helper()
-	if len(v) != 49 || v[0] != 1 {
-		t.Fatalf("stored bucket %q: want 49 bytes starting with 1", v)
+	if len(v) != 57 || v[0] != 2 {
+		t.Fatalf("stored bucket %q: want 57 bytes starting with 2", v)
 	}
 	var f [6]float64
 	for i := range f {
 		f[i] = math.Float64frombits(binary.LittleEndian.Uint64([]byte(v[1+8*i : 9+8*i])))
 	}
 	return f
+}
+
+// storedLatest decodes H, the latest take in microseconds, from the stored
+// form the script writes.
+func storedLatest(t *testing.T, v string) float64 {
+	t.Helper()
+	if len(v) != 57 || v[0] != 2 {
+		t.Fatalf("stored bucket %q: want 57 bytes starting with 2", v)
+	}
+	return math.Float64frombits(binary.LittleEndian.Uint64([]byte(v[49:57])))
 }
 
 // Buckets written by earlier versions, as the text "T R U n w held", are
@@ -72,6 +83,9 @@ func TestEarlierTextFormIsRead(t *testing.T) {
 			f := storedBucket(t, client.Get(ctx, b.KeyPrefix()+"one").Val())
 			if f != [6]float64{100000, 1, 1, 10, float64(now), 400000} {
 				t.Errorf("stored after the first take: %v", f)
+			}
+			if h := storedLatest(t, client.Get(ctx, b.KeyPrefix()+"one").Val()); h != float64(now) {
+				t.Errorf("latest take stored after the first take: %v, want %d", h, now)
 			}
 		}
 	}

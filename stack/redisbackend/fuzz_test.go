@@ -70,7 +70,10 @@ func FuzzMatchesMemoryBackend(f *testing.F) {
 			if b0&3 == 3 { // adjust: b3's top bit makes it a refund
 				for i := range ops {
 					if b3&0x80 != 0 {
-						ops[i].Cost, ops[i].TakenAt = -ops[i].Cost, at // a give-back at its take's instant: exact in both
+						// a give-back of a take at this instant: no take
+						// can be later, so both give it all back
+						ops[i].Cost = -ops[i].Cost
+						ops[i].TakenAt = at
 					}
 				}
 				t.Logf("step %d at +%v Adjust(%+v)", step, at.Sub(limitertest.Start), ops)

@@ -3,29 +3,43 @@
 -- KEYS[i]  the bucket keys, in evaluation order (one hash slot); for "c",
 --          then a probe key the call writes.
 -- ARGV[1]  "t" (take: all or nothing, in order), "a" (adjust: forced
---          charge / exact refund) or "c" (pay a local fallback's
+--          charge / bounded give-back) or "c" (pay a local fallback's
 --          decisions: a charge that stops at zero).
 -- ARGV[2]  the instant in microseconds since the Unix epoch, or "" to use
 --          the server's TIME.
 -- ARGV[3+6(i-1) ...] for KEYS[i]: T R U n cost shadow
 --   T  ticks per token, R ticks per time unit (0: no refill), U microseconds
 --   per time unit, n burst in tokens (capacity tau = n*T ticks, at most 2^50),
---   cost in tokens, shadow "1" for a shadow op.
+--   cost in tokens, shadow "1" for a shadow op. In "a", the sixth field
+--   of a give-back (negative cost) is instead the instant of the take it
+--   undoes: in microseconds since the epoch when ARGV[2] is given, else
+--   (server time) its age, microseconds before now.
 --   A connections slot has T 0, R the lease TTL in microseconds, U the
 --   lease id, n the number of slots, cost 1 (take; adjust: -1 releases). Its
 --   key is a sorted set of lease ids scored by their expiry.
 -- "m" (a batch of takes) has ARGV[3] the number of decisions, then for each
 -- a count of ops and their fields; its keys are the decisions' in order.
 --
--- A stored bucket is 49 bytes: the byte 1, then T R U n w held as
--- little-endian doubles (struct '<Bdddddd'): the tokens held, in ticks, at
--- instant w (in time units of U microseconds). Every stored number is an
--- integer below 2^53, so doubles hold them exactly, and reading them back is
--- one struct.unpack instead of parsing text. The text "T R U n w held"
--- (decimal integers) that earlier versions wrote is still read, exactly as
--- before, and rewritten in the binary form at the bucket's next write. A
--- missing key is a full bucket. A full bucket is deleted; any other expires
--- (PX) a second after it would be full again, unless it has no refill.
+-- A stored bucket is 57 bytes: the byte 2, then T R U n w held H as
+-- little-endian doubles (struct '<Bddddddd'): the tokens held, in ticks, at
+-- instant w (in time units of U microseconds), and H, the latest instant
+-- (in microseconds) of any take or forced charge on the bucket. Every stored
+-- number is an integer below 2^53, so doubles hold them exactly, and reading
+-- them back is one struct.unpack instead of parsing text. The 49-byte form
+-- (the byte 1, then T R U n w held) and the text "T R U n w held" (decimal
+-- integers) that earlier versions wrote are still read, exactly as before,
+-- with H taken as w (no take can be later than the last write), and
+-- rewritten in the 57-byte form at the bucket's next write. A missing key is
+-- a full bucket (no H: a give-back cannot add to it). A full bucket is
+-- deleted; any other expires (PX) a second after it would be full again,
+-- unless it has no refill.
+--
+-- A give-back of c tokens that a take at instant a took adds at most
+-- c*T - max(0, H - a)*R ticks (never fewer than 0), instants counted in
+-- whole time units: a take after a that found the bucket refilled started
+-- over from its own state, and what refilled between a and H may already
+-- have been handed out again; giving it back would hand it out twice.
+-- Given promptly, with no take since (H <= a), it gives back all c.
 --
 -- Take returns {denied, retry_us, permanent, overburst, #shadow, shadow...,
 -- remaining...} with 0-based indexes (denied = -1: all passed; remaining is
@@ -71,14 +85,15 @@ if mode == 't' and #KEYS == 1 and ARGV[8] == '0' and ARGV[3] ~= '0' then
   local tau = n * T
   local h = tau
   local ok = true
+  local H = now_us -- the latest take: this one, unless a stored one is later
   local now = math.floor(now_us / U)
   local v = redis.call('GET', KEYS[1])
   if v then
     -- the binary form with these parameters; anything else (other
     -- parameters, the earlier text form) goes to the general path
     local f, sT, sR, sU, sn, w, sh
-    if #v == 49 then f, sT, sR, sU, sn, w, sh = struct.unpack('<Bdddddd', v) end
-    if f ~= 1 or sT ~= T or sR ~= R or sU ~= U or sn ~= n then
+    if #v == 57 then f, sT, sR, sU, sn, w, sh, H = struct.unpack('<Bddddddd', v) end
+    if f ~= 2 or sT ~= T or sR ~= R or sU ~= U or sn ~= n then
       ok = false
     else
       h = sh
@@ -90,6 +105,7 @@ if mode == 't' and #KEYS == 1 and ARGV[8] == '0' and ARGV[3] ~= '0' then
     local need = cost * T
     if h >= need then
       local held = h - need
+      if H < now_us then H = now_us end
       if held >= tau then
         redis.call('DEL', KEYS[1])
       elseif R > 0 then
@@ -97,9 +113,9 @@ if mode == 't' and #KEYS == 1 and ARGV[8] == '0' and ARGV[3] ~= '0' then
         -- slower than string.format's "%d", which is exact below 2^53
         local px = math.ceil(math.ceil((tau - held) / R) * U / 1000) + 1000
         if px < 9007199254740992 then px = string.format('%d', px) end
-        redis.call('SET', KEYS[1], struct.pack('<Bdddddd', 1, T, R, U, n, now, held), 'PX', px)
+        redis.call('SET', KEYS[1], struct.pack('<Bddddddd', 2, T, R, U, n, now, held, H), 'PX', px)
       else
-        redis.call('SET', KEYS[1], struct.pack('<Bdddddd', 1, T, R, U, n, now, held))
+        redis.call('SET', KEYS[1], struct.pack('<Bddddddd', 2, T, R, U, n, now, held, H))
       end
       return {-1, 0, 0, 0, 0, math.floor(held / T)}
     end
@@ -126,20 +142,21 @@ local KO, AO = 0, 2
 -- what a successful take changed. It returns nil, having written nothing,
 -- in any other case.
 -- In a batch (mode "m") the fast path keeps each bucket it reads or
--- changes in cache (key -> {T, R, U, n, h = held at now, dirty}) and
+-- changes in cache (key -> {T, R, U, n, h = held at now, H, dirty}) and
 -- writes it once, when the batch ends or before the general path runs:
 -- now is the same for the whole batch, so a hot bucket is read and written
 -- once per batch instead of once per decision.
 local cache = nil
 
--- put stores held ticks of a bucket with parameters T R U n.
-local function put(k, T, R, U, n, held)
+-- put stores held ticks of a bucket with parameters T R U n and latest
+-- take H (microseconds).
+local function put(k, T, R, U, n, held, H)
   local tau = n * T
   if held >= tau then
     redis.call('DEL', k)
     return
   end
-  local val = struct.pack('<Bdddddd', 1, T, R, U, n, math.floor(now_us / U), held)
+  local val = struct.pack('<Bddddddd', 2, T, R, U, n, math.floor(now_us / U), held, H)
   if R > 0 then
     redis.call('SET', k, val, 'PX', ms(math.ceil(math.ceil((tau - held) / R) * U / 1000) + 1000))
   else
@@ -151,7 +168,7 @@ end
 local function flush()
   if cache then
     for k, c in pairs(cache) do
-      if c.dirty then put(k, c.T, c.R, c.U, c.n, c.h) end
+      if c.dirty then put(k, c.T, c.R, c.U, c.n, c.h, c.H) end
     end
     cache = {}
   end
@@ -159,6 +176,7 @@ end
 
 local function fast(nops)
   local H = {}
+  local HT = {} -- each bucket's latest take (nil: none stored)
   for i = 1, nops do
     local k = KEYS[KO + i]
     -- a key that comes twice goes to the general path (a decision has few
@@ -175,18 +193,20 @@ local function fast(nops)
     if c then
       if c.T ~= T or c.R ~= R or c.U ~= U or c.n ~= n then return nil end
       h = c.h
+      HT[i] = c.H
     else
       local v = redis.call('GET', k)
       if v then
         -- the binary form with these parameters (see the fast path above)
-        local f, sT, sR, sU, sn, w, sh
-        if #v == 49 then f, sT, sR, sU, sn, w, sh = struct.unpack('<Bdddddd', v) end
-        if f ~= 1 or sT ~= T or sR ~= R or sU ~= U or sn ~= n then return nil end
+        local f, sT, sR, sU, sn, w, sh, sH
+        if #v == 57 then f, sT, sR, sU, sn, w, sh, sH = struct.unpack('<Bddddddd', v) end
+        if f ~= 2 or sT ~= T or sR ~= R or sU ~= U or sn ~= n then return nil end
         h = sh
+        HT[i] = sH
         if R > 0 then h = h + (math.floor(now_us / U) - w) * R end
         if h > tau then h = tau elseif h < -MAXDEBT then h = -MAXDEBT end
       end
-      if cache then cache[k] = {T = T, R = R, U = U, n = n, h = h, dirty = false} end
+      if cache then cache[k] = {T = T, R = R, U = U, n = n, h = h, H = HT[i], dirty = false} end
     end
     H[i] = h
   end
@@ -247,12 +267,14 @@ local function fast(nops)
     local held = newH[i]
     if held then
       local k = KEYS[KO + i]
+      local ht = HT[i]
+      if not ht or ht < now_us then ht = now_us end -- this take is the latest
       if cache then
         local c = cache[k]
-        c.h, c.dirty = held, true
+        c.h, c.H, c.dirty = held, ht, true
       else
         local b = AO + (i - 1) * NF
-        put(k, ARGV[b + 1] + 0, ARGV[b + 2] + 0, ARGV[b + 3] + 0, ARGV[b + 4] + 0, held)
+        put(k, ARGV[b + 1] + 0, ARGV[b + 2] + 0, ARGV[b + 3] + 0, ARGV[b + 4] + 0, held, ht)
       end
     end
   end
@@ -329,26 +351,37 @@ local function convert(p, h, q)
   return clamp(nh, qtau)
 end
 
--- decode reads a stored bucket in either form, or returns nil.
+-- decode reads a stored bucket in any form, or returns nil. H is the
+-- latest take in microseconds; the earlier forms did not keep it, and no
+-- take was later than their last write, w.
 local function decode(v)
-  if #v == 49 and string.byte(v, 1) == 1 then
-    local _, T, R, U, n, w, h = struct.unpack('<Bdddddd', v)
+  local f = string.byte(v, 1)
+  if (#v == 57 and f == 2) or (#v == 49 and f == 1) then
+    local _, T, R, U, n, w, h, H
+    if f == 2 then
+      _, T, R, U, n, w, h, H = struct.unpack('<Bddddddd', v)
+    else
+      _, T, R, U, n, w, h = struct.unpack('<Bdddddd', v)
+      H = w * U
+    end
     -- only this script writes the form: its numbers are whole, T and U
     -- positive, R and n not negative
     if T >= 1 and R >= 0 and U >= 1 and n >= 0 and T % 1 == 0 and R % 1 == 0 and U % 1 == 0 and n % 1 == 0
-      and w % 1 == 0 and h % 1 == 0 then
-      return {T = T, R = R, U = U, n = n, w = w, held = h}
+      and w % 1 == 0 and h % 1 == 0 and H % 1 == 0 then
+      return {T = T, R = R, U = U, n = n, w = w, held = h, H = H}
     end
     return nil
   end
   local T, R, U, n, w, h = string.match(v, '^(%d+) (%d+) (%d+) (%d+) (%-?%d+) (%-?%d+)$')
   if not T then return nil end
-  return {T = tonumber(T), R = tonumber(R), U = tonumber(U), n = tonumber(n), w = tonumber(w), held = tonumber(h)}
+  T, U, w = tonumber(T), tonumber(U), tonumber(w)
+  return {T = T, R = tonumber(R), U = U, n = tonumber(n), w = w, held = tonumber(h), H = w * U}
 end
 
--- encode is the stored form of held ticks at now with params p.
-local function encode(p, held)
-  return struct.pack('<Bdddddd', 1, p.T, p.R, p.U, p.n, math.floor(now_us / p.U), held)
+-- encode is the stored form of held ticks at now with params p and latest
+-- take H (microseconds; nil: none, stored as 0).
+local function encode(p, held, H)
+  return struct.pack('<Bddddddd', 2, p.T, p.R, p.U, p.n, math.floor(now_us / p.U), held, H or 0)
 end
 
 local orig
@@ -369,14 +402,15 @@ local function original(key)
 end
 
 -- fresh returns the held ticks of key at now as params q, from the state
--- before this call, and whether that differs from what is stored.
+-- before this call, whether that differs from what is stored, and the
+-- bucket's latest take (nil: none).
 local function fresh(key, q)
   local o = original(key)
   if type(o) == 'table' and o.err then return nil, o end
   if not o then return q.n * q.T, false end
   local h = refill(o)
-  if same(o, q) then return h, false end
-  return convert(o, h, q), true
+  if same(o, q) then return h, false, o.H end
+  return convert(o, h, q), true, o.H
 end
 
 local work
@@ -391,9 +425,9 @@ local function state(key, q, w)
     end
     return s
   end
-  local h, changed = fresh(key, q)
+  local h, changed, H = fresh(key, q)
   if h == nil then return nil, changed end
-  s = {p = q, held = h, dirty = changed}
+  s = {p = q, held = h, dirty = changed, H = H}
   w[key] = s
   return s
 end
@@ -406,7 +440,7 @@ local function commit(w)
       if s.held >= tau then
         redis.call('DEL', key)
       else
-        local v = encode(p, s.held)
+        local v = encode(p, s.held, s.H)
         if p.R > 0 then
           redis.call('SET', key, v, 'PX', ms(math.ceil(math.ceil((tau - s.held) / p.R) * p.U / 1000) + 1000))
         else
@@ -433,6 +467,12 @@ local function try(h, q, cost)
   return 3, math.ceil((need - h) / q.R) * q.U
 end
 
+-- took records that a take or a forced charge on s happened now: H, the
+-- latest such instant, bounds later give-backs.
+local function took(s)
+  if not s.H or s.H < now_us then s.H = now_us end
+end
+
 -- take evaluates one decision of nops ops (general path).
 local function take(nops)
   orig, work = {}, {}
@@ -457,6 +497,7 @@ local function take(nops)
       if cost > 0 then
         s.held = v
         s.dirty = true
+        took(s)
       end
       rem[i] = math.floor(v / q.T)
     elseif shadow then
@@ -560,6 +601,7 @@ if mode == 'c' then
       local h = math.min(s.held, q.n * q.T)
       s.held = math.max(h - cost * q.T, math.min(h, 0))
       s.dirty = true
+      took(s)
     end
   end
   commit(work)
@@ -581,9 +623,23 @@ if mode == 'a' then
       if cost > 0 then
         s.held = math.max(math.min(s.held, tau) - cost * q.T, -MAXDEBT)
         s.dirty = true
+        took(s)
       elseif cost < 0 then
-        s.held = math.min(s.held - cost * q.T, tau)
-        s.dirty = true
+        -- a give-back, bounded by the refill since the take it undoes
+        -- (at a) up to the latest take (H): see the top of this file
+        local d = -cost * q.T
+        local a = tonumber(ARGV[AO + (i - 1) * NF + 6])
+        if ARGV[2] == '' then a = now_us - a end
+        if s.H and q.R > 0 and a then
+          local lag = math.floor(s.H / q.U) - math.floor(a / q.U)
+          if lag > 0 then d = d - lag * q.R end
+        elseif not a then
+          d = 0
+        end
+        if d > 0 then
+          s.held = math.min(s.held + d, tau)
+          s.dirty = true
+        end
       end
     end
   end

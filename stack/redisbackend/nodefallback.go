@@ -195,6 +195,7 @@ func (b *Backend) takeNodes(ctx context.Context, at time.Time, ops []stack.Op, k
 // rejoins; then combines the parts all or nothing.
 func (b *Backend) takeMixed(ctx context.Context, at time.Time, ops []stack.Op, keys []string, args []any) (stack.Outcome, error) {
 	lat := b.localTime(at)
+	takenAt := b.takenAt(args) // of the Redis parts, read before any is sent
 	parts, err := b.partition(ctx, keys, false)
 	if err != nil {
 		// No routing at all: one part, decided by the fallback of "" (the
@@ -316,7 +317,7 @@ func (b *Backend) takeMixed(ctx context.Context, at time.Time, ops []stack.Op, k
 	for j := range res {
 		outs[j], errs[j] = res[j].out, res[j].err
 	}
-	out, err := b.combineWith(ctx, ops, parts, outs, errs, func() { b.giveBackMixed(ctx, res) })
+	out, err := b.combineWith(ctx, ops, parts, outs, errs, func() { b.giveBackMixed(ctx, res, takenAt) })
 	if err == nil {
 		// The Stack hears only the error of a failed decision: the events
 		// wait for the next decision that succeeds.
@@ -397,7 +398,7 @@ func (b *Backend) takeBothPart(ctx context.Context, nf *nodeFB, p part, keys []s
 		return
 	}
 	// Redis holds the slots now: the local ones would only leak.
-	release := slotReleases(sc)
+	release := slotReleases(sc, r.at)
 	fb.mu.Lock()
 	if len(release) > 0 {
 		_ = lb.mem.Adjust(context.WithoutCancel(ctx), r.at, release)
@@ -407,9 +408,10 @@ func (b *Backend) takeBothPart(ctx context.Context, nf *nodeFB, p part, keys []s
 	r.mem = &lb
 }
 
-// giveBackMixed gives back what the parts that passed took, in Redis and
-// in local buckets (what was owed for it is no longer owed).
-func (b *Backend) giveBackMixed(ctx context.Context, res []partResult) {
+// giveBackMixed gives back what the parts that passed took, in Redis (taken
+// at takenAt) and in local buckets (at each part's local instant; what was
+// owed for it is no longer owed).
+func (b *Backend) giveBackMixed(ctx context.Context, res []partResult, takenAt time.Time) {
 	var wg sync.WaitGroup
 	fb := &b.fb
 	for j := range res {
@@ -427,7 +429,7 @@ func (b *Backend) giveBackMixed(ctx context.Context, res []partResult) {
 			continue
 		}
 		if r.redis {
-			wg.Go(func() { _ = b.giveBack(context.WithoutCancel(ctx), r.ops, back) })
+			wg.Go(func() { _ = b.giveBack(context.WithoutCancel(ctx), r.ops, back, takenAt) })
 		}
 		if r.mem == nil && r.owedIn == nil {
 			continue
@@ -439,6 +441,7 @@ func (b *Backend) giveBackMixed(ctx context.Context, res []partResult) {
 			if r.owedIn != nil && !op.Conn {
 				if o := r.owedIn.owed[op.Key]; o != nil {
 					o.op.Cost = max(o.op.Cost-op.Cost, 0)
+					o.taken = max(o.taken-op.Cost, 0)
 				}
 			}
 			refund = append(refund, undo(b.scaledOp(op), r.at))
@@ -474,25 +477,59 @@ func (b *Backend) payParts(ctx context.Context, nf *nodeFB, owed []stack.Op) err
 		_, err := b.run(ctx, []string{b.probeKeyFor(pk)}, []any{modePay, ""})
 		return err
 	}
-	keys, args, err := b.request(nil, "c", owed)
-	if err != nil {
+	call := func(ops []stack.Op) ([]int, []int, error) {
+		keys, args, err := b.request(nil, "c", ops, time.Time{})
+		if err != nil {
+			all := make([]int, len(ops))
+			for i := range all {
+				all[i] = i
+			}
+			return nil, all, err
+		}
+		return b.adjustPartsResult(ctx, ops, keys, args, false)
+	}
+	failed, refusedIdx, err := call(owed)
+	still := pick(owed, failed)
+	refused := pick(owed, refusedIdx)
+	cause := err
+	if len(refused) > 1 {
+		// A part was refused with an error reply (a bad key refuses its
+		// whole call): its debts one by one, so that the others are paid.
+		var untried []stack.Op
+		var e, down error
+		refused, untried, e, down = payEach(refused, func(ops []stack.Op) error {
+			_, _, err := call(ops)
+			return err
+		})
+		still = append(still, untried...)
+		if e != nil {
+			cause = e
+		}
+		if down != nil && !errors.Is(err, ErrUnavailable) {
+			err = down
+		}
+	}
+	if len(still) == 0 && len(refused) == 0 {
 		return err
 	}
-	failed, err := b.adjustPartsFailed(ctx, owed, keys, args, false)
-	if len(failed) > 0 {
-		still := make([]stack.Op, len(failed))
-		for j, i := range failed {
-			still[j] = owed[i]
-		}
-		b.fb.mu.Lock()
-		if nf != nil && b.fb.nodes[nf.addr] == nf {
+	b.fb.mu.Lock()
+	defer b.fb.mu.Unlock()
+	live := nf != nil && b.fb.nodes[nf.addr] == nf
+	if len(still) > 0 {
+		if live {
 			nf.reowe(still)
 		} else {
 			// a rejoin that ended: owed by whichever fallback holds
 			// these buckets, or by a new one of their master
 			b.reoweAnywhere(still)
 		}
-		b.fb.mu.Unlock()
+	}
+	if len(refused) > 0 {
+		if live {
+			b.refused(&nf.localBuckets, refused, cause, false)
+		} else {
+			b.refused(nil, refused, cause, true) // no payment follows the end of a rejoin
+		}
 	}
 	return err
 }
@@ -581,7 +618,7 @@ func (b *Backend) adjustNodes(ctx context.Context, at time.Time, ops []stack.Op,
 		nf := b.nodeFor(addrOf(p.node), ops, p.idx)
 		local := nf != nil && nf.down
 		if local {
-			err = b.adjustIn(ctx, lat, nf, sub)
+			err = b.adjustIn(ctx, lat, &nf.localBuckets, sub)
 		}
 		b.fb.mu.Unlock()
 		if !local {
@@ -629,22 +666,9 @@ func (b *Backend) adjustLocalParts(ctx context.Context, at time.Time, ops []stac
 		if nf == nil || !nf.down {
 			nf = b.enterNode(addr, rkeys[idx[0]], cause)
 		}
-		if err := b.adjustIn(ctx, at, nf, pick(ops, idx)); err != nil {
+		if err := b.adjustIn(ctx, at, &nf.localBuckets, pick(ops, idx)); err != nil {
 			return err
 		}
 	}
-	return nil
-}
-
-// adjustIn applies ops to nf's local buckets and owes the charges, under
-// fb.mu.
-func (b *Backend) adjustIn(ctx context.Context, at time.Time, nf *nodeFB, ops []stack.Op) error {
-	if err := b.ensureIn(&nf.localBuckets, ctx, at, ops); err != nil {
-		return err
-	}
-	if err := nf.mem.Adjust(ctx, at, b.scaled(ops)); err != nil {
-		return err
-	}
-	nf.owe(ops, nil)
 	return nil
 }

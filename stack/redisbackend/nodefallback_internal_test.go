@@ -56,7 +56,7 @@ func TestNodeGiveBackAfterReentry(t *testing.T) {
 		t.Fatalf("a new local bucket admitted: %+v", r.out)
 	}
 	// Another part denied: the local part is given back.
-	b.giveBackMixed(ctx, []partResult{*r})
+	b.giveBackMixed(ctx, []partResult{*r}, clock.Now())
 	// The new local bucket is empty: the clock stands still.
 	if r := take(nf); r.out.Denied != 0 {
 		t.Errorf("the new local bucket admitted a unit given back to it: %+v", r.out)

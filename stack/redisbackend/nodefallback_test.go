@@ -249,16 +249,20 @@ func TestClusterNodeFallback(t *testing.T) {
 			t.Errorf("an event names %s, which did not fail", n)
 		}
 	}
-	// A's count in Redis is exact: every admission took once, every
-	// denial on B gave back what A took.
+	// A's count in Redis: every admission took once, every denial on B
+	// gave back what A took, never more. A give-back whose take was made
+	// before the clock moved on, and landed after a take at the later
+	// instant, returns a second's refill less (issue #21: that take may
+	// have started over from a refilled bucket): at most one such per
+	// goroutine, each a whole unit less as counted.
 	probeA := opA
 	probeA.Cost = 0
 	out, err := take(probeA)
 	if err != nil || out.Denied >= 0 {
 		t.Fatalf("A: %+v, %v", out, err)
 	}
-	if got, want := out.Remaining[0], int64(burstA-burstB-1)-withA.Load(); got != want {
-		t.Errorf("A holds %d in Redis after %d admissions and a charge, want %d", got, withA.Load()+burstB, want)
+	if got, want := out.Remaining[0], int64(burstA-burstB-1)-withA.Load(); got > want || got < want-4 {
+		t.Errorf("A holds %d in Redis after %d admissions and a charge, want %d (or up to 4 less)", got, withA.Load()+burstB, want)
 	}
 
 	// B's replica takes over; a probe charges the new master with what

@@ -398,11 +398,17 @@ func paramsOf(op stack.Op) (params, error) {
 // as a pointer into rq.strs (go-redis writes *int64 and *string as it writes
 // int64 and string), so that building the arguments allocates nothing but
 // the keys: boxing an int64 or a string into an interface allocates.
-func (b *Backend) request(rq *reqBuf, mode string, ops []stack.Op) ([]string, []any, error) {
+//
+// In an adjustment ("a"), a give-back (negative Cost) carries, instead of
+// the shadow flag, the instant of the take it undoes (Op.TakenAt) on the
+// script's timeline, which bounds it (see giveBackInstant); one with a
+// zero TakenAt gives nothing back. at is the adjustment's instant on the
+// caller's clock (zero: now).
+func (b *Backend) request(rq *reqBuf, mode string, ops []stack.Op, at time.Time) ([]string, []any, error) {
 	if rq == nil {
 		rq = new(reqBuf)
 	}
-	nn := 1 + 5*len(ops)
+	nn := 1 + 6*len(ops)
 	if cap(rq.nums) < nn {
 		rq.nums = make([]int64, nn)
 	}
@@ -426,7 +432,7 @@ func (b *Backend) request(rq *reqBuf, mode string, ops []stack.Op) ([]string, []
 		if op.Shadow {
 			shadow = argOne
 		}
-		v := nums[1+5*i : 6+5*i]
+		v := nums[1+6*i : 7+6*i]
 		if op.Conn {
 			if op.Lease == "" || op.TTL < time.Microsecond {
 				return nil, nil, fmt.Errorf("redisbackend: connections slot %q without a lease or a TTL", op.Key)
@@ -441,10 +447,48 @@ func (b *Backend) request(rq *reqBuf, mode string, ops []stack.Op) ([]string, []
 			return nil, nil, err
 		}
 		v[0], v[1], v[2], v[3], v[4] = p.t, p.r, p.u, p.n, op.Cost
+		if mode == "a" && op.Cost < 0 {
+			var ok bool
+			if v[5], ok = b.giveBackInstant(op.TakenAt, at); !ok {
+				v[4] = 0 // no take to bound it by: nothing is given back
+			}
+			args = append(args, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5])
+			continue
+		}
 		args = append(args, &v[0], &v[1], &v[2], &v[3], &v[4], shadow)
 	}
 	rq.keys, rq.args = keys, args
 	return keys, args, nil
+}
+
+// giveBackInstant returns the script's field for a give-back of a take at
+// takenAt, made at at on the caller's clock (zero: now), and false when
+// takenAt is zero (nothing may be given back).
+//
+// With WithClock the script's instants are that clock's, as the Stack's
+// are: the field is takenAt in microseconds. On the server's time (TIME)
+// the take's instant on the server's timeline is not known here: the field
+// is an age, and the script places the take at now - age. The age is the
+// time since the take on the caller's clock plus the backend's timeout, so
+// that the estimate is never later than the take's real instant: the take
+// ran on the server after the caller read takenAt, and this call runs
+// there at most the timeout after the caller read at (a call that runs
+// later has failed on the client side anyway). Later would give back
+// refill that a take since may have handed out again; earlier only gives
+// back less: a prompt give-back on the server's time returns up to the
+// timeout's refill less than it took.
+func (b *Backend) giveBackInstant(takenAt, at time.Time) (int64, bool) {
+	if takenAt.IsZero() {
+		return 0, false
+	}
+	if b.clock != nil {
+		return takenAt.UnixMicro(), true
+	}
+	if at.IsZero() {
+		at = time.Now()
+	}
+	age := max(at.Sub(takenAt), 0) + b.timeout
+	return int64((age + time.Microsecond - 1) / time.Microsecond), true
 }
 
 // Strings boxed once: boxing a string variable allocates.
@@ -683,7 +727,7 @@ func (b *Backend) Take(ctx context.Context, at time.Time, ops []stack.Op) (stack
 	}
 	rq := getReq()
 	defer putReq(rq)
-	keys, args, err := b.request(rq, "t", ops)
+	keys, args, err := b.request(rq, "t", ops, time.Time{})
 	if err != nil {
 		return stack.Outcome{}, err
 	}
@@ -763,16 +807,19 @@ func parseOutcome(v []int64, nops int) (stack.Outcome, error) {
 	return out, nil
 }
 
-// Adjust implements stack.Backend: forced charges and exact refunds in one
-// script call. While Redis is unavailable and a local fallback is set, they
-// apply to the local buckets and the charges are owed to Redis.
+// Adjust implements stack.Backend: forced charges and give-backs in one
+// script call. A give-back returns what its take (at Op.TakenAt) took, less
+// the refill between that take and the bucket's latest take (see the
+// package documentation, Give-backs). While Redis is unavailable and a
+// local fallback is set, they apply to the local buckets: a charge is owed
+// to Redis, a give-back returns at most what the local bucket took.
 func (b *Backend) Adjust(ctx context.Context, at time.Time, ops []stack.Op) error {
 	if len(ops) == 0 {
 		return nil
 	}
 	rq := getReq()
 	defer putReq(rq)
-	keys, args, err := b.request(rq, "a", ops)
+	keys, args, err := b.request(rq, "a", ops, at)
 	if err != nil {
 		return err
 	}

@@ -133,7 +133,7 @@ func TestKeysExpireWhenFull(t *testing.T) {
 	if ttl := client.PTTL(ctx, key).Val(); ttl <= 1400*time.Millisecond || ttl > 1500*time.Millisecond {
 		t.Errorf("PTTL = %v, want about 1.5s", ttl)
 	}
-	if err := b.Adjust(ctx, clock.Now(), []stack.Op{{Key: "k", Rate: 10, Period: time.Second, Burst: 10, Cost: -5}}); err != nil {
+	if err := b.Adjust(ctx, clock.Now(), []stack.Op{{Key: "k", Rate: 10, Period: time.Second, Burst: 10, Cost: -5, TakenAt: clock.Now()}}); err != nil {
 		t.Fatal(err)
 	}
 	if n := client.Exists(ctx, key).Val(); n != 0 {

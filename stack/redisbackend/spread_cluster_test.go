@@ -194,9 +194,10 @@ func TestClusterSpread(t *testing.T) {
 			if rng.IntN(5) == 0 {
 				if rng.IntN(2) == 0 {
 					for i := range ops {
-						// A give-back at the instant of its take: no take since
-						// has a later instant, so both give back all of it.
-						ops[i].Cost, ops[i].TakenAt = -ops[i].Cost, at
+						// a give-back of a take at this instant: no take
+						// can be later, so both give it all back
+						ops[i].Cost = -ops[i].Cost
+						ops[i].TakenAt = at
 					}
 				}
 				for i := range ops {

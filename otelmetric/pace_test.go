@@ -1,0 +1,74 @@
+package otelmetric_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/sluicehq/sluice/otelmetric"
+	"github.com/sluicehq/sluice/pace"
+)
+
+type upstreamFunc func(*http.Request) (*http.Response, error)
+
+func (f upstreamFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// Three requests to an upstream announcing 10/s with none left, the second
+// answered 429: three requests recorded, the second and third waited
+// (100 ms for the interval, then 2 s for Retry-After), one 429, 10/s
+// learned.
+func TestPaceHooks(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	hooks, err := otelmetric.PaceHooks(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	calls := 0
+	up := upstreamFunc(func(*http.Request) (*http.Response, error) {
+		calls++
+		h := http.Header{}
+		h.Set("RateLimit-Policy", `"p";q=10;w=1`)
+		h.Set("RateLimit", `"p";r=0;t=1`)
+		status := 200
+		if calls == 2 {
+			status = 429
+			h.Set("Retry-After", "2")
+		}
+		return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(strings.NewReader(""))}, nil
+	})
+	tr := pace.New(up, pace.WithHooks(hooks), pace.WithClock(func() time.Time { return now }),
+		pace.WithSleep(func(_ context.Context, d time.Duration) error { now = now.Add(d); return nil }),
+		pace.WithJitter(func(time.Duration) time.Duration { return 0 }))
+	for range 3 {
+		req, _ := http.NewRequest("GET", "https://api.test/", nil)
+		res, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+	}
+	got := collect(t, reader)
+	if s := sums(t, got[otelmetric.PaceRequests]); s[""] != 3 {
+		t.Errorf("requests %v, want 3", s)
+	}
+	if s := sums(t, got[otelmetric.PaceThrottled]); len(s) != 1 || s["sluice.pace.status=429"] != 1 {
+		t.Errorf("throttled %v, want one 429", s)
+	}
+	if g := gauge[float64](t, got[otelmetric.PaceLimit]); g != 10 {
+		t.Errorf("limit learned %v, want 10/s", g)
+	}
+	h, ok := got[otelmetric.PaceWaitDuration].Data.(metricdata.Histogram[float64])
+	if !ok || len(h.DataPoints) != 1 {
+		t.Fatalf("wait histogram %#v", got[otelmetric.PaceWaitDuration].Data)
+	}
+	if p := h.DataPoints[0]; p.Count != 3 || p.Sum < 2.099 || p.Sum > 2.101 {
+		t.Errorf("waits: %d recorded, sum %.3fs; want 3 and 2.1s", p.Count, p.Sum)
+	}
+}

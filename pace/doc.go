@@ -1,0 +1,56 @@
+// Package pace is the client half of rate limiting: an http.RoundTripper
+// that paces the requests a program sends to rate-limited upstreams (LLM
+// APIs, cloud APIs, GitHub, internal services) so that it stays under
+// their limits instead of running into 429s and retrying in a herd.
+//
+//	client := &http.Client{Transport: pace.New(http.DefaultTransport)}
+//
+// # Upstreams
+//
+// Requests are grouped into upstreams by a key: by default the URL's
+// scheme and host and a digest of the credential headers (Authorization,
+// X-Api-Key, Api-Key), so two API keys on one host are paced apart
+// (WithKey, WithCredentialHeaders). The Transport keeps a small, fixed
+// state per upstream, for at most WithMaxUpstreams of them.
+//
+// # Learning the limit
+//
+// Every response is read for the upstream's limits (Observe): the IETF
+// RateLimit and RateLimit-Policy fields (draft 11, as sluice's own
+// middleware writes them), OpenAI's x-ratelimit-*-requests, Anthropic's
+// anthropic-ratelimit-requests-*, GitHub's x-ratelimit-*. The Transport
+// then paces requests one interval apart (window / limit) once the
+// upstream's burst is spent, lowering what it believes is left to what
+// the upstream reports, less the requests still in flight. A limit set
+// with WithLimit is a ceiling: pacing starts at it, and learning can lower
+// it but never raise it.
+//
+// # Throttled responses
+//
+// A 429, a 503 or 403 with Retry-After (or retry-after-ms), or an AWS
+// throttling error (X-Amzn-ErrorType, or a ThrottlingException body) pauses
+// every request to that upstream until the delay has passed, plus a
+// jitter; after the pause requests leave one interval apart. Without a
+// stated delay the pause is WithDefaultPause, doubling with each throttled
+// response in a row up to 20 s. The throttled response is returned to the
+// caller unchanged unless WithRetry is given: the request is then sent
+// again after the pause, when its body can be replayed (GetBody).
+//
+// # Waiting
+//
+// Requests to one upstream are served first come, first served. A request
+// waits at most WithMaxWait (30 s by default) and never past its context's
+// deadline: one that would have to wait longer fails at once with a
+// *WaitError (matching ErrMaxWait and errors.ErrThrottled), and nothing is
+// sent. Values an upstream sends that cannot be trusted (unparseable,
+// negative, absurdly large, contradictory) are ignored.
+//
+// # Fleets and tokens
+//
+// WithLimiter makes every request also pass a sluice.Limiter, for example a
+// stack.Stack over Redis that every process calling the upstream shares:
+// the fleet then shares one quota instead of each process guessing.
+// WithTokens reserves an estimate of a request's LLM tokens from a
+// sluice.Reserver and settles the reservation with the usage the response
+// reports (ParseUsage).
+package pace

@@ -1,0 +1,61 @@
+package pace_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/pace"
+)
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// An upstream that allows 2 requests per second answers the third with a
+// 429 and Retry-After: 1. The Transport pauses the upstream for that
+// second, retries, and from then on paces requests half a second apart.
+// The clock is simulated: the example runs in no time.
+func Example() {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	start := now
+	clock := func() time.Time { return now }
+	sleep := func(_ context.Context, d time.Duration) error { now = now.Add(d); return nil }
+
+	sent := 0
+	upstream := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		sent++
+		h := http.Header{}
+		h.Set("RateLimit-Policy", `"default";q=2;w=1`)
+		status := http.StatusOK
+		if sent == 3 {
+			status = http.StatusTooManyRequests
+			h.Set("Retry-After", "1")
+		}
+		return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(strings.NewReader(""))}, nil
+	})
+	client := &http.Client{Transport: pace.New(upstream,
+		pace.WithClock(clock), pace.WithSleep(sleep), pace.WithRetry(2),
+		pace.WithJitter(func(time.Duration) time.Duration { return 0 }))}
+
+	for i := range 5 {
+		res, err := client.Get("https://api.example.com/v1/items")
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		res.Body.Close()
+		fmt.Printf("request %d: %d at +%v\n", i+1, res.StatusCode, now.Sub(start))
+	}
+	fmt.Println("sent:", sent)
+	// Output:
+	// request 1: 200 at +0s
+	// request 2: 200 at +0s
+	// request 3: 200 at +1s
+	// request 4: 200 at +1.5s
+	// request 5: 200 at +2s
+	// sent: 6
+}

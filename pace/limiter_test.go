@@ -1,0 +1,65 @@
+package pace_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/pace"
+	"github.com/sluicehq/sluice/stack"
+)
+
+// Two Transports sharing one limiter share its quota: 2 per second between
+// them, whichever sends.
+func TestSharedLimiter(t *testing.T) {
+	clk := newStepClock()
+	shared, err := stack.Load([]byte(`{"rateLimits": [{"rateLimitId": "fleet", "dimensionKeys": ["upstream"],
+	  "entries": [{"dimensions": {"upstream": "*"}, "requests": [{"rate": 2, "period": "second"}]}]}]}`), stack.WithClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := &script{clock: clk.Now, reply: func(int, *http.Request) *http.Response { return resp(200, "") }}
+	a := pace.New(up, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithLimiter(shared, nil))
+	b := pace.New(up, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithLimiter(shared, nil))
+	for i := range 6 {
+		tr := a
+		if i%2 == 1 {
+			tr = b
+		}
+		if _, err := get(t, tr, "https://api.test/"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Burst 2 at t0, then one every 500 ms: the 6th goes at +2s.
+	if got := up.times[5].Sub(t0); got != 2*time.Second {
+		t.Fatalf("6th request at +%v, want +2s (sent at %v)", got, up.times)
+	}
+	// Both processes name the upstream alike.
+	r1, _ := http.NewRequest("GET", "https://api.test/x", nil)
+	r2, _ := http.NewRequest("GET", "https://api.test/y", nil)
+	if k1, k2 := a.DefaultKeys(r1), b.DefaultKeys(r2); k1.String() != k2.String() {
+		t.Fatalf("keys differ: %v, %v", k1.String(), k2.String())
+	}
+}
+
+// A limiter that denies for good fails the request at once; one that
+// cannot decide lets it go (the upstream stays the judge).
+func TestLimiterPermanentAndError(t *testing.T) {
+	clk := newStepClock()
+	up := &script{reply: func(int, *http.Request) *http.Response { return resp(200, "") }}
+	tr := pace.New(up, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithLimiter(sluice.Deny, nil))
+	_, err := get(t, tr, "https://api.test/")
+	if !errors.Is(err, pace.ErrMaxWait) || up.count() != 0 {
+		t.Fatalf("err %v, %d sent", err, up.count())
+	}
+	failing := sluice.LimiterFunc(func(context.Context, sluice.Keys) (sluice.Decision, error) {
+		return sluice.Decision{}, errors.New("redis: connection refused")
+	})
+	tr = pace.New(up, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithLimiter(failing, nil))
+	if _, err := get(t, tr, "https://api.test/"); err != nil || up.count() != 1 {
+		t.Fatalf("err %v, %d sent", err, up.count())
+	}
+}

@@ -1,0 +1,235 @@
+package pace
+
+import (
+	"context"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Option configures New. Options are applied in order.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	now     func() time.Time
+	sleep   func(ctx context.Context, d time.Duration) error
+	jitter  func(d time.Duration) time.Duration
+	maxWait time.Duration
+	maxKeys int
+
+	key         KeyFunc
+	credHeaders []string
+
+	ceilInterval, ceilBurst int64 // the user's ceiling; zero: none
+
+	retries      int
+	defaultPause time.Duration
+
+	limiter  sluice.Limiter
+	keys     func(*http.Request) sluice.Keys
+	tokens   sluice.Reserver
+	estimate func(*http.Request) int
+
+	hooks Hooks
+}
+
+// Defaults of the options.
+const (
+	DefaultMaxWait      = 30 * time.Second
+	DefaultMaxUpstreams = 1024
+	DefaultPause        = time.Second
+	// maxBackoff caps the pause after throttled responses that gave no
+	// delay, as the AWS SDKs cap theirs.
+	maxBackoff = 20 * time.Second
+)
+
+func defaultConfig() config {
+	return config{
+		sleep:        sysSleep,
+		jitter:       defaultJitter,
+		maxWait:      DefaultMaxWait,
+		maxKeys:      DefaultMaxUpstreams,
+		credHeaders:  []string{"Authorization", "X-Api-Key", "Api-Key"},
+		defaultPause: DefaultPause,
+	}
+}
+
+func sysSleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// defaultJitter spreads callers released together over a quarter of the
+// pause that held them, at most two seconds.
+func defaultJitter(d time.Duration) time.Duration {
+	spread := min(d/4, 2*time.Second)
+	if spread <= 0 {
+		return 0
+	}
+	return rand.N(spread)
+}
+
+// WithClock sets the Transport's time source (default time.Now). The
+// deadline of a request's context is compared with this clock. A nil func
+// is ignored.
+func WithClock(now func() time.Time) Option {
+	return optionFunc(func(c *config) {
+		if now != nil {
+			c.now = now
+		}
+	})
+}
+
+// WithSleep sets how the Transport waits (default: a timer). sleep must
+// block until d has passed on the Transport's clock or ctx is done, and
+// return ctx.Err() in the latter case. A nil func is ignored.
+func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
+	return optionFunc(func(c *config) {
+		if sleep != nil {
+			c.sleep = sleep
+		}
+	})
+}
+
+// WithJitter sets the random delay added when a pause ends, given the
+// pause's length; it must return a value in [0, d] (others are clamped).
+// The default is uniform over [0, min(d/4, 2s)). A nil func is ignored.
+func WithJitter(jitter func(d time.Duration) time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if jitter != nil {
+			c.jitter = jitter
+		}
+	})
+}
+
+// WithMaxWait sets the longest a request waits for its upstream before
+// RoundTrip gives up with a *WaitError (default DefaultMaxWait). Zero
+// means never wait: a request that would have to, fails at once. A
+// negative d is treated as zero.
+func WithMaxWait(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.maxWait = max(d, 0) })
+}
+
+// WithMaxUpstreams bounds how many upstream keys the Transport keeps state
+// for (default DefaultMaxUpstreams). When it is full, the least recently
+// used idle key is forgotten; when none is idle, requests for new keys are
+// paced together in one shared slot, more slowly, never faster. n < 1 is
+// treated as 1.
+func WithMaxUpstreams(n int) Option {
+	return optionFunc(func(c *config) { c.maxKeys = max(n, 1) })
+}
+
+// KeyFunc returns the upstream key of a request: requests with the same
+// key share one quota.
+type KeyFunc func(*http.Request) string
+
+// WithKey sets how requests are grouped into upstreams. The default key is
+// the URL's scheme and host and a digest of the credential headers
+// (WithCredentialHeaders). Only a 64-bit digest of the key is kept.
+func WithKey(f KeyFunc) Option {
+	return optionFunc(func(c *config) { c.key = f })
+}
+
+// WithCredentialHeaders sets the request headers whose values, digested,
+// are part of the default key (default: Authorization, X-Api-Key and
+// Api-Key), so that two API keys on one host are paced apart. Names are
+// canonicalized.
+func WithCredentialHeaders(names ...string) Option {
+	return optionFunc(func(c *config) {
+		c.credHeaders = c.credHeaders[:0:0]
+		for _, n := range names {
+			c.credHeaders = append(c.credHeaders, http.CanonicalHeaderKey(n))
+		}
+	})
+}
+
+// WithLimit sets a ceiling of n requests per period (burst n) for every
+// upstream key. Requests are paced at it from the first one, and a limit
+// learned from responses can lower it but never raise it. n < 1 or
+// period ≤ 0 leaves the ceiling unset.
+func WithLimit(n int, per time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if n < 1 || per <= 0 {
+			c.ceilInterval, c.ceilBurst = 0, 0
+			return
+		}
+		c.ceilInterval = max(int64(per)/int64(n), 1)
+		c.ceilBurst = int64(n)
+	})
+}
+
+// WithRetry makes RoundTrip retry a throttled request, after the pause its
+// response imposed, up to attempts times in all (attempts ≤ 1: no retry,
+// the default). A request is retried only when its body can be replayed:
+// it has none, or it has GetBody. The throttled response's body is closed.
+func WithRetry(attempts int) Option {
+	return optionFunc(func(c *config) { c.retries = max(attempts-1, 0) })
+}
+
+// WithDefaultPause sets the pause after a throttled response that states
+// no delay (default DefaultPause); it doubles with each throttled response
+// in a row, up to 20 seconds. d ≤ 0 keeps the default.
+func WithDefaultPause(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d > 0 {
+			c.defaultPause = d
+		}
+	})
+}
+
+// WithLimiter makes every request also take a unit from l before it is
+// sent, waiting as l's RetryAfter says (up to the maximum wait). With a
+// limiter shared by several processes (a stack.Stack over Redis), they
+// share the upstream's quota exactly. keys gives the Keys l is asked with;
+// nil uses DefaultKeys. When l cannot decide (it returns an error), the
+// request goes ahead: the upstream remains the judge.
+func WithLimiter(l sluice.Limiter, keys func(*http.Request) sluice.Keys) Option {
+	return optionFunc(func(c *config) {
+		c.limiter = l
+		if keys != nil {
+			c.keys = keys
+		}
+	})
+}
+
+// WithTokens makes every request reserve estimate(req) units from r before
+// it is sent (waiting as r's RetryAfter says, up to the maximum wait), and
+// settles the reservation with the tokens the response's usage reports
+// (OpenAI and Anthropic JSON, streamed or not) when its body has been read
+// to the end or closed. A response without usage keeps the estimate; a
+// response that is not a success gives the reservation back. r is asked
+// with the Keys of WithLimiter's keys, or DefaultKeys.
+func WithTokens(r sluice.Reserver, estimate func(*http.Request) int) Option {
+	return optionFunc(func(c *config) { c.tokens, c.estimate = r, estimate })
+}
+
+// Hooks are called as requests are paced, for metrics (otelmetric.Pace
+// builds them). Any may be nil. They must be safe for concurrent use and
+// quick.
+type Hooks struct {
+	// Paced is called once per request sent, with the time it waited
+	// (0 when it did not).
+	Paced func(ctx context.Context, waited time.Duration)
+	// Throttled is called for every throttled response received.
+	Throttled func(ctx context.Context, status int)
+	// Learned is called when an upstream's request quota changes: limit
+	// requests per window (after the ceiling).
+	Learned func(ctx context.Context, limit int64, window time.Duration)
+}
+
+// WithHooks sets the Hooks.
+func WithHooks(h Hooks) Option {
+	return optionFunc(func(c *config) { c.hooks = h })
+}

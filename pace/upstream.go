@@ -1,0 +1,239 @@
+package pace
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// upstream is the pacing state of one upstream key. Times are nanoseconds
+// since the Transport's base instant, on its clock.
+//
+// Pacing is GCRA in reservation form: a caller takes the next slot at
+// tat−burst·interval (or now, if later) and sleeps until it, so callers
+// are served in the order they took their slots: first come, first served.
+type upstream struct {
+	mu sync.Mutex
+
+	interval int64 // ns between requests; 0: no limit known, not paced
+	burst    int64
+	tat      int64 // theoretical arrival time of the next request
+	shift    int64 // total of the pauses imposed so far, for sleeping waiters
+	paused   int64 // no request is sent before this instant
+
+	inflight  int64 // requests sent and not yet answered
+	throttled int   // throttled responses in a row, for the default backoff
+	waiting   int   // callers asleep in wait
+	lastUsed  int64
+	learned   bool          // interval/burst come from the upstream, not only a ceiling
+	turn      fifo          // callers ask the shared limiter in turn
+	seen      bool          // a response has come back from the upstream
+	probe     chan struct{} // closed when the first request in flight answers
+	policy    atomic.Pointer[policyCache]
+}
+
+// cold reports whether the caller must wait for the upstream's first
+// answer before sending: until a response has come back, one request at a
+// time is sent, so that a crowd of callers does not all hit an upstream
+// whose limit is not known yet. It returns the channel to wait on, or nil
+// when the caller may go (and is then the probe, if the upstream is
+// cold).
+func (u *upstream) cold() (wait <-chan struct{}, probe bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.seen || u.interval > 0 {
+		return nil, false
+	}
+	if u.probe != nil {
+		return u.probe, false
+	}
+	u.probe = make(chan struct{})
+	return nil, true
+}
+
+// answered ends the cold start: a response came back (ok) or the probe
+// failed, and the next caller becomes the probe.
+func (u *upstream) answered(ok bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if ok {
+		u.seen = true
+	}
+	if u.probe != nil {
+		close(u.probe)
+		u.probe = nil
+	}
+}
+
+// slot is one caller's place in its upstream's queue.
+type slot struct {
+	at    int64 // when the caller may send
+	tat   int64 // the upstream's tat right after this slot was taken
+	shift int64 // the upstream's shift when the slot was taken
+}
+
+// reserve takes the next slot at now, unless the caller would have to wait
+// past deadline (then it takes nothing and reports the wait needed).
+// jitter is added to a pause's end for callers of an upstream with no
+// known rate, which would otherwise all leave together.
+func (u *upstream) reserve(now, deadline int64, jitter func(time.Duration) time.Duration) (s slot, wait int64, ok bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.lastUsed = now
+	if u.interval == 0 {
+		at := now
+		if u.paused > now {
+			at = u.paused + int64(jitter(time.Duration(u.paused-now)))
+		}
+		if at > deadline {
+			return slot{}, at - now, false
+		}
+		return slot{at: at, shift: u.shift}, at - now, true
+	}
+	base := max(u.tat, now)
+	newTat := base + u.interval
+	at := max(newTat-u.burst*u.interval, now)
+	if at > deadline {
+		return slot{}, at - now, false
+	}
+	u.tat = newTat
+	return slot{at: at, tat: newTat, shift: u.shift}, at - now, true
+}
+
+// giveBack returns a slot its caller will not use. Only the last slot
+// taken can be given back exactly (later callers' slots were computed
+// after it); any other stays spent, which paces more slowly, never faster.
+func (u *upstream) giveBack(s slot) {
+	u.mu.Lock()
+	if u.interval > 0 && s.tat != 0 && u.tat == s.tat && u.shift == s.shift {
+		u.tat -= u.interval
+	}
+	u.mu.Unlock()
+}
+
+// extra reports how much later than planned the holder of s may send,
+// because pauses were imposed after it took its slot.
+func (u *upstream) extra(s slot) int64 {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.shift - s.shift
+}
+
+// pause stops every caller of the upstream until until: queued callers'
+// slots move back by the pause (keeping their order and spacing), and new
+// callers queue after it.
+func (u *upstream) pause(now, until int64) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if until <= now || until <= u.paused {
+		return
+	}
+	d := until - max(u.paused, now)
+	u.paused = until
+	if u.interval > 0 {
+		if u.tat-u.burst*u.interval > now { // callers are queued: move them all
+			u.tat += d
+		}
+		// The bucket is empty when the pause ends: the first caller goes
+		// then and the next ones one interval apart, not all at once.
+		u.tat = max(u.tat, until+(u.burst-1)*u.interval)
+	}
+	u.shift += d
+}
+
+// learn applies a request quota of limit per window, capped by the
+// ceiling (ceilInterval ≥ the interval, ceilBurst ≥ the burst; zero: none).
+func (u *upstream) learn(now, limit int64, window time.Duration, ceilInterval, ceilBurst int64) (changed bool) {
+	interval := int64(window) / limit
+	if interval <= 0 {
+		interval = 1
+	}
+	burst := limit
+	if ceilInterval > 0 {
+		interval = max(interval, ceilInterval)
+		burst = min(burst, ceilBurst)
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	changed = u.interval != interval || u.burst != burst
+	u.interval, u.burst, u.learned = interval, burst, true
+	if u.paused > now { // a pause in force still holds
+		u.tat = max(u.tat, u.paused+(burst-1)*interval)
+	}
+	return changed
+}
+
+// sync lowers the tokens the pacer believes it holds at now to what the
+// upstream says is left, less the requests still in flight (which the
+// upstream may not have counted yet). It never raises them.
+func (u *upstream) sync(now, remaining int64) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.interval == 0 {
+		return
+	}
+	avail := min(max(remaining-u.inflight, 0), u.burst)
+	u.tat = max(u.tat, now+(u.burst-avail)*u.interval)
+}
+
+// table holds the upstreams by key digest, at most max of them. When it is
+// full, the least recently used idle upstream is evicted; when none is
+// idle, the request shares the overflow upstream, which paces all such
+// requests together (more slowly, never faster).
+type table struct {
+	mu       sync.RWMutex
+	m        map[uint64]*upstream
+	max      int
+	overflow upstream
+	init     func(*upstream)
+}
+
+func (t *table) get(key uint64, now int64) *upstream {
+	t.mu.RLock()
+	u := t.m[key]
+	t.mu.RUnlock()
+	if u != nil {
+		return u
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if u = t.m[key]; u != nil {
+		return u
+	}
+	if len(t.m) >= t.max && !t.evict(now) {
+		return &t.overflow
+	}
+	u = &upstream{lastUsed: now}
+	t.init(u)
+	t.m[key] = u
+	return u
+}
+
+// evict drops the least recently used upstream with nobody waiting or in
+// flight and no pause in force; t.mu is held.
+func (t *table) evict(now int64) bool {
+	var (
+		victim uint64
+		oldest int64
+		found  bool
+	)
+	for k, u := range t.m {
+		u.mu.Lock()
+		idle := u.waiting == 0 && u.inflight == 0 && u.paused <= now
+		last := u.lastUsed
+		u.mu.Unlock()
+		if idle && (!found || last < oldest) {
+			victim, oldest, found = k, last, true
+		}
+	}
+	if found {
+		delete(t.m, victim)
+	}
+	return found
+}
+
+func (t *table) len() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.m)
+}
