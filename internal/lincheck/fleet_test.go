@@ -17,11 +17,13 @@ import (
 )
 
 // redisGiveBacksSafe says whether the Redis backend's give-backs keep the
-// promise. Since the Stack settles a reservation by giving back its whole
-// cost with Op.TakenAt (issue 21), the script must bound the give-back by
-// the takes since that instant; until it does, a settle hands out tokens
-// that later takes already counted on, and the checks report it.
-const redisGiveBacksSafe = false
+// promise with instants in order. The Stack settles a reservation by
+// giving back its whole cost with Op.TakenAt (issue 21) and the script
+// bounds the give-back by the takes since that instant; before it did
+// (between 39e1e88 and 0dbfd7d), a settle handed out tokens that later
+// takes had already counted on, and the scheduler broke the window bound
+// on 13 and 39 of 60 seeds. Set it to false to report instead of fail.
+const redisGiveBacksSafe = true
 
 // TestLinearizableFleet records histories of a fleet on a shared Backend:
 // each caller is a process with its own Stack reading its own clock (set
@@ -33,7 +35,7 @@ const redisGiveBacksSafe = false
 // when SLUICE_REQUIRE_REDIS=1 (as in CI).
 func TestLinearizableFleet(t *testing.T) {
 	t.Run("memory", func(t *testing.T) {
-		fleetHistories(t, func(string) stack.Backend { return stack.NewMemoryBackend() }, nil, false, false)
+		fleetHistories(t, func(string) stack.Backend { return stack.NewMemoryBackend() }, nil, stackLoad, false, false)
 	})
 	t.Run("redis", func(t *testing.T) {
 		srv := redistest.Start(t)
@@ -46,7 +48,7 @@ func TestLinearizableFleet(t *testing.T) {
 				t.Fatal(err)
 			}
 			return b
-		}, !redisGiveBacksSafe, true)
+		}, redisLoad, !redisGiveBacksSafe, true)
 	})
 }
 
@@ -55,8 +57,9 @@ func TestLinearizableFleet(t *testing.T) {
 // prefix of the history and the process's clock). unsafeSettle says that
 // the backend's give-backs of reservations are known to over-admit: the
 // histories with reservations are then reported, not failed. oneStep says
-// that it decides each request in one step (see Spec.Atomic).
-func fleetHistories(t *testing.T, shared func(prefix string) stack.Backend, own func(prefix string, now func() time.Time) stack.Backend, unsafeSettle, oneStep bool) {
+// that it decides each request in one step (see Spec.Atomic): Redis, whose
+// give-backs after others may return less (see Spec.LossyAfterOthers).
+func fleetHistories(t *testing.T, shared func(prefix string) stack.Backend, own func(prefix string, now func() time.Time) stack.Backend, w workload, unsafeSettle, oneStep bool) {
 	seeds := seedsFor(12)
 	for _, sh := range []stackShape{stackShapes()[1], stackShapes()[2]} {
 		for _, reserve := range []bool{false, true} {
@@ -88,10 +91,10 @@ func fleetHistories(t *testing.T, shared func(prefix string) stack.Backend, own 
 						}
 						pods[c] = pod{s: s, own: clk}
 					}
-					h := recordStack(func(c int) pod { return pods[c] }, &clock, sh, stackLoad, reserve, seed)
+					h := recordStack(func(c int) pod { return pods[c] }, &clock, sh, w, reserve, seed)
 					checkOutputs(t, h)
 					spec := sh.spec()
-					spec.Atomic = oneStep
+					spec.Atomic, spec.LossyAfterOthers = oneStep, oneStep
 					res, msg := check(t, spec, h, t.Name()+"-seed"+strconv.FormatUint(seed, 10))
 					if res != porcupine.Ok {
 						bad++
@@ -180,6 +183,12 @@ func TestInterleavingsRedis(t *testing.T) {
 		}
 	}
 }
+
+// redisLoad is stackLoad with the instants in order, as the Redis server's
+// clock gives them by default: with instants that run backwards a Redis
+// bucket forgets its state when a give-back fills it (see redisStaleSafe,
+// and TestInterleavingsRedis, which checks that case).
+var redisLoad = workload{callers: stackLoad.callers, ops: stackLoad.ops, burst: stackLoad.burst, step: stackLoad.step, stale: 1}
 
 // redisStaleSafe says whether a Redis bucket keeps the instant of its
 // state when a give-back fills it. It deletes the key instead (a missing

@@ -161,6 +161,11 @@ type Spec struct {
 	// an implementation that keeps the high-water instant H at a coarser
 	// resolution than the instants returns up to that much less.
 	Slack int64
+	// LossyAfterOthers drops the lower bound c − (H − a) of a give-back
+	// after another operation touched the bucket since the take (a prompt
+	// one must still be exact): the Redis backend deletes a bucket that a
+	// give-back fills, and a later give-back to a missing key adds nothing.
+	LossyAfterOthers bool
 }
 
 // Init is the initial state: every bucket fresh.
@@ -423,6 +428,9 @@ func (s *Spec) give(st State, op Give) State {
 		dlo := n * p.Unit
 		if tk.touched || tk.stale {
 			dlo = max(0, min(dlo, tk.cost*p.Unit-max(0, b.high-tk.at)))
+		}
+		if tk.touched && s.LossyAfterOthers {
+			dlo = 0
 		}
 		dlo = max(0, dlo-s.Slack)
 		tk.cost -= n
