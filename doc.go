@@ -2,19 +2,40 @@
 // the Limiter interface, the Keys a request resolves to, and the Decision a
 // limiter returns.
 //
-// The engines live in sub-packages and all implement Limiter, so they compose:
+// The engines live in sub-packages; the two that decide whole requests,
+// stack.Stack and category.Set, implement Limiter, so they compose with
+// the middlewares and with each other.
+//
+// In this module (github.com/sluicehq/sluice):
 //
 //   - bucket: a lock-free token bucket (GCRA on one atomic int64), API-compatible
-//     with golang.org/x/time/rate where they overlap, and a keyed table of buckets.
+//     with golang.org/x/time/rate where they overlap, and a keyed table of
+//     buckets. The building block of the engines; it does not implement
+//     Limiter (it has no Keys to look at).
 //   - category: API actions grouped into categories that share one bucket.
 //   - match: most-specific entry matching with trailing "*" fallback.
 //   - stack: several rate limits evaluated with AND semantics, loaded from the
 //     gateway's JSON configuration, hot-reloadable, refreshed from a file or
-//     any source by stack.Source.
+//     any source by stack.Source; in memory or through a stack.Backend.
 //   - errors: the typed *ThrottledError and its protocol renderings.
+//   - httplimit: net/http middleware.
+//   - pace: the outbound side, an http.RoundTripper that keeps a service's
+//     own calls under the limits its upstreams announce.
 //   - otelattr: OpenTelemetry span attributes for each decision.
-//   - otelmetric: OpenTelemetry metrics for decisions, backend errors and
-//     configuration refreshes.
+//   - otelmetric: OpenTelemetry metrics for decisions, backend errors,
+//     configuration refreshes and pacing.
+//
+// Nested modules, each with its own go.mod so that importing the core never
+// brings in their dependencies:
+//
+//   - github.com/sluicehq/sluice/grpclimit: gRPC server interceptors, and
+//     client interceptors that pace calls.
+//   - github.com/sluicehq/sluice/mcplimit: MCP handler middleware.
+//   - github.com/sluicehq/sluice/stack/redisbackend: a stack.Backend on Redis
+//     and Redis Cluster, so that a fleet shares one limit.
+//   - github.com/sluicehq/sluice/envoyrls: Envoy's rate limit service
+//     (envoy.service.ratelimit.v3) over any stack.Backend, configured as
+//     envoyproxy/ratelimit is.
 //
 // # Decisions, not errors
 //

@@ -290,3 +290,42 @@ func TestWaitCancelGivesBack(t *testing.T) {
 		t.Errorf("tokens at +1 s after the cancelled wait = %v, want 1", got)
 	}
 }
+
+// GrantFor stands for a take the caller recorded itself: given back at
+// once it is exact (a Bucket's up to its high-water mark's 1 µs quantum:
+// GrantFor cannot tell that nothing was taken since); after a later take
+// that started over, it returns only what that take did not count on.
+func TestGrantFor(t *testing.T) {
+	bk, tb := bucket.New(1000, 3), bucket.NewTable(1000, 3)
+	bk.TakeN(at(78*time.Millisecond), 1)
+	tb.TakeN("k", at(78*time.Millisecond), 1)
+	gb, gt := bk.GrantFor(at(78*time.Millisecond), 1), tb.GrantFor("k", at(78*time.Millisecond), 1)
+	if err := bk.GiveBack(&gb, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.GiveBack("k", &gt, 1); err != nil {
+		t.Fatal(err)
+	}
+	if b, k := bk.TokensAt(at(78*time.Millisecond)), tb.TokensAt("k", at(78*time.Millisecond)); b < 3-1000e-6 || b > 3 || k != 3 {
+		t.Errorf("after an immediate give-back: bucket %v, table %v tokens, want 3 (the bucket within 1 µs of refill)", b, k)
+	}
+	bk.TakeN(at(78*time.Millisecond), 1)
+	tb.TakeN("k", at(78*time.Millisecond), 1)
+	gb, gt = bk.GrantFor(at(78*time.Millisecond), 1), tb.GrantFor("k", at(78*time.Millisecond), 1)
+	for range 3 {
+		bk.TakeN(at(80*time.Millisecond), 1)
+		tb.TakeN("k", at(80*time.Millisecond), 1)
+	}
+	_ = bk.GiveBack(&gb, 1)
+	_ = tb.GiveBack("k", &gt, 1)
+	if bk.AllowN(at(80*time.Millisecond), 1) || tb.AllowN("k", at(80*time.Millisecond), 1) {
+		t.Error("a fourth token at 80 ms from a burst of 3 through GrantFor")
+	}
+	if g := tb.GrantFor("k", at(0), 0); g.Outstanding() != 0 {
+		t.Error("GrantFor of nothing records something")
+	}
+	g := tb.GrantFor("k", at(0), 1)
+	if err := tb.GiveBack("other", &g, 1); err == nil {
+		t.Error("a Table grant given back to another key")
+	}
+}

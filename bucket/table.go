@@ -432,6 +432,18 @@ func (t *Table) GiveBackBytes(key []byte, g *Grant, n int) error {
 	return t.giveBack(t.digestBytes(key), g, n)
 }
 
+// GrantFor returns the Grant of a take of n tokens at at from key's bucket
+// that the caller recorded itself; see Bucket.GrantFor, whose caveats
+// apply: it trusts the caller that the tokens were taken then.
+func (t *Table) GrantFor(key string, at time.Time, n int) Grant {
+	if n <= 0 {
+		return Grant{}
+	}
+	p := t.p.Load()
+	ns := nsOf(at)
+	return Grant{p: p, key: t.digestString(key).hi, at: ns, end: p.nsToTicks(ns), n: int64(n)}
+}
+
 func (t *Table) giveBack(d digest, g *Grant, n int) error {
 	if err := g.check(n); err != nil {
 		return err

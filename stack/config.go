@@ -60,7 +60,7 @@ type Entry struct {
 type Rate struct {
 	// Rate is 0 to 10,000,000 units per Period.
 	Rate int64 `json:"rate"`
-	// Period is PeriodSecond or PeriodMinute.
+	// Period is PeriodSecond, PeriodMinute, PeriodHour or PeriodDay.
 	Period Period `json:"period"`
 	// Burst, when positive, sets the bucket capacity; by default it equals
 	// Rate (a full period's worth). A sluice extension.
@@ -74,6 +74,10 @@ type Period string
 const (
 	PeriodSecond Period = "second"
 	PeriodMinute Period = "minute"
+	// PeriodHour and PeriodDay are sluice extensions (the gateway knows
+	// second and minute only); envoyproxy/ratelimit's configurations use them.
+	PeriodHour Period = "hour"
+	PeriodDay  Period = "day"
 )
 
 // Duration returns the period's length, or 0 for an unknown period.
@@ -83,6 +87,10 @@ func (p Period) Duration() time.Duration {
 		return time.Second
 	case PeriodMinute:
 		return time.Minute
+	case PeriodHour:
+		return time.Hour
+	case PeriodDay:
+		return 24 * time.Hour
 	}
 	return 0
 }
@@ -207,7 +215,7 @@ func validateRates(errs *ConfigError, entryPath func(int) string, j int, metric 
 			errs.Add(rp()+".rate", "%d is out of range 0 to %d", r.Rate, MaxRate)
 		}
 		if r.Period.Duration() == 0 {
-			errs.Add(rp()+".period", "%q must be %q or %q", string(r.Period), PeriodSecond, PeriodMinute)
+			errs.Add(rp()+".period", "%q must be %q, %q, %q or %q", string(r.Period), PeriodSecond, PeriodMinute, PeriodHour, PeriodDay)
 		}
 		if r.Burst < 0 || r.Burst > MaxRate*60 {
 			errs.Add(rp()+".burst", "%d is out of range 0 to %d", r.Burst, MaxRate*60)

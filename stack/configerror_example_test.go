@@ -12,7 +12,7 @@ import (
 // them for code.
 func ExampleConfigError() {
 	_, err := stack.Load([]byte(`{"rateLimits": [{"rateLimitId": "per-caller", "dimensionKeys": ["caller"],
-	  "entries": [{"dimensions": {"caller": "*"}, "requests": [{"rate": 10, "period": "hour"}]},
+	  "entries": [{"dimensions": {"caller": "*"}, "requests": [{"rate": 10, "period": "week"}]},
 	              {"dimensions": {"caller": ""},  "requests": [{"rate": 10, "period": "second"}]}]}]}`))
 	fmt.Println(err)
 	var ce *stack.ConfigError
@@ -21,7 +21,7 @@ func ExampleConfigError() {
 	}
 	// Output:
 	// invalid rate limit configuration: 2 problems:
-	//	rateLimits[0].entries[0].requests[0].period: "hour" must be "second" or "minute"
+	//	rateLimits[0].entries[0].requests[0].period: "week" must be "second", "minute", "hour" or "day"
 	//	rateLimits[0].entries[1].dimensions.caller: empty value (use "*" to match every value)
 	// 2 problems; the first is at rateLimits[0].entries[0].requests[0].period
 }

@@ -20,10 +20,10 @@ func TestConfigErrorIsFoundInStack(t *testing.T) {
 	}}}
 	bad := stack.Config{RateLimits: []stack.RateLimit{{
 		RateLimitID: "per-caller", DimensionKeys: []string{"caller"},
-		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 1, Period: "hour"}}}},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 1, Period: "week"}}}},
 	}}}
 	badJSON := []byte(`{"rateLimits": [{"rateLimitId": "per-caller", "dimensionKeys": ["caller"],
-	  "entries": [{"dimensions": {"caller": "*"}, "requests": [{"rate": 1, "period": "hour"}]}]}]}`)
+	  "entries": [{"dimensions": {"caller": "*"}, "requests": [{"rate": 1, "period": "week"}]}]}]}`)
 	s, err := stack.New(good)
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +44,7 @@ func TestConfigErrorIsFoundInStack(t *testing.T) {
 			t.Errorf("%s: %v is not a *stack.ConfigError", name, err)
 			continue
 		}
-		want := []stack.Problem{{Path: "rateLimits[0].entries[0].requests[0].period", Message: `"hour" must be "second" or "minute"`}}
+		want := []stack.Problem{{Path: "rateLimits[0].entries[0].requests[0].period", Message: `"week" must be "second", "minute", "hour" or "day"`}}
 		if ce.Count() != 1 || len(ce.Problems) != 1 || ce.Problems[0] != want[0] {
 			t.Errorf("%s: problems %v (count %d), want %v", name, ce.Problems, ce.Count(), want)
 		}

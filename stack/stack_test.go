@@ -62,7 +62,7 @@ func TestLoadGatewayShapes(t *testing.T) {
 func TestParseReportsEveryProblemWithItsPath(t *testing.T) {
 	doc := `{"rateLimits": [
 	  {"rateLimitId": "x", "dimensionKeys": ["a", "b"], "bogus": 1, "entries": [
-	    {"dimensions": {"a": "*", "b": "v"}, "requests": [{"rate": -1, "period": "hour"}]},
+	    {"dimensions": {"a": "*", "b": "v"}, "requests": [{"rate": -1, "period": "week"}]},
 	    {"dimensions": {"a": "v"}, "tokens": [{"rate": 1.5, "period": "minute"}]},
 	    {"dimensions": {"a": "v", "b": "w", "c": "z"}, "requests": [{"rate": 1, "period": "second", "extra": true}]}
 	  ]},
@@ -79,7 +79,7 @@ func TestParseReportsEveryProblemWithItsPath(t *testing.T) {
 		"rateLimits[0].bogus: unknown field",
 		`rateLimits[0].rateLimitId: "x" must be 2–64 characters`,
 		"rateLimits[0].entries[0].requests[0].rate: -1 is out of range",
-		`rateLimits[0].entries[0].requests[0].period: "hour" must be "second" or "minute"`,
+		`rateLimits[0].entries[0].requests[0].period: "week" must be "second", "minute", "hour" or "day"`,
 		`rateLimits[0].entries[0].dimensions.b: exact value "v" after a "*"`,
 		"rateLimits[0].entries[1].tokens[0].rate: 1.5 is not a whole number",
 		`rateLimits[0].entries[1].dimensions: no value for dimension key "b"`,

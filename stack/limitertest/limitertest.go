@@ -281,6 +281,66 @@ var cases = []tcase{
 		},
 	},
 	{
+		// 250 a day AND 10 a second on one entry, and 3 an hour on another
+		// limit: the day's burst is spent in 25 s, then one request per
+		// 345.6 s (86400/250) refills; the hour's interval is 20 min.
+		name: "hour and day periods: exact bursts, intervals and RetryAfter, ANDed with a per-second rate",
+		cfg: stack.Config{RateLimits: []stack.RateLimit{
+			{RateLimitID: "daily", DimensionKeys: []string{"caller"},
+				Entries: []stack.Entry{{Dimensions: dims("caller", "*"), Requests: []stack.Rate{
+					{Rate: 10, Period: stack.PeriodSecond}, {Rate: 250, Period: stack.PeriodDay}}}}},
+			{RateLimitID: "hourly", DimensionKeys: []string{"report"},
+				Entries: []stack.Entry{{Dimensions: dims("report", "*"), Requests: []stack.Rate{{Rate: 3, Period: stack.PeriodHour}}}}},
+		}},
+		run: func(t *testing.T, l sluice.Limiter, clock *Clock) {
+			c := sluice.NewKeys("caller", "c")
+			total := 0
+			for s := 0; s < 25; s++ {
+				got := countAllowed(t, l, c, 12)
+				expectCount(t, "second "+time.Duration(s*int(time.Second)).String(), got, 10)
+				total += got
+				clock.Advance(time.Second)
+			}
+			clock.Advance(-time.Second) // back to +24 s, the last second that took
+			d := allow(t, l, c)
+			// Package bucket holds a rate as a float (rate.Limit), so its
+			// interval may differ from 345.6 s by a fraction of a
+			// microsecond; the Redis script's integer ticks are exact.
+			const interval = 345600 * time.Millisecond
+			if want := interval - 24*time.Second; d.Allowed || (d.RetryAfter-want).Abs() > time.Microsecond {
+				t.Fatalf("after %d in 24 s: %+v, want denied with RetryAfter %v", total, d, want)
+			}
+			clock.Advance(d.RetryAfter - time.Millisecond)
+			if allow(t, l, c).Allowed {
+				t.Fatal("allowed 1 ms before RetryAfter")
+			}
+			clock.Advance(time.Millisecond)
+			expectCount(t, "at RetryAfter", countAllowed(t, l, c, 3), 1)
+			// A whole day later the day's bucket is full again: 250, ten a second.
+			clock.Advance(24 * time.Hour)
+			total = 0
+			for s := 0; s < 30; s++ {
+				total += countAllowed(t, l, c, 12)
+				clock.Advance(time.Second)
+			}
+			expectCount(t, "a day later, over 30 s", total, 250)
+
+			r := sluice.NewKeys("report", "r")
+			expectCount(t, "hour burst", countAllowed(t, l, r, 5), 3)
+			d = allow(t, l, r)
+			if d.Allowed || (d.RetryAfter-20*time.Minute).Abs() > time.Microsecond {
+				t.Fatalf("hourly denial %+v, want RetryAfter 20m", d)
+			}
+			// Over the next 24 hours, one request every 20 minutes: 72.
+			got := 0
+			for m := 0; m < 24*60; m++ {
+				clock.Advance(time.Minute)
+				got += countAllowed(t, l, r, 2)
+			}
+			expectCount(t, "24 h at 3/hour", got, 72)
+		},
+	},
+	{
 		name: "service-managed limits after customer limits, both must pass",
 		cfg: stack.Config{
 			RateLimits: []stack.RateLimit{{RateLimitID: "customer", DimensionKeys: []string{"caller"},

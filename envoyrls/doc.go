@@ -1,0 +1,84 @@
+// Package envoyrls serves Envoy's rate limit service
+// (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit), the
+// protocol envoy.filters.http.ratelimit, Istio and Envoy Gateway speak,
+// deciding with sluice's exact token buckets over any stack.Backend: in
+// memory by default, the Redis backend (or Redis Cluster) for a fleet.
+//
+// A Server is a value the caller registers on its own grpc.Server:
+//
+//	rls := envoyrls.New(cfg)
+//	rlsv3.RegisterRateLimitServiceServer(grpcServer, rls)
+//
+// # Configuration
+//
+// Load reads envoyproxy/ratelimit's YAML, unchanged: a file or a directory
+// of them, one domain per file, descriptors nested as a tree of key and
+// value. At each level of a request's descriptor the walk takes the exact
+// key and value, else a value prefix ("/api/*"), else the key alone (a
+// default); the rule of the node it ends on applies only when it used every
+// entry of the descriptor; a node without rate_limit sets no limit;
+// unlimited never limits; a named rule that another matched rule replaces
+// is dropped. requests_per_unit is both the burst and the refill per unit
+// (times unit_multiplier). Every problem of every file is reported at once,
+// each with its file, line and path ("edge.yaml:7:
+// descriptors[0].rate_limit.unit: invalid unit ..."). A file ending in
+// .json is sluice's gateway JSON (stack.Parse): its limits apply in every
+// domain to descriptors whose keys are the limit's dimension keys, in order.
+//
+// # Decisions
+//
+// All descriptors of a request are decided in one Backend.Take, ANDed and
+// all or nothing: a request one descriptor denies consumes nothing in the
+// others, and with Redis it is one round trip whatever the number of
+// descriptors. A descriptor's bucket is keyed by its rule's place in the
+// domain's tree and the descriptor's keys and values, so each distinct value
+// under a default has its own bucket, and a reload keeps the state of every
+// rule that keeps its place, whatever its rate becomes.
+//
+//   - Cost: the request's hits_addend (0 means 1), overridden by the
+//     descriptor's own hits_addend, where an explicit 0 checks without
+//     consuming (it is over only when the rate is 0). A cost above requests_per_unit is over, whatever the wait.
+//   - is_negative_hits gives the cost back (Backend.Adjust with a negative
+//     cost, never above the burst, bounded as if the units were taken at
+//     the request's instant: the protocol does not say when), before the
+//     rest of the request is taken, in memory and on Redis alike. Like
+//     any give-back without its take, it trusts the client that the hits were
+//     counted: a give-back of hits never taken raises a bucket, up to
+//     full.
+//   - A descriptor's limit override (requests_per_unit, unit,
+//     unit_multiplier) replaces the configured rule, as in
+//     envoyproxy/ratelimit, in a domain the configuration knows; it is never
+//     in shadow mode. Each distinct override of a descriptor has its own
+//     bucket, so two routes asking different limits do not share one.
+//   - Statuses: OVER_LIMIT for every descriptor whose bucket could not give
+//     its cost; current_limit names the rule (its name, else its path such
+//     as "edge.client_partner"); limit_remaining is what the bucket holds
+//     after the request (before it, when the request was denied);
+//     duration_until_reset is, when over, the wait after which the request
+//     would pass, and otherwise the time until the bucket is full again,
+//     both rounded up to the microsecond, never early.
+//   - response_headers_to_add carries the IETF RateLimit-Policy and
+//     RateLimit fields with one item per descriptor that limits.
+//   - dynamic_metadata names, on a denial, the rule (MetaDeniedBy), the
+//     descriptor (MetaDescriptor) and the wait (MetaRetryAfterMs); shadow
+//     would-denials are listed under MetaShadowDenied.
+//   - shadow_mode rules never deny; WithShadowMode or SetShadowMode make
+//     the overall answer OK whatever the rules decide.
+//   - When the backend fails: OK by default (fail-open), OVER_LIMIT on every
+//     limited descriptor with WithFailClosed; the error goes to the error
+//     handler and into the metadata (MetaError).
+//   - Bad requests get InvalidArgument saying what and where, and consume
+//     nothing: an empty domain, no descriptors, a descriptor without
+//     entries, an empty key, more than MaxDescriptors descriptors or
+//     MaxEntries entries, a key, value or domain over MaxValueBytes, an
+//     override without a known unit, a unit_multiplier of 0. An unknown
+//     domain is OK with no limit, as in envoyproxy/ratelimit.
+//
+// # Memory
+//
+// In memory, the buckets live in package bucket's lock-free tables, one per
+// distinct rate, under one bucket.Budget (WithMaxBuckets): a bucket costs
+// the same whatever the length of the values that select it, refilled
+// buckets are reclaimed, and when the bound is reached a request that needs
+// a new bucket is denied, never admitted beyond a limit.
+package envoyrls

@@ -1,0 +1,699 @@
+package envoyrls
+
+import (
+	"context"
+	"math"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
+	"github.com/sluicehq/sluice"
+	slerrors "github.com/sluicehq/sluice/errors"
+	"github.com/sluicehq/sluice/otelmetric"
+	"github.com/sluicehq/sluice/stack"
+)
+
+// Bounds on a request. A request beyond them gets InvalidArgument and
+// consumes nothing.
+const (
+	// MaxDescriptors is the most descriptors one request may carry.
+	MaxDescriptors = 64
+	// MaxEntries is the most entries one descriptor may carry.
+	MaxEntries = 16
+	// MaxValueBytes is the longest key, value or domain, in bytes.
+	MaxValueBytes = 1024
+	// MaxHits is the largest hits_addend.
+	MaxHits = 1 << 40
+	// MaxOverridePeriod is the longest period a limit override may give
+	// (unit × unit_multiplier).
+	MaxOverridePeriod = maxPeriod
+)
+
+// Keys of the response's dynamic_metadata (in the namespace Envoy gives it,
+// envoy.filters.http.ratelimit by default).
+const (
+	// MetaDeniedBy is the ID (name, or path) of the rule that denied.
+	MetaDeniedBy = "denied_by"
+	// MetaDescriptor is the index of the descriptor whose rule denied.
+	MetaDescriptor = "descriptor_index"
+	// MetaRetryAfterMs is the wait, in milliseconds rounded up, after which
+	// the same request would pass.
+	MetaRetryAfterMs = "retry_after_ms"
+	// MetaShadowDenied lists the IDs of shadow-mode rules that would have
+	// denied.
+	MetaShadowDenied = "shadow_denied"
+	// MetaShadow is true when the global shadow mode turned a denial into OK.
+	MetaShadow = "shadow_mode"
+	// MetaError is the backend error a fail-open or fail-closed answer
+	// followed.
+	MetaError = "backend_error"
+)
+
+// Server answers Envoy's envoy.service.ratelimit.v3.RateLimitService. It is
+// a value the caller registers on its own grpc.Server
+// (rlsv3.RegisterRateLimitServiceServer). It is safe for concurrent use.
+type Server struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+
+	cfg        atomic.Pointer[Config]
+	backend    stack.Backend
+	now        func() time.Time
+	failClosed bool
+	shadow     atomic.Bool
+	metrics    *otelmetric.Metrics
+	onError    func(error)
+}
+
+var _ rlsv3.RateLimitServiceServer = (*Server)(nil)
+
+// Option configures New.
+type Option interface{ apply(*options) }
+
+type options struct {
+	backend    stack.Backend
+	now        func() time.Time
+	failClosed bool
+	shadow     bool
+	metrics    *otelmetric.Metrics
+	onError    func(error)
+	maxBuckets int
+}
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+// WithBackend decides with b (the Redis backend, for a fleet) instead of in
+// memory.
+func WithBackend(b stack.Backend) Option { return optionFunc(func(o *options) { o.backend = b }) }
+
+// WithClock sets the clock decisions are made at (default time.Now).
+func WithClock(now func() time.Time) Option { return optionFunc(func(o *options) { o.now = now }) }
+
+// WithFailClosed answers OVER_LIMIT when the backend cannot decide. By
+// default the server fails open: OK, with the error in the response's
+// dynamic metadata and passed to the error handler.
+func WithFailClosed() Option { return optionFunc(func(o *options) { o.failClosed = true }) }
+
+// WithShadowMode starts the server in global shadow mode: every decision is
+// made and reported as usual, but the overall answer is always OK. See
+// Server.SetShadowMode.
+func WithShadowMode() Option { return optionFunc(func(o *options) { o.shadow = true }) }
+
+// WithMetrics counts decisions per rule and backend errors with m.
+func WithMetrics(m *otelmetric.Metrics) Option {
+	return optionFunc(func(o *options) { o.metrics = m })
+}
+
+// WithErrorHandler calls h with every backend error (and the backend's
+// notices, such as entering its local fallback).
+func WithErrorHandler(h func(error)) Option { return optionFunc(func(o *options) { o.onError = h }) }
+
+// WithMaxBuckets bounds the in-memory backend's live buckets (default
+// DefaultMaxBuckets). It has no effect with WithBackend.
+func WithMaxBuckets(n int) Option { return optionFunc(func(o *options) { o.maxBuckets = n }) }
+
+// New returns a Server deciding with cfg. It decides in memory unless
+// WithBackend is given.
+func New(cfg *Config, opts ...Option) *Server {
+	o := options{now: time.Now, maxBuckets: DefaultMaxBuckets}
+	for _, opt := range opts {
+		opt.apply(&o)
+	}
+	s := &Server{backend: o.backend, now: o.now, failClosed: o.failClosed, metrics: o.metrics, onError: o.onError}
+	if s.backend == nil {
+		s.backend = newMemoryBackend(o.maxBuckets)
+	}
+	if s.metrics != nil {
+		s.onError = s.metrics.ErrorHandler(s.onError)
+	}
+	s.shadow.Store(o.shadow)
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	s.cfg.Store(cfg)
+	return s
+}
+
+// Reload replaces the configuration atomically. Buckets are keyed by the
+// rule's place in its domain's tree and the descriptor (not by file or
+// position in it), so a rule that keeps its place keeps its consumed state,
+// whatever its rate becomes (capped at the new burst); requests in flight
+// finish on the configuration they started with.
+func (s *Server) Reload(cfg *Config) {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	s.cfg.Store(cfg)
+}
+
+// Config returns the configuration in force.
+func (s *Server) Config() *Config { return s.cfg.Load() }
+
+// SetShadowMode switches the global shadow mode: while on, the overall
+// answer is OK whatever the rules decide (and a request they would deny
+// still consumes nothing).
+func (s *Server) SetShadowMode(on bool) { s.shadow.Store(on) }
+
+// limitRef is one bucket a descriptor is checked against.
+type limitRef struct {
+	id       string // rule ID for headers, metrics and metadata
+	name     string // rate_limit.name (for replaces); "" for none
+	replaces []string
+	rpu      uint32
+	unit     Unit
+	mult     uint32
+	period   time.Duration
+	burst    int64
+	shadow   bool
+	key      string
+	desc     int
+	op       int // index in ops, -1 when replaced
+}
+
+// plan is what one request resolves to.
+type plan struct {
+	refs      []limitRef
+	unlimited []bool
+	cost      []int64 // per descriptor
+	negative  []bool
+}
+
+func invalid(format string, args ...any) error {
+	return status.Errorf(codes.InvalidArgument, "envoyrls: "+format, args...)
+}
+
+// validate checks a request against the protocol and the bounds, saying
+// what is wrong and where.
+func validate(req *rlsv3.RateLimitRequest) error {
+	if req == nil {
+		return invalid("no request")
+	}
+	if req.Domain == "" {
+		return invalid("domain: empty; a request must name its domain")
+	}
+	if len(req.Domain) > MaxValueBytes {
+		return invalid("domain: %d bytes, at most %d", len(req.Domain), MaxValueBytes)
+	}
+	if len(req.Descriptors) == 0 {
+		return invalid("descriptors: none; a request needs at least one")
+	}
+	if len(req.Descriptors) > MaxDescriptors {
+		return invalid("descriptors: %d, at most %d", len(req.Descriptors), MaxDescriptors)
+	}
+	for i, d := range req.Descriptors {
+		if d == nil || len(d.Entries) == 0 {
+			return invalid("descriptors[%d]: no entries", i)
+		}
+		if len(d.Entries) > MaxEntries {
+			return invalid("descriptors[%d].entries: %d, at most %d", i, len(d.Entries), MaxEntries)
+		}
+		for j, e := range d.Entries {
+			switch {
+			case e == nil || e.Key == "":
+				return invalid("descriptors[%d].entries[%d].key: empty", i, j)
+			case len(e.Key) > MaxValueBytes:
+				return invalid("descriptors[%d].entries[%d].key: %d bytes, at most %d", i, j, len(e.Key), MaxValueBytes)
+			case len(e.Value) > MaxValueBytes:
+				return invalid("descriptors[%d].entries[%d].value: %d bytes, at most %d", i, j, len(e.Value), MaxValueBytes)
+			}
+		}
+		if h := d.HitsAddend; h != nil && h.Value > MaxHits {
+			return invalid("descriptors[%d].hits_addend: %d, at most %d", i, h.Value, int64(MaxHits))
+		}
+		if l := d.Limit; l != nil {
+			u := overrideUnit(l.Unit)
+			if u == "" {
+				return invalid("descriptors[%d].limit.unit: %v is not a unit this service knows (second, minute, hour, day, month, year)", i, l.Unit)
+			}
+			mult := uint32(1)
+			if l.UnitMultiplier != nil {
+				mult = l.UnitMultiplier.Value
+				if mult == 0 {
+					return invalid("descriptors[%d].limit.unit_multiplier: 0; leave it unset for 1", i)
+				}
+			}
+			if time.Duration(mult) > MaxOverridePeriod/u.Duration() {
+				return invalid("descriptors[%d].limit: period of %d %ss is longer than %v", i, mult, u, MaxOverridePeriod)
+			}
+		}
+	}
+	return nil
+}
+
+func overrideUnit(u typev3.RateLimitUnit) Unit {
+	switch u {
+	case typev3.RateLimitUnit_SECOND:
+		return Second
+	case typev3.RateLimitUnit_MINUTE:
+		return Minute
+	case typev3.RateLimitUnit_HOUR:
+		return Hour
+	case typev3.RateLimitUnit_DAY:
+		return Day
+	case typev3.RateLimitUnit_MONTH:
+		return Month
+	case typev3.RateLimitUnit_YEAR:
+		return Year
+	}
+	return ""
+}
+
+func responseUnit(u Unit) rlsv3.RateLimitResponse_RateLimit_Unit {
+	switch u {
+	case Second:
+		return rlsv3.RateLimitResponse_RateLimit_SECOND
+	case Minute:
+		return rlsv3.RateLimitResponse_RateLimit_MINUTE
+	case Hour:
+		return rlsv3.RateLimitResponse_RateLimit_HOUR
+	case Day:
+		return rlsv3.RateLimitResponse_RateLimit_DAY
+	case Week:
+		return rlsv3.RateLimitResponse_RateLimit_WEEK
+	case Month:
+		return rlsv3.RateLimitResponse_RateLimit_MONTH
+	case Year:
+		return rlsv3.RateLimitResponse_RateLimit_YEAR
+	}
+	return rlsv3.RateLimitResponse_RateLimit_UNKNOWN
+}
+
+// bucketKey identifies a bucket: the kind of rule ("y" a YAML rule, "g" a
+// gateway limit, "o" a limit override), its scope (the rule's node; the
+// gateway limit and rate; the domain and the override's rate, so that two
+// overrides of one descriptor do not share a bucket), then every key and
+// value of the descriptor, each length-prefixed so that no two descriptors
+// share a key whatever their values hold. A rule keeps its scope across
+// reloads when it keeps its place in the tree, so its buckets keep their
+// state, whatever its rate becomes. The in-memory backend keeps one table
+// per "kind|scope" prefix (see scopeOf).
+func bucketKey(kind, scope string, entries []*ratelimitv3.RateLimitDescriptor_Entry) string {
+	n := len(kind) + len(scope) + 8
+	for _, e := range entries {
+		n += len(e.Key) + len(e.Value) + 12
+	}
+	b := make([]byte, 0, n)
+	b = append(b, kind...)
+	b = append(b, '|')
+	b = strconv.AppendInt(b, int64(len(scope)), 10)
+	b = append(b, ':')
+	b = append(b, scope...)
+	for _, e := range entries {
+		b = append(b, '|')
+		b = strconv.AppendInt(b, int64(len(e.Key)), 10)
+		b = append(b, ':')
+		b = append(b, e.Key...)
+		b = append(b, '=')
+		b = strconv.AppendInt(b, int64(len(e.Value)), 10)
+		b = append(b, ':')
+		b = append(b, e.Value...)
+	}
+	return string(b)
+}
+
+// resolve finds the limits of every descriptor.
+func (s *Server) resolve(cfg *Config, req *rlsv3.RateLimitRequest) plan {
+	n := len(req.Descriptors)
+	p := plan{unlimited: make([]bool, n), cost: make([]int64, n), negative: make([]bool, n), refs: make([]limitRef, 0, n)}
+	root := cfg.domains[req.Domain]
+	known := root != nil || len(cfg.gateway) > 0
+	var path [MaxEntries][2]string
+	var values [MaxEntries]string
+	for i, d := range req.Descriptors {
+		cost := int64(1)
+		if req.HitsAddend > 0 {
+			cost = int64(req.HitsAddend)
+		}
+		if d.HitsAddend != nil {
+			cost = int64(d.HitsAddend.Value)
+		}
+		p.cost[i], p.negative[i] = cost, d.IsNegativeHits
+		if !known {
+			continue
+		}
+		if l := d.Limit; l != nil {
+			// An override replaces the configuration's rule, as in
+			// envoyproxy/ratelimit; it is never in shadow mode.
+			u := overrideUnit(l.Unit)
+			mult := uint32(1)
+			if l.UnitMultiplier != nil {
+				mult = l.UnitMultiplier.Value
+			}
+			id := req.Domain
+			for _, e := range d.Entries {
+				id += "." + e.Key
+			}
+			p.refs = append(p.refs, limitRef{id: id, rpu: l.RequestsPerUnit, unit: u, mult: mult,
+				period: time.Duration(mult) * u.Duration(), burst: int64(l.RequestsPerUnit),
+				key: bucketKey("o", lp(req.Domain)+"|"+strconv.FormatUint(uint64(l.RequestsPerUnit), 10)+"/"+strconv.FormatUint(uint64(mult), 10)+string(u), d.Entries), desc: i})
+			continue
+		}
+		if root != nil {
+			for j, e := range d.Entries {
+				path[j] = [2]string{e.Key, e.Value}
+			}
+			if r := cfg.Lookup(req.Domain, path[:len(d.Entries)]...); r != nil {
+				if r.Unlimited {
+					p.unlimited[i] = true
+					if len(r.Replaces) > 0 { // an unlimited rule still replaces
+						p.refs = append(p.refs, limitRef{id: r.ID(), name: r.Name, replaces: r.Replaces, desc: i, op: -2})
+					}
+				} else {
+					p.refs = append(p.refs, limitRef{id: r.ID(), name: r.Name, replaces: r.Replaces, rpu: r.RequestsPerUnit,
+						unit: r.Unit, mult: r.UnitMultiplier, period: time.Duration(r.UnitMultiplier) * r.Unit.Duration(), burst: int64(r.RequestsPerUnit), shadow: r.Shadow,
+						key: bucketKey("y", r.scope, d.Entries), desc: i})
+				}
+			}
+		}
+		for gi := range cfg.gateway {
+			g := &cfg.gateway[gi]
+			keys := g.m.Keys()
+			if len(keys) != len(d.Entries) {
+				continue
+			}
+			same := true
+			for j, e := range d.Entries {
+				values[j] = e.Value
+				same = same && e.Key == keys[j]
+			}
+			if !same {
+				continue
+			}
+			ei, ok := g.m.Match(values[:len(keys)])
+			if !ok {
+				continue
+			}
+			e := &g.rl.Entries[ei]
+			for ri, r := range append(append([]stack.Rate(nil), e.Requests...), e.Tokens...) {
+				burst := r.Rate
+				if r.Burst > 0 {
+					burst = r.Burst
+				}
+				if r.Rate == 0 {
+					burst = 0
+				}
+				p.refs = append(p.refs, limitRef{id: g.rl.RateLimitID, rpu: uint32(min(r.Rate, math.MaxUint32)), unit: Unit(r.Period), mult: 1,
+					period: r.Period.Duration(), burst: burst, shadow: g.rl.Shadow,
+					key: bucketKey("g", g.rl.RateLimitID+"|"+strconv.Itoa(ri), d.Entries), desc: i})
+			}
+		}
+	}
+	// replaces: a named rule that another matched rule replaces is dropped.
+	var replaced map[string]bool
+	for _, r := range p.refs {
+		for _, name := range r.replaces {
+			if replaced == nil {
+				replaced = map[string]bool{}
+			}
+			replaced[name] = true
+		}
+	}
+	for i := range p.refs {
+		if p.refs[i].op == -2 || (p.refs[i].name != "" && replaced[p.refs[i].name]) {
+			p.refs[i].op = -1
+		}
+	}
+	return p
+}
+
+// ShouldRateLimit implements rlsv3.RateLimitServiceServer. The descriptors
+// are decided together in one Backend.Take: all or nothing, so a denied
+// request consumes nothing in any descriptor. Descriptors with
+// is_negative_hits give their units back first (Backend.Adjust). A bad
+// request gets InvalidArgument and consumes nothing.
+func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if err := validate(req); err != nil {
+		return nil, err
+	}
+	cfg := s.cfg.Load()
+	at := s.now()
+	p := s.resolve(cfg, req)
+
+	ops := make([]stack.Op, 0, len(p.refs))
+	var gives []stack.Op
+	for i := range p.refs {
+		r := &p.refs[i]
+		if r.op < 0 {
+			continue
+		}
+		rate := int64(r.rpu)
+		if r.rpu == 0 {
+			r.burst = 0 // rate 0 blocks: a permanent denial
+		}
+		op := stack.Op{Key: r.key, Rate: rate, Period: r.period, Burst: r.burst, Cost: p.cost[r.desc], Shadow: r.shadow}
+		if r.rpu == 0 && op.Cost == 0 && !p.negative[r.desc] {
+			op.Cost = 1 // rate 0 blocks: a check without consuming is over too
+		}
+		if p.negative[r.desc] {
+			// The protocol adds budget without saying when the units were
+			// taken: the give-back is bounded as if they were taken now.
+			give := op
+			give.Cost, give.TakenAt = -op.Cost, at
+			gives = append(gives, give)
+			op.Cost, op.Shadow = 0, true // only reports the bucket
+		}
+		r.op = len(ops)
+		ops = append(ops, op)
+	}
+
+	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK,
+		Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(req.Descriptors))}
+	for i := range resp.Statuses {
+		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		if p.unlimited[i] {
+			st.LimitRemaining = math.MaxUint32
+		}
+		resp.Statuses[i] = st
+	}
+	if len(ops) == 0 {
+		return resp, nil
+	}
+
+	var giveErr error
+	if len(gives) > 0 {
+		// A give-back that fails changes nothing; the rest of the request is
+		// still decided, and the error reported. Exact as far as the
+		// backend's give-backs are (#21).
+		if giveErr = s.backend.Adjust(ctx, at, gives); giveErr != nil && s.onError != nil {
+			s.onError(giveErr)
+		}
+	}
+	out, berr := s.backend.Take(ctx, at, ops)
+	if berr != nil {
+		return s.failed(resp, p, berr), nil
+	}
+	for _, n := range out.Notices {
+		if s.onError != nil {
+			s.onError(n)
+		}
+	}
+	remaining := out.Remaining
+	if out.Denied >= 0 {
+		// Nothing was taken; ask what every bucket holds, without taking.
+		probe := make([]stack.Op, len(ops))
+		for i, op := range ops {
+			op.Cost, op.Shadow = 0, true
+			probe[i] = op
+		}
+		if po, err := s.backend.Take(ctx, at, probe); err == nil {
+			remaining = po.Remaining
+		}
+	}
+	s.respond(resp, p, ops, out, remaining, giveErr)
+	return resp, nil
+}
+
+// failed answers when the backend could not decide: OK (fail-open) or
+// OVER_LIMIT on every limited descriptor (fail-closed).
+func (s *Server) failed(resp *rlsv3.RateLimitResponse, p plan, err error) *rlsv3.RateLimitResponse {
+	if s.onError != nil {
+		s.onError(err)
+	}
+	if s.metrics != nil {
+		s.metrics.Record(sluice.Decision{}, err)
+	}
+	meta := map[string]any{MetaError: err.Error()}
+	if s.failClosed {
+		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+		for _, r := range p.refs {
+			if r.op >= 0 && !r.shadow {
+				resp.Statuses[r.desc].Code = rlsv3.RateLimitResponse_OVER_LIMIT
+				resp.Statuses[r.desc].CurrentLimit = currentLimit(&r)
+			}
+		}
+	}
+	resp.DynamicMetadata, _ = structpb.NewStruct(meta)
+	return resp
+}
+
+func currentLimit(r *limitRef) *rlsv3.RateLimitResponse_RateLimit {
+	cl := &rlsv3.RateLimitResponse_RateLimit{Name: r.id, RequestsPerUnit: r.rpu, Unit: responseUnit(r.unit)}
+	if r.mult > 1 {
+		cl.UnitMultiplier = wrapperspb.UInt32(r.mult)
+	}
+	return cl
+}
+
+// ceilMicro rounds d up to whole microseconds, the Redis backend's
+// resolution: package bucket holds a rate such as 10 a minute as a float, so
+// its wait can fall a few nanoseconds short of the exact one (5.999999995 s
+// for 6 s), and a duration_until_reset shown to a client must not be early.
+func ceilMicro(d time.Duration) time.Duration {
+	if r := d % time.Microsecond; r != 0 {
+		d += time.Microsecond - r
+	}
+	return d
+}
+
+// refill returns the time a bucket of r needs to gain units, rounded up to
+// the nanosecond: never early.
+func refill(r *limitRef, units int64) time.Duration {
+	if units <= 0 {
+		return 0
+	}
+	if r.rpu == 0 {
+		return r.period
+	}
+	num := float64(units) * float64(r.period) / float64(r.rpu)
+	if num > float64(math.MaxInt64/2) {
+		return time.Duration(math.MaxInt64 / 2)
+	}
+	d := time.Duration(math.Ceil(num))
+	// float rounding must not make it early
+	for int64(d)*int64(r.rpu) < units*int64(r.period) && float64(units)*float64(r.period) < 9e18 {
+		d++
+	}
+	return d
+}
+
+func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, out stack.Outcome, remaining []int64, giveErr error) {
+	denied := out.Denied >= 0
+	shadowDenied := func(op int) bool { return slices.Contains(out.ShadowDenied, op) }
+	policy := make([]byte, 0, 48*len(ops))
+	current := make([]byte, 0, 48*len(ops))
+	var shadowIDs []any
+	var meta map[string]any
+	if denied || giveErr != nil {
+		meta = map[string]any{}
+	}
+	if giveErr != nil {
+		meta[MetaError] = giveErr.Error()
+	}
+	// per descriptor: the ref that governs its status (the denier, else the
+	// one with the fewest units left)
+	best := make([]int, len(resp.Statuses))
+	bestLeft := make([]int64, len(resp.Statuses))
+	for i := range best {
+		best[i] = -1
+	}
+	for ri := range p.refs {
+		r := &p.refs[ri]
+		if r.op < 0 {
+			continue
+		}
+		op := ops[r.op]
+		left := int64(0)
+		if remaining != nil {
+			left = remaining[r.op]
+		}
+		st := resp.Statuses[r.desc]
+		over := false
+		switch {
+		case p.negative[r.desc]:
+		case denied && r.op == out.Denied:
+			over = true
+		case shadowDenied(r.op):
+			shadowIDs = append(shadowIDs, r.id)
+		case denied && !r.shadow && remaining != nil && left < op.Cost:
+			over = true // would have denied too
+		case denied && !r.shadow && op.Cost > op.Burst:
+			over = true
+		}
+		var reset time.Duration
+		switch {
+		case over && r.op == out.Denied:
+			reset = out.RetryAfter
+		case over:
+			reset = refill(r, op.Cost-left)
+		default:
+			reset = refill(r, op.Burst-left)
+		}
+		cur := st.Code == rlsv3.RateLimitResponse_OVER_LIMIT
+		take := false
+		switch b := best[r.desc]; {
+		case b < 0:
+			take = true
+		case over:
+			take = !cur || r.op == out.Denied
+		default:
+			take = !cur && left < bestLeft[r.desc]
+		}
+		if take {
+			best[r.desc], bestLeft[r.desc] = ri, left
+			st.CurrentLimit = currentLimit(r)
+			st.LimitRemaining = uint32(min(max(left, 0), math.MaxUint32))
+			st.DurationUntilReset = durationpb.New(ceilMicro(reset))
+		}
+		if over {
+			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+			if _, ok := meta[MetaDeniedBy]; !ok || r.op == out.Denied {
+				meta[MetaDeniedBy] = r.id
+				meta[MetaDescriptor] = float64(r.desc)
+			}
+		}
+		if s.metrics != nil {
+			d := sluice.Decision{Allowed: !over, LimitID: r.id, Metric: sluice.MetricRequests}
+			if shadowDenied(r.op) {
+				d.Shadowed = []string{r.id}
+			}
+			s.metrics.Record(d, nil)
+		}
+		q := slerrors.Quota{Policy: r.id, Limit: op.Burst, Remaining: left, Window: r.period, Reset: reset}
+		if q.Limit > 0 {
+			if len(policy) > 0 {
+				policy = append(policy, ", "...)
+				current = append(current, ", "...)
+			}
+			policy = q.AppendPolicy(policy)
+			current = q.AppendRateLimit(current)
+		}
+	}
+	if denied {
+		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+		if out.RetryAfter > 0 {
+			meta[MetaRetryAfterMs] = float64((out.RetryAfter + time.Millisecond - 1) / time.Millisecond)
+		}
+		if s.shadow.Load() {
+			resp.OverallCode = rlsv3.RateLimitResponse_OK
+			meta[MetaShadow] = true
+		}
+	}
+	if len(shadowIDs) > 0 {
+		if meta == nil {
+			meta = map[string]any{}
+		}
+		meta[MetaShadowDenied] = shadowIDs
+	}
+	if len(policy) > 0 {
+		resp.ResponseHeadersToAdd = []*corev3.HeaderValue{
+			{Key: "RateLimit-Policy", Value: string(policy)},
+			{Key: "RateLimit", Value: string(current)},
+		}
+	}
+	if len(meta) > 0 {
+		resp.DynamicMetadata, _ = structpb.NewStruct(meta)
+	}
+}
