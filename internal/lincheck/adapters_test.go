@@ -1,0 +1,119 @@
+package lincheck
+
+import (
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/sluicehq/sluice/bucket"
+)
+
+// This file is the only place that knows how each subject takes and gives
+// back: every test drives the real code through these adapters.
+
+// grant is what a take leaves its caller for giving back.
+type grant struct {
+	at  time.Time
+	g   bucket.Grant
+	ref *refGrant // the reference bucket's (reference_test.go)
+}
+
+// target is one bucket under test: a Bucket, or a Table with the key a
+// caller uses.
+type target interface {
+	take(key string, at time.Time, n int) (ok bool, remaining int64, g grant)
+	giveBack(key string, g *grant, n int) error
+}
+
+// form is one public way of taking and giving back.
+type form struct {
+	name  string
+	table bool
+	// unsafe marks a give-back known to hand out tokens that were never
+	// refilled: the checkers must catch it.
+	unsafe bool
+	make   func(r rate.Limit, burst int) target
+}
+
+// forms lists every public give-back form: the Grant TryTakeGrant writes or
+// TakeN's Result holds, or one GrantFor rebuilds from the take's instant
+// and count, given back through the Bucket or the Table (by string
+// or by bytes).
+var forms = []form{
+	{name: "Bucket.TryTakeGrant+GiveBack", make: func(r rate.Limit, b int) target { return bucketTry{bucket.New(r, b)} }},
+	{name: "Bucket.TakeN+GiveBack", make: func(r rate.Limit, b int) target { return bucketTake{bucket.New(r, b)} }},
+	{name: "Bucket.GrantFor+GiveBack", make: func(r rate.Limit, b int) target { return bucketGrantFor{bucket.New(r, b)} }},
+	{name: "Table.TryTakeGrant+GiveBack", table: true, make: func(r rate.Limit, b int) target { return tableTry{bucket.NewTable(r, b)} }},
+	{name: "Table.TakeN+GiveBack", table: true, make: func(r rate.Limit, b int) target { return tableTake{bucket.NewTable(r, b)} }},
+	{name: "Table.GrantFor+GiveBack", table: true, make: func(r rate.Limit, b int) target { return tableGrantFor{bucket.NewTable(r, b)} }},
+	{name: "Table.TryTakeGrantBytes+GiveBackBytes", table: true, make: func(r rate.Limit, b int) target { return tableBytes{bucket.NewTable(r, b)} }},
+}
+
+type bucketTry struct{ b *bucket.Bucket }
+
+func (x bucketTry) take(_ string, at time.Time, n int) (bool, int64, grant) {
+	g := grant{at: at}
+	ok, rem := x.b.TryTakeGrant(at, n, &g.g)
+	return ok, rem, g
+}
+func (x bucketTry) giveBack(_ string, g *grant, n int) error { return x.b.GiveBack(&g.g, n) }
+
+type bucketTake struct{ b *bucket.Bucket }
+
+func (x bucketTake) take(_ string, at time.Time, n int) (bool, int64, grant) {
+	res := x.b.TakeN(at, n)
+	return res.OK, res.Remaining, grant{at: at, g: res.Grant}
+}
+func (x bucketTake) giveBack(_ string, g *grant, n int) error { return x.b.GiveBack(&g.g, n) }
+
+type bucketGrantFor struct{ b *bucket.Bucket }
+
+func (x bucketGrantFor) take(_ string, at time.Time, n int) (bool, int64, grant) {
+	ok, rem := x.b.TryTakeN(at, n)
+	if !ok {
+		return false, rem, grant{}
+	}
+	return true, rem, grant{at: at, g: x.b.GrantFor(at, n)}
+}
+func (x bucketGrantFor) giveBack(_ string, g *grant, n int) error { return x.b.GiveBack(&g.g, n) }
+
+type tableTry struct{ t *bucket.Table }
+
+func (x tableTry) take(key string, at time.Time, n int) (bool, int64, grant) {
+	g := grant{at: at}
+	ok, rem := x.t.TryTakeGrant(key, at, n, &g.g)
+	return ok, rem, g
+}
+func (x tableTry) giveBack(key string, g *grant, n int) error { return x.t.GiveBack(key, &g.g, n) }
+
+type tableTake struct{ t *bucket.Table }
+
+func (x tableTake) take(key string, at time.Time, n int) (bool, int64, grant) {
+	res := x.t.TakeN(key, at, n)
+	return res.OK, res.Remaining, grant{at: at, g: res.Grant}
+}
+func (x tableTake) giveBack(key string, g *grant, n int) error { return x.t.GiveBack(key, &g.g, n) }
+
+type tableGrantFor struct{ t *bucket.Table }
+
+func (x tableGrantFor) take(key string, at time.Time, n int) (bool, int64, grant) {
+	ok, rem := x.t.TryTakeN(key, at, n)
+	if !ok {
+		return false, rem, grant{}
+	}
+	return true, rem, grant{at: at, g: x.t.GrantFor(key, at, n)}
+}
+func (x tableGrantFor) giveBack(key string, g *grant, n int) error {
+	return x.t.GiveBack(key, &g.g, n)
+}
+
+type tableBytes struct{ t *bucket.Table }
+
+func (x tableBytes) take(key string, at time.Time, n int) (bool, int64, grant) {
+	g := grant{at: at}
+	ok, rem := x.t.TryTakeGrantBytes([]byte(key), at, n, &g.g)
+	return ok, rem, g
+}
+func (x tableBytes) giveBack(key string, g *grant, n int) error {
+	return x.t.GiveBackBytes([]byte(key), &g.g, n)
+}

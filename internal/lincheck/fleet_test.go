@@ -1,0 +1,200 @@
+package lincheck
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/stack"
+	"github.com/sluicehq/sluice/stack/redisbackend"
+	"github.com/sluicehq/sluice/stack/redisbackend/redistest"
+)
+
+// redisGiveBacksSafe says whether the Redis backend's give-backs keep the
+// promise with instants in order. The Stack settles a reservation by
+// giving back its whole cost with Op.TakenAt (issue 21) and the script
+// bounds the give-back by the takes since that instant; before it did
+// (between 39e1e88 and 0dbfd7d), a settle handed out tokens that later
+// takes had already counted on, and the scheduler broke the window bound
+// on 13 and 39 of 60 seeds. Set it to false to report instead of fail.
+const redisGiveBacksSafe = true
+
+// TestLinearizableFleet records histories of a fleet on a shared Backend:
+// each caller is a process with its own Stack reading its own clock (set
+// to each operation's instant), all deciding through one MemoryBackend, or
+// one redis-server the test starts. A backend decides each request in one
+// step (a Redis script is atomic); reservations are settled through
+// Adjust. The histories are checked against the same specification as the
+// in-memory Stack. Without redis-server the Redis half is skipped, or fails
+// when SLUICE_REQUIRE_REDIS=1 (as in CI).
+func TestLinearizableFleet(t *testing.T) {
+	t.Run("memory", func(t *testing.T) {
+		fleetHistories(t, func(string) stack.Backend { return stack.NewMemoryBackend() }, nil, stackLoad, false, false)
+	})
+	t.Run("redis", func(t *testing.T) {
+		srv := redistest.Start(t)
+		client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+		defer client.Close()
+		fleetHistories(t, nil, func(prefix string, now func() time.Time) stack.Backend {
+			b, err := redisbackend.New(client, redisbackend.WithKeyPrefix(prefix), redisbackend.WithClock(now),
+				redisbackend.WithTimeout(10*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}, redisLoad, !redisGiveBacksSafe, true)
+	})
+}
+
+// fleetHistories runs the fleet on a backend shared by every process
+// (shared), or one per process on shared storage (own, given the key
+// prefix of the history and the process's clock). unsafeSettle says that
+// the backend's give-backs of reservations are known to over-admit: the
+// histories with reservations are then reported, not failed. oneStep says
+// that it decides each request in one step (see Spec.Atomic): Redis, whose
+// give-backs are checked for safety only (see Spec.Lossy).
+func fleetHistories(t *testing.T, shared func(prefix string) stack.Backend, own func(prefix string, now func() time.Time) stack.Backend, w workload, unsafeSettle, oneStep bool) {
+	seeds := seedsFor(12)
+	for _, sh := range []stackShape{stackShapes()[1], stackShapes()[2]} {
+		for _, reserve := range []bool{false, true} {
+			name := sh.name
+			if reserve {
+				name += "-reserve"
+			}
+			t.Run(name, func(t *testing.T) {
+				known := reserve && unsafeSettle
+				bad := 0
+				for seed := range uint64(seeds) {
+					prefix := "lincheck-" + name + "-" + strconv.FormatUint(seed, 10)
+					var clock atomic.Int64
+					var sb stack.Backend
+					if shared != nil {
+						sb = shared(prefix)
+					}
+					pods := make([]pod, stackLoad.callers)
+					for c := range pods {
+						clk := new(atomic.Int64)
+						now := func() time.Time { return at(clk.Load()) }
+						b := sb
+						if own != nil {
+							b = own(prefix, now)
+						}
+						s, err := stack.New(sh.config(), stack.WithBackend(b), stack.WithClock(now), stack.WithFailClosed())
+						if err != nil {
+							t.Fatal(err)
+						}
+						pods[c] = pod{s: s, own: clk}
+					}
+					h := recordStack(func(c int) pod { return pods[c] }, &clock, sh, w, reserve, seed)
+					checkOutputs(t, h)
+					spec := sh.spec()
+					spec.Atomic, spec.Lossy = oneStep, oneStep
+					res, msg := check(t, spec, h, t.Name()+"-seed"+strconv.FormatUint(seed, 10))
+					if res != porcupine.Ok {
+						bad++
+						if !known {
+							t.Error(msg)
+						}
+					}
+				}
+				if known {
+					t.Logf("%d of %d histories are not linearizable (the give-backs are known to over-admit)", bad, seeds)
+				}
+			})
+		}
+	}
+}
+
+// TestInterleavingsRedis runs the seeded scheduler on a Stack deciding
+// through the Redis backend (reading the scheduler's clock), with
+// reservations settled between other callers' decisions: once with every
+// decision at the clock's instant, once with instants read earlier (stale,
+// as from processes whose clocks lag). A run that breaks the window bound
+// names its seed; the Redis server's replies are deterministic for a
+// seed, so it replays with LINCHECK_SEED.
+func TestInterleavingsRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	defer client.Close()
+	const callers, steps = 5, 400
+	seeds := seedsToRun(t, seedsFor(60))
+	for _, sh := range []stackShape{stackShapes()[1], stackShapes()[2]} {
+		for _, inOrder := range []bool{true, false} {
+			name := sh.name + "-stale"
+			if inOrder {
+				name = sh.name + "-in-order"
+			}
+			// Known: with instants in order, only the give-backs of
+			// reservations (redisGiveBacksSafe); with stale instants also
+			// a give-back that fills a bucket, which deletes its key: a
+			// caller with an older instant then finds it full.
+			safe := redisGiveBacksSafe && (inOrder || redisStaleSafe)
+			t.Run(name, func(t *testing.T) {
+				caught := 0
+				for _, seed := range seeds {
+					s := newSched(seed, 400)
+					now := func() time.Time { return at(s.now) }
+					prefix := "lincheck-sched-" + name + "-" + strconv.FormatUint(seed, 10)
+					b, err := redisbackend.New(client, redisbackend.WithKeyPrefix(prefix), redisbackend.WithClock(now),
+						redisbackend.WithTimeout(10*time.Second))
+					if err != nil {
+						t.Fatal(err)
+					}
+					st, err := stack.New(sh.config(), stack.WithBackend(b), stack.WithClock(now), stack.WithFailClosed())
+					if err != nil {
+						t.Fatal(err)
+					}
+					var fns []func()
+					for i := range callers {
+						fns = append(fns, (&stackCaller{s: s, st: st, sh: sh, id: i, reserve: true, inOrder: inOrder}).step)
+					}
+					v := ""
+					for range steps / 20 {
+						s.run(20, fns)
+						if len(s.errs) > 0 {
+							t.Fatalf("seed %d: %s", seed, s.errs[0])
+						}
+						if v = windowViolation(s.kept, sh.spec().Params); v != "" {
+							break
+						}
+					}
+					if v == "" {
+						continue
+					}
+					caught++
+					msg := fmt.Sprintf("seed %d: %s (replay: LINCHECK_SEED=%d); last steps:\n%s", seed, v, seed, tail(strings.Join(s.trace, "\n"), 20))
+					if safe {
+						t.Error(msg)
+					} else if caught == 1 {
+						t.Log(msg)
+					}
+				}
+				t.Logf("%d of %d seeds broke the window bound", caught, len(seeds))
+				if !safe && caught == 0 && len(seeds) > 1 {
+					t.Errorf("the Redis backend's give-backs are known to over-admit here, but no seed caught it: if they were fixed, update redisGiveBacksSafe/redisStaleSafe")
+				}
+			})
+		}
+	}
+}
+
+// redisLoad is stackLoad with the instants in order, as the Redis server's
+// clock gives them by default: with instants that run backwards a Redis
+// bucket forgets its state when a give-back fills it (see redisStaleSafe,
+// and TestInterleavingsRedis, which checks that case).
+var redisLoad = workload{callers: stackLoad.callers, ops: stackLoad.ops, burst: stackLoad.burst, step: stackLoad.step, stale: 1}
+
+// redisStaleSafe says whether a Redis bucket keeps the instant of its
+// state when a give-back fills it. It deletes the key instead (a missing
+// key is a full bucket), so a caller whose instant is older than that
+// give-back's finds a full bucket where GCRA would have it still
+// refilling, and is admitted beyond burst + rate·Δt. Only instants that
+// run backwards can see it: with the server's clock (the default) they do
+// not, with WithClock they may.
+const redisStaleSafe = false

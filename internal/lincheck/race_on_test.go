@@ -1,0 +1,5 @@
+//go:build race
+
+package lincheck
+
+const raceEnabled = true
