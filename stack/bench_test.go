@@ -252,9 +252,23 @@ func BenchmarkOneLimit(b *testing.B) {
 			b.Fatal("denied")
 		}
 	}
+	hand := mutexMapSide(b, caller)
+	for i := range 2 * len(callers) {
+		sl(i)
+		floor(i)
+		hand(i)
+	}
+	b.ReportAllocs()
+	interleave(b, 15, side{"sluice", sl}, side{"table-only", floor}, side{"xrate-map", hand})
+}
+
+// mutexMapSide is the per-caller limit a careful user writes by hand: a
+// mutex map of x/time/rate limiters (1/s, a burst no benchmark drains), on
+// the real clock, for the caller of request i.
+func mutexMapSide(b *testing.B, caller func(i int) string) func(i int) {
 	var mu sync.Mutex
 	m := map[string]*rate.Limiter{}
-	hand := func(i int) {
+	return func(i int) {
 		c := caller(i)
 		mu.Lock()
 		lim := m[c]
@@ -267,13 +281,6 @@ func BenchmarkOneLimit(b *testing.B) {
 			b.Fatal("denied")
 		}
 	}
-	for i := range 2 * len(callers) {
-		sl(i)
-		floor(i)
-		hand(i)
-	}
-	b.ReportAllocs()
-	interleave(b, 15, side{"sluice", sl}, side{"table-only", floor}, side{"xrate-map", hand})
 }
 
 // specialist is BenchmarkGateway's configuration written by hand on

@@ -3,8 +3,6 @@ package stack_test
 import (
 	"context"
 	"hash/maphash"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -52,8 +50,6 @@ func BenchmarkStagesOneLimit(b *testing.B) {
 	caller := func(i int) string { return callers[(i*7919)%len(callers)] }
 	seed1, seed2 := maphash.MakeSeed(), maphash.MakeSeed()
 	tab := bucket.NewTable(1, 1_000_000)
-	var mu sync.Mutex
-	m := map[string]*rate.Limiter{}
 	sides := []side{
 		{"clock", func(i int) { sink.t = time.Now() }},
 		{"keys", func(i int) {
@@ -77,19 +73,7 @@ func BenchmarkStagesOneLimit(b *testing.B) {
 				b.Fatal("denied")
 			}
 		}},
-		{"xrate-map", func(i int) {
-			c := caller(i)
-			mu.Lock()
-			lim := m[c]
-			if lim == nil {
-				lim = rate.NewLimiter(1, 1_000_000)
-				m[strings.Clone(c)] = lim
-			}
-			mu.Unlock()
-			if !lim.AllowN(time.Now(), 1) {
-				b.Fatal("denied")
-			}
-		}},
+		{"xrate-map", mutexMapSide(b, caller)},
 	}
 	for i := range 2 * len(callers) { // warm: every caller has its bucket
 		for _, sd := range sides {
