@@ -414,7 +414,7 @@ func (b *Bucket) WaitN(ctx context.Context, n int) error {
 			return nil
 		}
 		if err := b.sleep(ctx, wait); err != nil {
-			_ = b.GiveBack(&g, n) // refused only after a Reconfigure, which converted the tokens
+			_ = b.GiveBack(&g, n) // the take's own grant: never refused
 			return err
 		}
 		return nil
@@ -454,9 +454,10 @@ func (p *params) reserve(s, h *atomic.Int64, t time.Time, n int, limit time.Dura
 		if wait > limit {
 			return wait, Grant{}, false, false
 		}
-		raise(h, satAdd(ns, int64(wait)))
+		due := satAdd(ns, int64(wait))
+		raise(h, due)
 		if s.CompareAndSwap(tat, newTat) {
-			return wait, Grant{p: p, at: satAdd(ns, int64(wait)), end: newTat, n: int64(n)}, true, false
+			return wait, Grant{p: p, at: due, end: newTat, n: int64(n)}, true, false
 		}
 	}
 }

@@ -290,7 +290,7 @@ func (s *Set) AllowAt(t time.Time, action string, resources int) (sluice.Decisio
 	if a.resource != nil {
 		rr := a.resource.TakeN(t, resources)
 		if !rr.OK {
-			_ = a.bucket.GiveBack(&res.Grant, 1) // a denied request consumes nothing (refused only after a reconfiguration, which converted the tokens)
+			_ = a.bucket.GiveBack(&res.Grant, 1) // a denied request consumes nothing (the take's own grant: never refused)
 			return a.denial(rr, MetricResources, a.resBurst), nil
 		}
 	}

@@ -254,8 +254,7 @@ func (m *MemoryBackend) Take(ctx context.Context, at time.Time, ops []Op) (Outco
 			case ops[j].Conn:
 				m.release(ops[j])
 			default:
-				// Refused only after a change of the op's parameters, which
-				// converted the bucket's tokens: nothing left to give back.
+				// The take's own grant: GiveBack cannot refuse it.
 				_ = m.get(at, ops[j]).GiveBack(&grants[j], int(ops[j].Cost))
 				m.remember(ops[j].Key, time.Time{}, bucket.Grant{}) // given back: nothing to remember
 			}

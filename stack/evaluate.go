@@ -58,9 +58,8 @@ func (it *item) takeConn(kb []byte, t time.Time, s *Stack) bucket.Result {
 	return bucket.Result{RetryAfter: connRetryAfter}
 }
 
-// refund gives back what the item took: a bucket's grant (refused only
-// when a reload changed the bucket's rate or burst since, which converted
-// its tokens then), or a connections slot.
+// refund gives back what the item took: a bucket's grant (the grant is the
+// item's own, so GiveBack cannot refuse it), or a connections slot.
 func (it *item) refund(kb []byte) {
 	rb := it.rb
 	switch {

@@ -180,9 +180,8 @@ func (z *lazyTable) ChargeBytes(key []byte, at time.Time, n int) {
 }
 
 // GiveBackBytes gives back n of what g has outstanding to key's bucket
-// (see bucket.Table.GiveBackBytes); without a Table nothing was taken. It
-// is refused only when a reload changed the bucket's rate or burst since
-// the take, which converted the bucket's tokens then: nothing to give back.
+// (see bucket.Table.GiveBackBytes); without a Table nothing was taken. The
+// grant is the Table's own take of key, so GiveBackBytes cannot refuse it.
 func (z *lazyTable) GiveBackBytes(key []byte, g *bucket.Grant, n int) {
 	if t := z.p.Load(); t != nil {
 		_ = t.GiveBackBytes(key, g, n)

@@ -37,7 +37,6 @@ type reservation struct {
 type resItem struct {
 	rb     *rateBucket // nil: nothing taken (a shadow limit that would deny)
 	k0, k1 int32
-	cost   int
 	lease  uint64
 	grant  bucket.Grant // the take, for give-backs
 }
@@ -111,7 +110,7 @@ func (r *reservation) record(items []item, kb []byte, t time.Time) {
 			*ri = resItem{}
 			continue
 		}
-		ri.rb, ri.k0, ri.k1, ri.cost, ri.lease, ri.grant = it.rb, it.k0, it.k1, it.cost, it.lease, it.grant
+		ri.rb, ri.k0, ri.k1, ri.lease, ri.grant = it.rb, it.k0, it.k1, it.lease, it.grant
 	}
 }
 
@@ -158,8 +157,9 @@ func hasConnections(c *compiled) bool {
 // Cancel gives everything back. A give-back is bounded by the takes since
 // the reservation (bucket.Grant): a settlement long after, once other
 // requests took from a bucket that had refilled, returns only what a
-// request that had cost the actual amount from the start would have left. Reserving and settling
-// allocate nothing for ordinary configurations (the records are pooled).
+// request that had cost the actual amount from the start would have left.
+// Reserving and settling allocate nothing for ordinary configurations (the
+// records are pooled).
 //
 // An unsettled reservation leaks nothing. Its token and request units were
 // consumed at Reserve and refill like any consumption; its connection slots
@@ -304,9 +304,8 @@ func (r *reservation) settle(delta int64, cancel bool) error {
 
 // giveBack gives back n units of the take g recorded, bounded by the takes
 // since (see bucket.Grant): a late settlement never re-creates units that
-// later requests may already have used. A give-back refused because a
-// reload changed the bucket's rate or burst since gives nothing back: the
-// reload converted the bucket's tokens then.
+// later requests may already have used, nor, after a reload that changed
+// the bucket's rate or burst, what had refilled by the reload.
 func giveBack(rb *rateBucket, key []byte, g *bucket.Grant, n int64) {
 	if n <= 0 {
 		return
