@@ -149,15 +149,20 @@ var (
 
 func sysNow() int64 { return sysBaseNs + int64(time.Since(sysBase)) }
 
+// nsToTicks converts ns (since epoch) to ticks: floor(ns × fq / 2^62),
+// clamped to ±maxTick. The common case, an instant after epoch, is small
+// enough to be inlined into every take; instants before epoch go through
+// nsToTicksNeg.
 func (p *params) nsToTicks(ns int64) int64 {
-	if ns >= 0 {
-		hi, lo := bits.Mul64(uint64(ns), p.fq)
-		q := hi<<(64-fracBits) | lo>>fracBits
-		if q > uint64(maxTick) {
-			return maxTick
-		}
-		return int64(q)
+	if ns < 0 {
+		return p.nsToTicksNeg(ns)
 	}
+	hi, lo := bits.Mul64(uint64(ns), p.fq)
+	return int64(min(hi<<(64-fracBits)|lo>>fracBits, uint64(maxTick)))
+}
+
+// nsToTicksNeg is nsToTicks for ns < 0, rounding towards negative infinity.
+func (p *params) nsToTicksNeg(ns int64) int64 {
 	hi, lo := bits.Mul64(uint64(-ns), p.fq) // -MinInt64 wraps to 2^63 as uint64: right
 	q := hi<<(64-fracBits) | lo>>fracBits
 	if lo&(1<<fracBits-1) != 0 {
