@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, vet, staticcheck and the race-enabled tests
-# of every Go module in the repository. Run from anywhere: bash scripts/test.sh
+# of every Go module in the repository, its allocation tests without -race,
+# and a benchmark smoke that warns when a hot path falls behind its peer.
+# Run from anywhere: bash scripts/test.sh
 # Extra arguments go to `go test` (e.g. -run TestX, -count 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +37,15 @@ for m in "${modules[@]}"; do
 	echo "== module $m: go test -race"
 	(cd "$m" && go test -race -count=1 "$@" ./...) || status=1
 done
+# -race skips the allocation tests (counts differ under the race detector):
+# run them once more without it, so that every zero-allocation promise is
+# checked on every run.
+for m in "${modules[@]}"; do
+	echo "== module $m: allocation tests (without -race)"
+	(cd "$m" && go test -count=1 -run Alloc "$@" ./...) || status=1
+done
+echo "== benchmark smoke (ratios against bench/smoke.txt; warns, never fails)"
+bash scripts/benchsmoke.sh
 if $in_git; then
 	echo "== the tests left the tree as they found it"
 	if [ "$(tree_state)" != "$before" ]; then
