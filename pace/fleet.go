@@ -13,15 +13,18 @@ const maxSkew = time.Minute
 // syncStore exchanges u's record with the store when its refresh interval
 // has passed (the first call for an upstream always does): one caller per
 // interval makes the call, the others go on without waiting for it.
-func (t *Transport) syncStore(ctx context.Context, u *upstream, c call, now int64) {
-	if t.cfg.store == nil || u == &t.ups.overflow {
-		return
+//
+// It reports whether it called the store (and so whether time passed).
+func (t *Transport) syncStore(ctx context.Context, u *upstream, c call, now int64) bool {
+	if u == &t.ups.overflow || ctx.Err() != nil {
+		return false
 	}
 	next := u.nextSync.Load()
 	if now < next || !u.nextSync.CompareAndSwap(next, now+int64(t.cfg.storeEvery)) {
-		return
+		return false
 	}
 	t.exchange(ctx, u, c)
+	return true
 }
 
 // exchange writes what u learned since the last write (its quota, a pause
@@ -61,7 +64,9 @@ func (t *Transport) exchange(ctx context.Context, u *upstream, c call) {
 			u.pubPause = prevPub
 		}
 		u.mu.Unlock()
-		if t.cfg.hooks.StoreFailed != nil {
+		// A call cut short by the caller's own context is not the
+		// store's failure.
+		if t.cfg.hooks.StoreFailed != nil && ctx.Err() == nil {
 			t.cfg.hooks.StoreFailed(ctx, err)
 		}
 		return

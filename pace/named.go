@@ -15,8 +15,8 @@ import (
 func (t *Transport) Wait(ctx context.Context, key string) error {
 	now := t.nowNs()
 	u := t.ups.get(t.nameKey(key), now)
-	if t.cfg.store != nil {
-		t.syncStore(ctx, u, call{name: key}, now)
+	if t.cfg.store != nil && t.syncStore(ctx, u, call{name: key}, now) {
+		now = t.nowNs()
 	}
 	waited, err := t.waitSlot(ctx, u, call{name: key}, t.bounds(ctx, now), now)
 	if err == nil && t.cfg.hooks.Paced != nil {

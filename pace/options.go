@@ -240,7 +240,7 @@ func WithTokens(r sluice.Reserver, estimate func(*http.Request) int) Option {
 // over a day, a quota read in the future, a pause longer than a day) are
 // ignored, as bad headers are. When the store fails, the Transport paces
 // by what it learned itself and calls Hooks.StoreFailed; it tries again
-// at the next refresh.
+// at the next refresh. A nil s shares nothing.
 func WithStore(s Store, refresh time.Duration) Option {
 	return optionFunc(func(c *config) {
 		c.store = s

@@ -203,8 +203,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	now := t.nowNs()
 	u := t.ups.get(t.key(req), now)
-	if t.cfg.store != nil {
-		t.syncStore(ctx, u, call{req: req}, now)
+	if t.cfg.store != nil && t.syncStore(ctx, u, call{req: req}, now) {
+		now = t.nowNs() // the store's round trip took time
 	}
 	bound := t.bounds(ctx, now)
 

@@ -122,13 +122,17 @@ func (s *MemoryStore) Merge(_ context.Context, key string, l Learned) (Learned, 
 		se.l = se.l.Merge(l)
 		return se.l, nil
 	}
+	merged := Learned{}.Merge(l)
+	if merged == (Learned{}) {
+		return merged, nil // nothing to keep
+	}
 	if len(s.m) >= s.max {
 		if old := s.lru.Back(); old != nil {
 			delete(s.m, old.Value.(*storeEntry).key)
 			s.lru.Remove(old)
 		}
 	}
-	se := &storeEntry{key: k, l: Learned{}.Merge(l)}
+	se := &storeEntry{key: k, l: merged}
 	s.m[k] = s.lru.PushFront(se)
 	return se.l, nil
 }

@@ -104,8 +104,56 @@ func TestMemoryStoreBounded(t *testing.T) {
 			t.Fatalf("%s was forgotten", k)
 		}
 	}
+	if l, _ := s.Merge(ctx, "d", pace.Learned{}); l != (pace.Learned{}) || s.Len() != 2 {
+		t.Fatalf("an empty merge made a record: %+v, %d records", l, s.Len())
+	}
 	if pace.NewMemoryStore(0) == nil {
 		t.Fatal("nil store")
+	}
+}
+
+// Two Transports and many goroutines sharing one store, with 429s now and
+// then: no race, no deadlock, no error but a bounded wait.
+func TestStoreConcurrent(t *testing.T) {
+	clk := newStepClock()
+	store := pace.NewMemoryStore(0)
+	var mu sync.Mutex
+	n := 0
+	up := roundTripperFunc(func(*http.Request) (*http.Response, error) {
+		mu.Lock()
+		n++
+		i := n
+		mu.Unlock()
+		if i%10 == 0 {
+			return resp(429, "", "Retry-After", "1", "RateLimit-Policy", `"p";q=100;w=1`), nil
+		}
+		return resp(200, "", "RateLimit-Policy", `"p";q=100;w=1`), nil
+	})
+	var wg sync.WaitGroup
+	for range 2 {
+		tr := pace.New(up, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithStore(store, 10*time.Millisecond),
+			pace.WithMaxWait(5*time.Second))
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 50 {
+					req, _ := http.NewRequest("GET", "https://api.test/", nil)
+					res, err := tr.RoundTrip(req)
+					if err != nil {
+						if !errors.Is(err, pace.ErrMaxWait) {
+							t.Error(err)
+						}
+						continue
+					}
+					res.Body.Close()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if store.Len() != 1 {
+		t.Fatalf("%d records, want 1", store.Len())
 	}
 }
 
