@@ -104,7 +104,7 @@ func TestPaceStoreTwoProcesses(t *testing.T) {
 	for range 3 {
 		paceGet(t, b)
 	}
-	if got, want := upB.times, []time.Duration{0, 0, 500 * time.Millisecond}; !equalDurations(got, want) {
+	if got, want := upB.times, []time.Duration{0, 0, 500 * time.Millisecond}; !paceEqualDurations(got, want) {
 		t.Fatalf("b sent at %v, want %v (a's quota: 2/s)", got, want)
 	}
 	// a is throttled at +1s for 3 s; b reads the store at its next
@@ -116,12 +116,12 @@ func TestPaceStoreTwoProcesses(t *testing.T) {
 	}
 	paceGet(t, b)
 	paceGet(t, b)
-	if got, want := upB.times[3:], []time.Duration{4 * time.Second, 4500 * time.Millisecond}; !equalDurations(got, want) {
+	if got, want := upB.times[3:], []time.Duration{4 * time.Second, 4500 * time.Millisecond}; !paceEqualDurations(got, want) {
 		t.Fatalf("after a's 429 b sent at %v, want %v", got, want)
 	}
 }
 
-func equalDurations(a, b []time.Duration) bool {
+func paceEqualDurations(a, b []time.Duration) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -255,7 +255,7 @@ func TestPaceStoreUnavailable(t *testing.T) {
 	for range 4 {
 		paceGet(t, tr)
 	}
-	if want := []time.Duration{0, 0, 0, 500 * time.Millisecond}; !equalDurations(up.times, want) {
+	if want := []time.Duration{0, 0, 0, 500 * time.Millisecond}; !paceEqualDurations(up.times, want) {
 		t.Fatalf("sent at %v, want %v: local pacing", up.times, want)
 	}
 	if len(failures) != 2 { // the first read and the new quota; none per request
