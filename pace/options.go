@@ -226,9 +226,10 @@ func WithTokens(r sluice.Reserver, estimate func(*http.Request) int) Option {
 // redisbackend.PaceStore for a fleet): the request quota read from the
 // upstream's headers, and the pause a throttled response imposed. Each
 // process then paces by the fleet's newest quota (under its own WithLimit
-// ceiling, which nothing raises) and pauses when any process is
-// throttled, adding its own jitter so that the fleet does not restart as
-// a herd.
+// ceiling, which nothing raises) and, from its next refresh, pauses when
+// any process was throttled, adding its own jitter so that the fleet does
+// not restart as a herd. The store shares knowledge, not the quota: each
+// process paces by all of it; WithLimiter shares the quota itself.
 //
 // Reads are bounded: for each upstream, the first request and then one
 // request per refresh interval (on the Transport's clock; refresh ≤ 0

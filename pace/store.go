@@ -47,8 +47,9 @@ func (l Learned) Merge(n Learned) Learned {
 // Store holds what a fleet's Transports have learned about each upstream
 // (WithStore), so that every process paces by the quota that any of them
 // read from the upstream's headers, and pauses when any of them is
-// throttled. Keys are the upstream keys of DefaultKeys (scheme, host and
-// digest) or the names given to Wait; they are the same in every process.
+// throttled. Keys are the value of DefaultKeys' "upstream" dimension
+// (scheme, host, '#' and the digest of the key) or "name:" and the name
+// given to Wait and Throttled; they are the same in every process.
 //
 // MemoryStore keeps the records in one process (Transports of one
 // process, tests); redisbackend.PaceStore keeps them in Redis for a
