@@ -236,10 +236,11 @@ func WithTokens(r sluice.Reserver, estimate func(*http.Request) int) Option {
 // means DefaultStoreRefresh) reads the store, and writes what this
 // Transport learned since, in one call; the other requests do not touch
 // the store. A throttled response that starts a pause writes it at once
-// (one call per pause, not per response). Values read that cannot be
-// trusted (a quota of none or above 10^9, a window under a millisecond or
-// over a day, a quota read in the future, a pause longer than a day) are
-// ignored, as bad headers are. When the store fails, the Transport paces
+// (one call per pause, not per response), and so does a quota that
+// differs from the one read before (at most once per interval). Values
+// read that cannot be trusted (a quota of none or above 10^9, a window
+// under a millisecond or over a day, a quota read more than a minute in
+// the future, a pause longer than a day) are ignored, as bad headers are. When the store fails, the Transport paces
 // by what it learned itself and calls Hooks.StoreFailed; it tries again
 // at the next refresh. A nil s shares nothing.
 func WithStore(s Store, refresh time.Duration) Option {
