@@ -17,8 +17,9 @@ import (
 // the clocks of a fleet must agree to well under its pauses, as NTP keeps
 // them.
 type Learned struct {
-	// Limit is the request quota: Limit requests per Window, after no
-	// ceiling (each reader applies its own WithLimit). Zero when unknown.
+	// Limit is the request quota: Limit requests per Window, as the
+	// upstream stated it (each reader applies its own WithLimit ceiling).
+	// Zero when unknown.
 	Limit  int64
 	Window time.Duration
 	// At is when Limit was read from the upstream; zero when Limit is.
