@@ -175,7 +175,9 @@ func fleet(t *testing.T, store pace.Store, clk *stepClock, bOpts ...pace.Option)
 // another process read from them: 2 per second, burst 2.
 func TestStoreSharesTheQuota(t *testing.T) {
 	clk := newStepClock()
-	a, b, _, sb := fleet(t, pace.NewMemoryStore(0), clk)
+	var learned []string
+	hooks := pace.Hooks{Learned: func(_ context.Context, n int64, w time.Duration) { learned = append(learned, fmt.Sprint(n, "/", w)) }}
+	a, b, _, sb := fleet(t, pace.NewMemoryStore(0), clk, pace.WithHooks(hooks))
 	if _, err := get(t, a, "https://api.test/v1"); err != nil {
 		t.Fatal(err)
 	}
@@ -189,6 +191,9 @@ func TestStoreSharesTheQuota(t *testing.T) {
 		if got := at.Sub(t0); got != want[i] {
 			t.Fatalf("b sent at %v, want %v", offsets(sb.times), want)
 		}
+	}
+	if fmt.Sprint(learned) != "[2/1s]" {
+		t.Fatalf("b's Learned hook saw %v, want the fleet's quota once", learned)
 	}
 }
 
