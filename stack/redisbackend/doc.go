@@ -62,9 +62,16 @@
 //
 // # Expiry
 //
-// A full bucket has no key; any other expires one second after it would be
-// full again, so idle "*" buckets cost nothing. A bucket with rate 0 and
-// tokens taken never refills and never expires.
+// A bucket never taken from has no key (a missing key is a full bucket at
+// every instant); any other expires one second after it would be full
+// again, so idle "*" buckets cost nothing. A bucket that a give-back fills
+// keeps its key, full from that give-back's instant on, for that second:
+// deleting it would make it full at earlier instants too, which a caller
+// with an older instant (with WithClock, a process whose clock lags) would
+// be admitted by beyond b + r·Δt. Key expiry follows the server's clock, so
+// a caller whose instant lags the clocks the bucket was written with by
+// more than about a second may still find an expired key, full. A bucket
+// with rate 0 and tokens taken never refills and never expires.
 //
 // # Failures
 //
