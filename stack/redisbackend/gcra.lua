@@ -34,7 +34,10 @@
 -- bucket that a write leaves full (a give-back, a changed burst) is not
 -- deleted but stored full at its instant w: it is full from w on, and a
 -- caller with an older instant (WithClock: a process whose clock lags)
--- finds it as it was at that instant, not full. Every bucket with refill
+-- finds it as it was at that instant, not full. A give-back to a bucket
+-- that is already full (refilled) leaves it as stored, full since an
+-- earlier instant: storing it full at the give-back's instant would take
+-- from a caller between the two what it had. Every bucket with refill
 -- expires (PX) a second after it would be full again (a full one a second
 -- after its write); only a full bucket without refill, full at every
 -- instant, is deleted.
@@ -44,7 +47,10 @@
 -- whole time units: a take after a that found the bucket refilled started
 -- over from its own state, and what refilled between a and H may already
 -- have been handed out again; giving it back would hand it out twice.
--- Given promptly, with no take since (H <= a), it gives back all c.
+-- Given promptly, with no take since (H <= a), it gives back all c. A part
+-- of a take given back (a reservation settled for less) is bounded the same
+-- way, by its own c: the script is not told what the take cost, so after a
+-- later take it gives back less than the rest of the take would allow.
 --
 -- Take returns {denied, retry_us, permanent, overburst, #shadow, shadow...,
 -- remaining...} with 0-based indexes (denied = -1: all passed; remaining is
@@ -643,7 +649,12 @@ if mode == 'a' then
         elseif not a then
           d = 0
         end
-        if d > 0 then
+        -- A bucket already full now (refilled) is left as stored: it has
+        -- been full since an instant its stored state keeps, and a caller
+        -- with an older instant sees it as it was then. Storing it full
+        -- now would take from such a caller what it had before this
+        -- give-back; nothing given back can add to a full bucket anyway.
+        if d > 0 and s.held < tau then
           s.held = math.min(s.held + d, tau)
           s.dirty = true
         end

@@ -96,3 +96,46 @@ func TestGiveBackThatFillsKeepsInstantForStaleCallers(t *testing.T) {
 		})
 	}
 }
+
+// A give-back to a bucket that has refilled to full leaves it as stored:
+// it has been full since an instant its state keeps, and a caller with an
+// older instant than the give-back's must still find what it had before
+// the give-back. Storing it full at the give-back's instant instead (the
+// first form of the fix above) took tokens from such a caller: the shape
+// is from lincheck's TestLinearizableFleet with stale instants (per-user
+// bucket, burst 4 at 1000/s): a take of 2 at 21407 µs, full again from
+// 23407 µs; its give-back at 25989 µs; then a take of 2 at 23960 µs, where
+// the bucket was full before the give-back and must be after it.
+func TestGiveBackToFullBucketKeepsItsPast(t *testing.T) {
+	srv := startRedis(t)
+	client, _ := newClient(t, srv.Addr)
+	ctx := context.Background()
+	var now time.Time
+	b, err := redisbackend.New(client, redisbackend.WithKeyPrefix(uniquePrefix("stalefull")),
+		redisbackend.WithClock(func() time.Time { return now }), redisbackend.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(us int64) time.Time { return limitertest.Start.Add(time.Duration(us) * time.Microsecond) }
+	user := func(n int64) []stack.Op {
+		return []stack.Op{{Key: "per-user|ann", Rate: 1000, Period: time.Second, Burst: 4, Cost: n}}
+	}
+	now = at(21407)
+	if out, err := b.Take(ctx, now, user(2)); err != nil || out.Denied >= 0 {
+		t.Fatalf("take 2 at 21407 µs: %+v, %v", out, err)
+	}
+	now = at(25989)
+	gb := user(-2)
+	gb[0].TakenAt = at(21407)
+	if err := b.Adjust(ctx, now, gb); err != nil {
+		t.Fatal(err)
+	}
+	now = at(23960)
+	out, err := b.Take(ctx, now, user(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Denied >= 0 || out.Remaining[0] != 2 {
+		t.Errorf("take 2 at 23960 µs, where the bucket was full before a give-back at 25989 µs: %+v, want admitted with 2 left", out)
+	}
+}
