@@ -80,6 +80,21 @@ var oneLimitSides = []oneLimitSide{
 			return l.Allow()
 		}, func() {}
 	}},
+	{"api-only", func() (func(string) bool, func()) {
+		// The API's shape alone: Keys built and passed by value through
+		// the sluice.Limiter interface, a Decision returned by value, no
+		// limiting (what sluice − table-only − api-only leaves is the
+		// engine's own plumbing).
+		var l sluice.Limiter = sluice.LimiterFunc(func(_ context.Context, k sluice.Keys) (sluice.Decision, error) {
+			c, _ := k.Get("caller")
+			return sluice.Decision{Allowed: c != "", LimitID: "per-caller"}, nil
+		})
+		ctx := context.Background()
+		return func(c string) bool {
+			d, err := l.Allow(ctx, sluice.NewKeys("caller", c))
+			return err == nil && d.Allowed
+		}, func() {}
+	}},
 	{"table-only", func() (func(string) bool, func()) {
 		// The floor under the engine: the same bucket, taken from a
 		// bucket.Table directly.
