@@ -56,9 +56,12 @@ baseline() {
 
 # export_api TREE DIR MODPATH OUT: write the API of the module in TREE/DIR.
 # GOWORK=off: each module alone, resolving the others by its replace
-# directives, as its own go.mod says.
+# directives, as its own go.mod says. -trimpath: the export data records the
+# position of each declaration, and without it the file names would be the
+# checkout's absolute paths, so that the same API written from two
+# checkouts would differ.
 export_api() {
-	(cd "$1/$2" && GOWORK=off "$apidiff" -m -w "$4" "$3") 2> >(grep -v '^Ignoring internal package' >&2)
+	(cd "$1/$2" && GOWORK=off GOFLAGS=-trimpath "$apidiff" -m -w "$4" "$3") 2> >(grep -v '^Ignoring internal package' >&2)
 }
 
 if [ "$mode" = write ]; then
@@ -109,7 +112,7 @@ for m in "${mods[@]}"; do
 		status=1
 		continue
 	fi
-	report=$(cd "$dir" && GOWORK=off "$apidiff" -m "$old" "$path" 2>&1 | { grep -v '^Ignoring internal package' || true; }) || {
+	report=$(cd "$dir" && GOWORK=off GOFLAGS=-trimpath "$apidiff" -m "$old" "$path" 2>&1 | { grep -v '^Ignoring internal package' || true; }) || {
 		echo "== $path: FAILED: apidiff: $report"
 		status=1
 		continue
