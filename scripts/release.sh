@@ -141,7 +141,7 @@ bash scripts/apicheck.sh --write
 # 5. Every module alone.
 for dir in "${moddirs[@]}"; do
 	step "module $dir: go build (GOWORK=off), go mod tidy -diff"
-	(cd "$dir" && GOWORK=off go build -o "$tmp/bin/" ./... && go mod tidy -diff) || fail "module $dir"
+	(cd "$dir" && GOWORK=off go build -o /dev/null ./... && go mod tidy -diff) || fail "module $dir"
 done
 if $test; then
 	step "the whole suite"
