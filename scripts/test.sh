@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# The whole test suite: formatting, vet, staticcheck and the race-enabled tests
-# of every Go module in the repository. Run from anywhere: bash scripts/test.sh
+# The whole test suite: formatting, vet, staticcheck, tidiness and the
+# race-enabled tests of every Go module in the repository, then the API guard
+# (scripts/apicheck.sh) and the consumer test (scripts/consumer.sh: every
+# released module installed with go get outside the repository, and used).
+# Run from anywhere: bash scripts/test.sh
 # Extra arguments go to `go test` (e.g. -run TestX, -count 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +31,8 @@ fi
 
 status=0
 for m in "${modules[@]}"; do
+	echo "== module $m: go mod tidy -diff"
+	(cd "$m" && go mod tidy -diff) || status=1
 	echo "== module $m: go vet"
 	(cd "$m" && go vet ./...) || status=1
 	echo "== module $m: staticcheck $STATICCHECK_VERSION"
@@ -35,6 +40,10 @@ for m in "${modules[@]}"; do
 	echo "== module $m: go test -race"
 	(cd "$m" && go test -race -count=1 "$@" ./...) || status=1
 done
+echo "== API guard"
+bash scripts/apicheck.sh || status=1
+echo "== consumer test"
+bash scripts/consumer.sh || status=1
 if $in_git; then
 	echo "== the tests left the tree as they found it"
 	if [ "$(tree_state)" != "$before" ]; then
