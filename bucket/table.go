@@ -1,8 +1,10 @@
 package bucket
 
 import (
+	"encoding/binary"
 	"hash/maphash"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,8 +19,7 @@ import (
 //
 // # Storage
 //
-// A key is never stored: the Table keeps a keyed 128-bit digest of it (two
-// independent maphash values under seeds drawn when the Table is made) in a
+// A key is never stored: the Table keeps a keyed 128-bit digest of it in a
 // fixed-size 24-byte slot with the bucket's state, in open-addressed arrays
 // with linear probing. Memory is therefore the same whatever the length of
 // the keys callers send. An array that reaches three quarters full is swept
@@ -29,10 +30,15 @@ import (
 // that went idle), plus a fixed few hundred bytes per Table. An empty Table
 // holds no slots at all: 144 bytes.
 //
-// Two distinct keys share a bucket only if both 64-bit halves of their
-// digests collide. maphash is seeded per Table at random, so callers cannot
-// aim at a collision; for n keys live at once the chance of any collision is
-// about n²/2¹²⁹: 10⁻²⁹ for 100,000 keys, 10⁻²¹ for a billion.
+// A key of up to 15 bytes is digested by a bijection of its bytes and
+// length, keyed at random when the Table is made, so two such keys never
+// share a bucket (but for one pair of the 2¹²⁸ inputs, the one whose image
+// is the empty slot's mark); a longer key by two independent maphash values
+// under seeds drawn when the Table is made. Two keys of which one is long
+// share a bucket only if both 64-bit halves of their digests collide.
+// Callers cannot aim at a collision, nor at a slot; for n keys live at once
+// the chance of any collision is at most about n²/2¹²⁹: 10⁻²⁹ for 100,000
+// keys, 10⁻²¹ for a billion.
 //
 // # Concurrency
 //
@@ -76,6 +82,7 @@ type Table struct {
 	set       atomic.Pointer[shardSet] // nil until the first insert
 	seed1     maphash.Seed
 	seed2     maphash.Seed
+	k         [3]uint64 // the keys of short's bijection
 	maxShards int
 	mu        sync.Mutex       // serializes Reconfigure and the first shard set
 	now       func() time.Time // nil: the system clock
@@ -159,6 +166,7 @@ func NewTable(r rate.Limit, b int, opts ...Option) *Table {
 	t := &Table{
 		seed1:     maphash.MakeSeed(),
 		seed2:     maphash.MakeSeed(),
+		k:         [3]uint64{rand.Uint64(), rand.Uint64(), rand.Uint64()},
 		maxShards: size,
 		now:       cfg.now,
 	}
@@ -171,16 +179,83 @@ func NewTable(r rate.Limit, b int, opts ...Option) *Table {
 	return t
 }
 
+// digestString is key's digest: for a key of up to shortKey bytes, the
+// Table's keyed bijection of its bytes and length (short); for a longer
+// one, two maphash passes under independent seeds.
 func (t *Table) digestString(key string) digest {
-	d := digest{maphash.String(t.seed1, key), maphash.String(t.seed2, key)}
-	if d.hi|d.lo == 0 {
-		d.lo = 1
+	if len(key) <= shortKey {
+		var a, b uint64
+		if len(key) >= 8 {
+			a = le64(key)
+			b = le64(key[len(key)-8:]) >> ((16 - len(key)) * 8)
+		} else {
+			for i := 0; i < len(key); i++ {
+				a |= uint64(key[i]) << (8 * i)
+			}
+		}
+		return t.short(a, b|uint64(len(key))<<56)
 	}
-	return d
+	return nonzero(digest{maphash.String(t.seed1, key), maphash.String(t.seed2, key)})
 }
 
+// digestBytes is digestString for a key held in bytes: the same digest for
+// the same content.
 func (t *Table) digestBytes(key []byte) digest {
-	d := digest{maphash.Bytes(t.seed1, key), maphash.Bytes(t.seed2, key)}
+	if len(key) <= shortKey {
+		var a, b uint64
+		if len(key) >= 8 {
+			a = binary.LittleEndian.Uint64(key)
+			b = binary.LittleEndian.Uint64(key[len(key)-8:]) >> ((16 - len(key)) * 8)
+		} else {
+			for i := 0; i < len(key); i++ {
+				a |= uint64(key[i]) << (8 * i)
+			}
+		}
+		return t.short(a, b|uint64(len(key))<<56)
+	}
+	return nonzero(digest{maphash.Bytes(t.seed1, key), maphash.Bytes(t.seed2, key)})
+}
+
+// shortKey is the longest key whose digest is computed by short: its bytes
+// and its length fit the digest's 128 bits.
+const shortKey = 15
+
+// short maps the 128-bit word (a, b) (a short key's bytes, and in b's top
+// byte its length) to a digest by a bijection keyed with the Table's k:
+// three steps, each invertible given the one before it (mix is a
+// bijection of 64-bit words, and so is xoring a value already known), so
+// two distinct short keys never share a digest (nonzero aside), and both
+// halves depend on every byte. It costs a few multiplications where maphash costs a call and
+// a pass per half. A long key's digest (two keyed maphash values) equals a
+// given short key's with probability 2⁻¹²⁸, as two long keys' do.
+func (t *Table) short(a, b uint64) digest {
+	h1 := mix(a ^ t.k[0])
+	h2 := mix(b ^ t.k[1] ^ h1)
+	h3 := h1 ^ mix(h2^t.k[2])
+	return nonzero(digest{h3, h2})
+}
+
+// mix is the finaliser of MurmurHash3 (fmix64): a bijection of 64-bit
+// words (each xor-shift and each multiplication by an odd constant can be
+// undone) in which every input bit affects every output bit.
+func mix(x uint64) uint64 {
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	return x
+}
+
+// le64 is the little-endian word of s's first 8 bytes (len(s) ≥ 8).
+func le64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// nonzero keeps a digest away from (0, 0), which marks an empty slot.
+func nonzero(d digest) digest {
 	if d.hi|d.lo == 0 {
 		d.lo = 1
 	}

@@ -24,6 +24,9 @@ const (
 	// PaceLimit is the last request rate learned from an upstream, in
 	// requests per second (after the configured ceiling).
 	PaceLimit = "sluice.pace.limit"
+	// PaceStoreErrors counts the calls to a pace.Store (pace.WithStore)
+	// that failed; the Transport then paced by what it learned itself.
+	PaceStoreErrors = "sluice.pace.store.errors"
 )
 
 // KeyPaceStatus is the status of a throttled response.
@@ -35,7 +38,8 @@ var waitBounds = []float64{0, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1
 
 // PaceHooks returns pace.Hooks that record a pace.Transport's metrics with
 // mp's meter: the time requests waited, the requests sent, the throttled
-// responses received and the limit learned. Pass them with
+// responses received, the limit learned and the failed calls to the
+// pace.Store. Pass them with
 // pace.WithHooks.
 func PaceHooks(mp metric.MeterProvider) (pace.Hooks, error) {
 	meter := mp.Meter(ScopeName)
@@ -45,6 +49,7 @@ func PaceHooks(mp metric.MeterProvider) (pace.Hooks, error) {
 		requests  metric.Int64Counter
 		throttled metric.Int64Counter
 		limit     metric.Float64Gauge
+		storeErrs metric.Int64Counter
 	)
 	wait, e = meter.Float64Histogram(PaceWaitDuration, metric.WithUnit("s"),
 		metric.WithDescription("Time a request waited for its upstream's rate limit before it was sent."),
@@ -58,6 +63,9 @@ func PaceHooks(mp metric.MeterProvider) (pace.Hooks, error) {
 	err = errors.Join(err, e)
 	limit, e = meter.Float64Gauge(PaceLimit, metric.WithUnit("{request}/s"),
 		metric.WithDescription("Request rate last learned from an upstream's responses."))
+	err = errors.Join(err, e)
+	storeErrs, e = meter.Int64Counter(PaceStoreErrors, metric.WithUnit("{call}"),
+		metric.WithDescription("Calls to the store of what a fleet of pacers learned that failed."))
 	err = errors.Join(err, e)
 	if err != nil {
 		return pace.Hooks{}, err
@@ -74,6 +82,9 @@ func PaceHooks(mp metric.MeterProvider) (pace.Hooks, error) {
 			if window > 0 {
 				limit.Record(ctx, float64(n)/window.Seconds())
 			}
+		},
+		StoreFailed: func(ctx context.Context, _ error) {
+			storeErrs.Add(ctx, 1)
 		},
 	}, nil
 }

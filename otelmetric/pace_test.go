@@ -2,6 +2,7 @@ package otelmetric_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -70,5 +71,42 @@ func TestPaceHooks(t *testing.T) {
 	}
 	if p := h.DataPoints[0]; p.Count != 3 || p.Sum < 2.099 || p.Sum > 2.101 {
 		t.Errorf("waits: %d recorded, sum %.3fs; want 3 and 2.1s", p.Count, p.Sum)
+	}
+}
+
+type failingStore struct{}
+
+func (failingStore) Load(context.Context, string) (pace.Learned, error) {
+	return pace.Learned{}, errors.New("redis: connection refused")
+}
+
+func (failingStore) Merge(context.Context, string, pace.Learned) (pace.Learned, error) {
+	return pace.Learned{}, errors.New("redis: connection refused")
+}
+
+// A store that fails is counted, once per call, and the request goes on.
+func TestPaceHooksStoreErrors(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	hooks, err := otelmetric.PaceHooks(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	up := upstreamFunc(func(*http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(""))}, nil
+	})
+	tr := pace.New(up, pace.WithHooks(hooks), pace.WithClock(func() time.Time { return now }),
+		pace.WithStore(failingStore{}, time.Second))
+	for range 3 {
+		req, _ := http.NewRequest("GET", "https://api.test/", nil)
+		res, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+	}
+	got := collect(t, reader)
+	if s := sums(t, got[otelmetric.PaceStoreErrors]); s[""] != 1 {
+		t.Errorf("store errors %v, want 1 (one read per interval)", s)
 	}
 }

@@ -47,16 +47,38 @@ func TestNoWaitAllocs(t *testing.T) {
 	t.Logf("allocations per request: direct %.0f, paced %.0f", direct, paced)
 }
 
+// With a Store, a request that needs no wait still allocates at most 2
+// objects more than sending it directly: the store is read once per
+// refresh interval, not per request.
+func TestNoWaitAllocsWithStore(t *testing.T) {
+	up := newCannedUpstream()
+	store := pace.NewMemoryStore(0)
+	tr := pace.New(up, pace.WithStore(store, 0))
+	req := benchRequest()
+	direct := testing.AllocsPerRun(1000, func() { _, _ = up.RoundTrip(req) })
+	paced := testing.AllocsPerRun(1000, func() { _, _ = tr.RoundTrip(req) })
+	if paced-direct > 2 {
+		t.Fatalf("pacing with a store adds %.1f allocations per request, want ≤ 2", paced-direct)
+	}
+	if store.Len() != 1 {
+		t.Fatalf("the store holds %d upstreams, want 1", store.Len())
+	}
+	t.Logf("allocations per request: direct %.0f, paced with a store %.0f", direct, paced)
+}
+
 // BenchmarkNoWait measures what pacing adds to a request that needs no
 // wait: the same canned upstream called directly and through a Transport,
 // sides interleaved by sub-benchmark order; compare with
 // go test -bench NoWait -benchmem -count 10 and benchstat-style medians.
 func BenchmarkNoWait(b *testing.B) {
 	up := newCannedUpstream()
-	for _, side := range []string{"direct", "paced"} {
+	for _, side := range []string{"direct", "paced", "paced-store"} {
 		var rt http.RoundTripper = up
-		if side == "paced" {
+		switch side {
+		case "paced":
 			rt = pace.New(up)
+		case "paced-store":
+			rt = pace.New(up, pace.WithStore(pace.NewMemoryStore(0), 0))
 		}
 		b.Run(side, func(b *testing.B) {
 			req := benchRequest()

@@ -50,6 +50,14 @@
 // WithLimiter makes every request also pass a sluice.Limiter, for example a
 // stack.Stack over Redis that every process calling the upstream shares:
 // the fleet then shares one quota instead of each process guessing.
+// WithStore shares what the processes learn: the quota any of them read
+// from the upstream's headers, and the pause a throttled response imposed
+// on any of them, through a Store (MemoryStore in one process,
+// redisbackend.PaceStore in Redis). The store is read on the first request
+// to an upstream and then at most once per refresh interval, never on
+// every request; a new quota and the start of a pause are written at once.
+// A process's own WithLimit stays its ceiling, and when the store fails,
+// each process paces by what it learned itself.
 // WithTokens reserves an estimate of a request's LLM tokens from a
 // sluice.Reserver and settles the reservation with the usage the response
 // reports (ParseUsage).

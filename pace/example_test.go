@@ -59,3 +59,55 @@ func Example() {
 	// request 5: 200 at +2s
 	// sent: 6
 }
+
+// Two processes, a and b, call one upstream through one Store (here in
+// memory; redisbackend.PaceStore for a real fleet). a is throttled with
+// Retry-After: 3; b, which has never been throttled, does not send into
+// the pause: it waits it out, then paces by the quota a read (2 per
+// second). The clock is simulated: the example runs in no time.
+func ExampleWithStore() {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	start := now
+	clock := func() time.Time { return now }
+	sleep := func(_ context.Context, d time.Duration) error { now = now.Add(d); return nil }
+
+	sent := 0
+	upstream := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		sent++
+		h := http.Header{}
+		h.Set("RateLimit-Policy", `"default";q=2;w=1`)
+		status := http.StatusOK
+		if sent == 2 {
+			status = http.StatusTooManyRequests
+			h.Set("Retry-After", "3")
+		}
+		return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(strings.NewReader(""))}, nil
+	})
+
+	store := pace.NewMemoryStore(0)
+	process := func() *http.Client {
+		return &http.Client{Transport: pace.New(upstream,
+			pace.WithStore(store, time.Second), // read at most once a second per upstream
+			pace.WithClock(clock), pace.WithSleep(sleep),
+			pace.WithJitter(func(time.Duration) time.Duration { return 0 }))}
+	}
+	a, b := process(), process()
+
+	for _, p := range []struct {
+		name   string
+		client *http.Client
+	}{{"a", a}, {"a", a}, {"b", b}, {"b", b}} {
+		res, err := p.client.Get("https://api.example.com/v1/items")
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		res.Body.Close()
+		fmt.Printf("%s: %d at +%v\n", p.name, res.StatusCode, now.Sub(start))
+	}
+	// Output:
+	// a: 200 at +0s
+	// a: 429 at +0s
+	// b: 200 at +3s
+	// b: 200 at +3.5s
+}

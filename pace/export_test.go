@@ -1,4 +1,9 @@
 package pace
 
+import "net/http"
+
 // Upstreams reports how many upstream keys t keeps state for.
 func Upstreams(t *Transport) int { return t.ups.len() }
+
+// StoreKey is the key under which t keeps req's upstream in its Store.
+func StoreKey(t *Transport, req *http.Request) string { return t.upstreamName(req) }

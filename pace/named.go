@@ -15,6 +15,9 @@ import (
 func (t *Transport) Wait(ctx context.Context, key string) error {
 	now := t.nowNs()
 	u := t.ups.get(t.nameKey(key), now)
+	if t.cfg.store != nil && t.syncStore(ctx, u, call{name: key}, now) {
+		now = t.nowNs()
+	}
 	waited, err := t.waitSlot(ctx, u, call{name: key}, t.bounds(ctx, now), now)
 	if err == nil && t.cfg.hooks.Paced != nil {
 		t.cfg.hooks.Paced(ctx, waited)
@@ -33,7 +36,7 @@ func (t *Transport) Throttled(ctx context.Context, key string, d time.Duration, 
 		d, hasDelay = 0, false
 	}
 	now := t.nowNs()
-	t.throttle(ctx, t.ups.get(t.nameKey(key), now), now, d, hasDelay, code)
+	t.throttle(ctx, t.ups.get(t.nameKey(key), now), call{name: key}, now, d, hasDelay, code)
 }
 
 // Succeeded reports that a call to the upstream named key succeeded: the

@@ -36,6 +36,9 @@ type config struct {
 	tokens   sluice.Reserver
 	estimate func(*http.Request) int
 
+	store      Store
+	storeEvery time.Duration
+
 	hooks Hooks
 }
 
@@ -44,6 +47,9 @@ const (
 	DefaultMaxWait      = 30 * time.Second
 	DefaultMaxUpstreams = 1024
 	DefaultPause        = time.Second
+	// DefaultStoreRefresh is how often a Transport reads the Store of
+	// WithStore for each upstream it calls.
+	DefaultStoreRefresh = time.Second
 	// maxBackoff caps the pause after throttled responses that gave no
 	// delay, as the AWS SDKs cap theirs.
 	maxBackoff = 20 * time.Second
@@ -215,6 +221,38 @@ func WithTokens(r sluice.Reserver, estimate func(*http.Request) int) Option {
 	return optionFunc(func(c *config) { c.tokens, c.estimate = r, estimate })
 }
 
+// WithStore makes the Transport share what it learns about each upstream
+// through s with every process using the same Store (see Store;
+// redisbackend.PaceStore for a fleet): the request quota read from the
+// upstream's headers, and the pause a throttled response imposed. Each
+// process then paces by the fleet's newest quota (under its own WithLimit
+// ceiling, which nothing raises) and, from its next refresh, pauses when
+// any process was throttled, adding its own jitter so that the fleet does
+// not restart as a herd. The store shares knowledge, not the quota: each
+// process paces by all of it; WithLimiter shares the quota itself.
+//
+// Reads are bounded: for each upstream, the first request and then one
+// request per refresh interval (on the Transport's clock; refresh ≤ 0
+// means DefaultStoreRefresh) reads the store, and writes what this
+// Transport learned since, in one call; the other requests do not touch
+// the store. A throttled response that starts a pause writes it at once
+// (one call per pause, not per response), and so does a quota that
+// differs from the one read before (at most once per interval). Values
+// read that cannot be trusted (a quota of none or above 10^9, a window
+// under a millisecond or over a day, a quota read more than a minute in
+// the future, a pause longer than a day) are ignored, as bad headers are. When the store fails, the Transport paces
+// by what it learned itself and calls Hooks.StoreFailed; it tries again
+// at the next refresh. A nil s shares nothing.
+func WithStore(s Store, refresh time.Duration) Option {
+	return optionFunc(func(c *config) {
+		c.store = s
+		c.storeEvery = refresh
+		if refresh <= 0 {
+			c.storeEvery = DefaultStoreRefresh
+		}
+	})
+}
+
 // Hooks are called as requests are paced, for metrics (otelmetric.Pace
 // builds them). Any may be nil. They must be safe for concurrent use and
 // quick.
@@ -225,8 +263,12 @@ type Hooks struct {
 	// Throttled is called for every throttled response received.
 	Throttled func(ctx context.Context, status int)
 	// Learned is called when an upstream's request quota changes: limit
-	// requests per window (after the ceiling).
+	// requests per window (after the ceiling), read from a response or
+	// from the Store.
 	Learned func(ctx context.Context, limit int64, window time.Duration)
+	// StoreFailed is called when a call to the Store of WithStore failed;
+	// the Transport goes on with what it learned itself.
+	StoreFailed func(ctx context.Context, err error)
 }
 
 // WithHooks sets the Hooks.

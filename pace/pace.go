@@ -183,13 +183,19 @@ func (t *Transport) key(r *http.Request) uint64 {
 // dimension, "upstream", holding the URL's scheme and host and, after a
 // '#', the hex digest of the key (WithKey, or the credential headers).
 func (t *Transport) DefaultKeys(r *http.Request) sluice.Keys {
+	return sluice.NewKeys("upstream", t.upstreamName(r))
+}
+
+// upstreamName is the fleet-wide name of a request's upstream: scheme,
+// host, '#' and the hex digest of its key.
+func (t *Transport) upstreamName(r *http.Request) string {
 	v := make([]byte, 0, len(r.URL.Scheme)+len(r.URL.Host)+20)
 	v = append(v, r.URL.Scheme...)
 	v = append(v, "://"...)
 	v = append(v, r.URL.Host...)
 	v = append(v, '#')
 	v = strconv.AppendUint(v, t.digest(r), 16)
-	return sluice.NewKeys("upstream", string(v))
+	return string(v)
 }
 
 // RoundTrip implements http.RoundTripper.
@@ -197,6 +203,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	now := t.nowNs()
 	u := t.ups.get(t.key(req), now)
+	if t.cfg.store != nil && t.syncStore(ctx, u, call{req: req}, now) {
+		now = t.nowNs() // the store's round trip took time
+	}
 	bound := t.bounds(ctx, now)
 
 	var (
@@ -233,7 +242,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			res.Cancel()
 			return nil, err
 		}
-		throttled := t.learn(ctx, u, resp)
+		throttled := t.learn(ctx, u, call{req: req}, resp)
 		u.answered(true)
 		// Retry only when the pause ends within the bound: otherwise the
 		// caller is better served by the throttled response than by a
@@ -479,15 +488,19 @@ func (t *Transport) reserveTokens(ctx context.Context, c call, b bounds) (sluice
 
 // learn reads what resp says about the upstream and reports whether resp
 // is a throttled response.
-func (t *Transport) learn(ctx context.Context, u *upstream, resp *http.Response) bool {
+func (t *Transport) learn(ctx context.Context, u *upstream, c call, resp *http.Response) bool {
 	nowNs := t.nowNs()
 	o := observe(resp.Header, t.base.Add(time.Duration(nowNs)), &u.policy)
 	if o.Limit > 0 {
-		if u.learn(nowNs, o.Limit, o.Window, t.cfg.ceilInterval, t.cfg.ceilBurst) && t.cfg.hooks.Learned != nil {
+		changed, newQuota := u.learn(nowNs, o.Limit, o.Window, t.cfg.ceilInterval, t.cfg.ceilBurst)
+		if changed && t.cfg.hooks.Learned != nil {
 			u.mu.Lock()
 			burst, interval := u.burst, u.interval
 			u.mu.Unlock()
 			t.cfg.hooks.Learned(ctx, burst, time.Duration(burst*interval))
+		}
+		if newQuota && t.cfg.store != nil {
+			t.newQuota(ctx, u, c, nowNs)
 		}
 	}
 	throttled := isThrottled(resp, &o)
@@ -496,7 +509,7 @@ func (t *Transport) learn(ctx context.Context, u *upstream, resp *http.Response)
 		if !hasDelay && o.HasRemaining && o.Remaining == 0 && o.Reset > 0 {
 			d, hasDelay = o.Reset, true
 		}
-		t.throttle(ctx, u, nowNs, d, hasDelay, resp.StatusCode)
+		t.throttle(ctx, u, c, nowNs, d, hasDelay, resp.StatusCode)
 		return true
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode <= 399 {
@@ -505,18 +518,22 @@ func (t *Transport) learn(ctx context.Context, u *upstream, resp *http.Response)
 	if o.HasRemaining {
 		u.sync(nowNs, o.Remaining)
 		if o.Remaining == 0 && o.Reset > 0 && (o.FixedWindow || !u.paced()) {
-			u.pause(nowNs, nowNs+int64(o.Reset))
+			if until := nowNs + int64(o.Reset); u.pause(nowNs, until) {
+				t.paused(ctx, u, c, nowNs, until)
+			}
 		}
 	}
 	if o.HasTokensRemaining && o.TokensRemaining == 0 && o.TokensReset > 0 {
-		u.pause(nowNs, nowNs+int64(o.TokensReset))
+		if until := nowNs + int64(o.TokensReset); u.pause(nowNs, until) {
+			t.paused(ctx, u, c, nowNs, until)
+		}
 	}
 	return false
 }
 
 // throttle pauses u after a throttled call: for d when hasDelay, else for
 // the default pause, doubled for each throttled call in a row.
-func (t *Transport) throttle(ctx context.Context, u *upstream, nowNs int64, d time.Duration, hasDelay bool, status int) {
+func (t *Transport) throttle(ctx context.Context, u *upstream, c call, nowNs int64, d time.Duration, hasDelay bool, status int) {
 	if t.cfg.hooks.Throttled != nil {
 		t.cfg.hooks.Throttled(ctx, status)
 	}
@@ -534,7 +551,9 @@ func (t *Transport) throttle(ctx context.Context, u *upstream, nowNs int64, d ti
 	if u.paced() {
 		d += t.jitter(d)
 	}
-	u.pause(nowNs, nowNs+int64(d))
+	if until := nowNs + int64(d); u.pause(nowNs, until) {
+		t.paused(ctx, u, c, nowNs, until)
+	}
 }
 
 // backoff is the pause after a throttled response that named no delay:

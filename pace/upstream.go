@@ -30,6 +30,18 @@ type upstream struct {
 	seen      bool          // a response has come back from the upstream
 	probe     chan struct{} // closed when the first request in flight answers
 	policy    atomic.Pointer[policyCache]
+
+	// Fleet state (WithStore).
+	limitAt   int64 // when the quota in force was read, here or by the fleet
+	obsLimit  int64 // the quota this process last read from the upstream
+	obsWindow time.Duration
+	obsAt     int64
+	dirty     bool         // obs* has not been written to the store yet
+	ownPause  int64        // the latest pause this process imposed (not adopted)
+	pubPause  int64        // the latest of those written to the store
+	storeKey  string       // the upstream's key in the store; "" until needed
+	nextSync  atomic.Int64 // when the store is read next
+	nextQuota atomic.Int64 // when a new quota may be written at once next
 }
 
 // cold reports whether the caller must wait for the upstream's first
@@ -121,12 +133,12 @@ func (u *upstream) extra(s slot) int64 {
 
 // pause stops every caller of the upstream until until: queued callers'
 // slots move back by the pause (keeping their order and spacing), and new
-// callers queue after it.
-func (u *upstream) pause(now, until int64) {
+// callers queue after it. It reports whether the pause was extended.
+func (u *upstream) pause(now, until int64) bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if until <= now || until <= u.paused {
-		return
+		return false
 	}
 	d := until - max(u.paused, now)
 	u.paused = until
@@ -139,11 +151,37 @@ func (u *upstream) pause(now, until int64) {
 		u.tat = max(u.tat, until+(u.burst-1)*u.interval)
 	}
 	u.shift += d
+	return true
 }
 
-// learn applies a request quota of limit per window, capped by the
-// ceiling (ceilInterval ≥ the interval, ceilBurst ≥ the burst; zero: none).
-func (u *upstream) learn(now, limit int64, window time.Duration, ceilInterval, ceilBurst int64) (changed bool) {
+// learn applies a request quota of limit per window read from the
+// upstream at now, capped by the ceiling (ceilInterval ≥ the interval,
+// ceilBurst ≥ the burst; zero: none), and keeps it for the store.
+// It reports whether the pacing changed, and whether the quota differs
+// from the one read before.
+func (u *upstream) learn(now, limit int64, window time.Duration, ceilInterval, ceilBurst int64) (changed, newQuota bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	newQuota = u.obsLimit != limit || u.obsWindow != window
+	u.obsLimit, u.obsWindow, u.obsAt, u.dirty = limit, window, now, true
+	u.limitAt = now
+	return u.learnLocked(now, limit, window, ceilInterval, ceilBurst), newQuota
+}
+
+// adopt applies a quota the fleet read at at, unless the quota in force
+// was read later. It reports whether the pacing changed.
+func (u *upstream) adopt(now, at, limit int64, window time.Duration, ceilInterval, ceilBurst int64) (changed bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.learned && at <= u.limitAt {
+		return false
+	}
+	u.limitAt = at
+	return u.learnLocked(now, limit, window, ceilInterval, ceilBurst)
+}
+
+// learnLocked applies a quota; u.mu is held.
+func (u *upstream) learnLocked(now, limit int64, window time.Duration, ceilInterval, ceilBurst int64) (changed bool) {
 	interval := int64(window) / limit
 	if interval <= 0 {
 		interval = 1
@@ -153,8 +191,6 @@ func (u *upstream) learn(now, limit int64, window time.Duration, ceilInterval, c
 		interval = max(interval, ceilInterval)
 		burst = min(burst, ceilBurst)
 	}
-	u.mu.Lock()
-	defer u.mu.Unlock()
 	changed = u.interval != interval || u.burst != burst
 	u.interval, u.burst, u.learned = interval, burst, true
 	if u.paused > now { // a pause in force still holds

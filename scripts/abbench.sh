@@ -33,7 +33,7 @@ build "$new" new "$tmp/new.test"
 
 run() { # binary side round
 	(cd "$root/$mod/$p" && "$1" -test.run '^$' -test.bench "$bench" -test.benchtime "$benchtime" -test.benchmem) |
-		awk -v side="$2" -v round="$3" '/^Benchmark/ { name=$1; for (i = 3; i < NF; i++) if ($(i+1) ~ /\/op$/) print round, side, name, $(i+1), $i }'
+		awk -v side="$2" -v round="$3" '/^Benchmark/ { name=$1; for (i = 3; i < NF; i++) if ($(i+1) ~ /\//) print round, side, name, $(i+1), $i }'
 }
 for r in $(seq 1 "$rounds"); do
 	if [ $((r % 2)) -eq 1 ]; then run "$tmp/old.test" old "$r"; run "$tmp/new.test" new "$r"

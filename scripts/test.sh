@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, vet, staticcheck, tidiness and the
-# race-enabled tests of every Go module in the repository, then the API guard
-# (scripts/apicheck.sh) and the consumer test (scripts/consumer.sh: every
-# released module installed with go get outside the repository, and used).
+# race-enabled tests of every Go module in the repository, its allocation
+# tests without -race, a benchmark smoke that warns when a hot path falls
+# behind its peer, then the API guard (scripts/apicheck.sh) and the consumer
+# test (scripts/consumer.sh: every released module installed with go get
+# outside the repository, and used).
 # Run from anywhere: bash scripts/test.sh
 # Extra arguments go to `go test` (e.g. -run TestX, -count 1).
 set -euo pipefail
@@ -40,6 +42,15 @@ for m in "${modules[@]}"; do
 	echo "== module $m: go test -race"
 	(cd "$m" && go test -race -count=1 "$@" ./...) || status=1
 done
+# -race skips the allocation tests (counts differ under the race detector):
+# run them once more without it, so that every zero-allocation promise is
+# checked on every run.
+for m in "${modules[@]}"; do
+	echo "== module $m: allocation tests (without -race)"
+	(cd "$m" && go test -count=1 -run Alloc "$@" ./...) || status=1
+done
+echo "== benchmark smoke (ratios against bench/smoke.txt; warns, never fails)"
+bash scripts/benchsmoke.sh
 echo "== API guard"
 bash scripts/apicheck.sh || status=1
 echo "== consumer test"

@@ -27,7 +27,9 @@ var sink struct {
 //
 //	clock    one time.Now
 //	keys     + building the request's Keys and reading the caller back
-//	digest   + the Table's keyed 128-bit digest of the caller (two maphash passes)
+//	digest   + two maphash passes over the caller: the Table's digest of a key
+//	         over 15 bytes (a shorter key's bijection costs about half of
+//	         that: bucket's BenchmarkDigest)
 //	table    the clock, digest and take of bucket.Table.TryTakeN (lock, probe, update)
 //	stack    Stack.Allow: Keys by value through the interface, the plan,
 //	         the take, the Decision filled and returned

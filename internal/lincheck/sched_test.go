@@ -271,11 +271,15 @@ type stackCaller struct {
 	id      int
 	reserve bool
 	inOrder bool // decide at the clock's instant, not the one read before
-	state   int  // 0 read the instant, 1 decide, 2 settle
-	t       int64
-	r       sluice.Reservation
-	est     int64
-	kept    []int // indexes in s.kept of the reservation's decisions
+	// own, if set, is the clock of the caller's process (its Stack's and
+	// backend's): set to the instant of each decision, and to the shared
+	// clock's for a settlement.
+	own   *int64
+	state int // 0 read the instant, 1 decide, 2 settle
+	t     int64
+	r     sluice.Reservation
+	est   int64
+	kept  []int // indexes in s.kept of the reservation's decisions
 }
 
 func (c *stackCaller) step() {
@@ -298,6 +302,9 @@ func (c *stackCaller) step() {
 		var d sluice.Decision
 		var err error
 		reserving := c.reserve && s.rng.IntN(2) == 0
+		if c.own != nil {
+			*c.own = c.t
+		}
 		if reserving {
 			c.r, d, err = c.st.ReserveAt(ctx, at(c.t), c.sh.keys(), int(n))
 		} else {
@@ -320,6 +327,9 @@ func (c *stackCaller) step() {
 		}
 	case 2:
 		c.state = 0
+		if c.own != nil {
+			*c.own = s.now
+		}
 		if s.rng.IntN(2) == 0 {
 			c.r.Cancel()
 			for _, k := range c.kept {

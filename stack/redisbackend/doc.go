@@ -53,8 +53,17 @@
 // and H, never less than nothing: a take after a that found the bucket
 // refilled started over from its own state, and the units given back may
 // already have been handed out again. Given promptly, with no take since,
-// it gives back all c; a give-back with a zero TakenAt gives nothing. With
-// WithClock, TakenAt is on the script's timeline. On the server's time the
+// it gives back all c; a give-back with a zero TakenAt gives nothing. A part
+// of a take given back (a reservation settled for less) is bounded by its
+// own c: an op does not say what the take cost, so after a later take it
+// gets back less than the rest of the take would allow (never more). With
+// WithClock, a decision's instant on the script's timeline is the clock's
+// reading when the call is made, not the instant the Stack passes, and
+// TakenAt is read as an instant of that timeline: give the Stack the same
+// clock (stack.WithClock), so that TakenAt is never later than the take's
+// instant there. Instants that run backwards (processes whose clocks lag)
+// are fine: a give-back that fills a bucket stores it full from its own
+// instant, so an older instant still sees it as it was. On the server's time the
 // take's instant there is not known to the client: the script places it at
 // now less the time since the take on the caller's clock less the
 // backend's timeout, never later than it ran, so a prompt give-back on the
@@ -62,9 +71,16 @@
 //
 // # Expiry
 //
-// A full bucket has no key; any other expires one second after it would be
-// full again, so idle "*" buckets cost nothing. A bucket with rate 0 and
-// tokens taken never refills and never expires.
+// A bucket never taken from has no key (a missing key is a full bucket at
+// every instant); any other expires one second after it would be full
+// again, so idle "*" buckets cost nothing. A bucket that a give-back fills
+// keeps its key, full from that give-back's instant on, for that second:
+// deleting it would make it full at earlier instants too, which a caller
+// with an older instant (with WithClock, a process whose clock lags) would
+// be admitted by beyond b + r·Δt. Key expiry follows the server's clock, so
+// a caller whose instant lags the clocks the bucket was written with by
+// more than about a second may still find an expired key, full. A bucket
+// with rate 0 and tokens taken never refills and never expires.
 //
 // # Failures
 //

@@ -30,16 +30,27 @@
 -- integers) that earlier versions wrote are still read, exactly as before,
 -- with H taken as w (no take can be later than the last write), and
 -- rewritten in the 57-byte form at the bucket's next write. A missing key is
--- a full bucket (no H: a give-back cannot add to it). A full bucket is
--- deleted; any other expires (PX) a second after it would be full again,
--- unless it has no refill.
+-- a full bucket at every instant (no H: a give-back cannot add to it), so a
+-- bucket that a write leaves full (a give-back, a changed burst) is not
+-- deleted but stored full at its instant w: it is full from w on, and a
+-- caller with an older instant (WithClock: a process whose clock lags)
+-- finds it as it was at that instant, not full. A give-back to a bucket
+-- that is already full (refilled) leaves it as stored, full since an
+-- earlier instant: storing it full at the give-back's instant would take
+-- from a caller between the two what it had. Every bucket with refill
+-- expires (PX) a second after it would be full again (a full one a second
+-- after its write); only a full bucket without refill, full at every
+-- instant, is deleted.
 --
 -- A give-back of c tokens that a take at instant a took adds at most
 -- c*T - max(0, H - a)*R ticks (never fewer than 0), instants counted in
 -- whole time units: a take after a that found the bucket refilled started
 -- over from its own state, and what refilled between a and H may already
 -- have been handed out again; giving it back would hand it out twice.
--- Given promptly, with no take since (H <= a), it gives back all c.
+-- Given promptly, with no take since (H <= a), it gives back all c. A part
+-- of a take given back (a reservation settled for less) is bounded the same
+-- way, by its own c: the script is not told what the take cost, so after a
+-- later take it gives back less than the rest of the take would allow.
 --
 -- Take returns {denied, retry_us, permanent, overburst, #shadow, shadow...,
 -- remaining...} with 0-based indexes (denied = -1: all passed; remaining is
@@ -106,9 +117,7 @@ if mode == 't' and #KEYS == 1 and ARGV[8] == '0' and ARGV[3] ~= '0' then
     if h >= need then
       local held = h - need
       if H < now_us then H = now_us end
-      if held >= tau then
-        redis.call('DEL', KEYS[1])
-      elseif R > 0 then
+      if R > 0 then -- a take of at least one token: held < tau
         -- PX as text: Redis turns a Lua number into text with "%.17g",
         -- slower than string.format's "%d", which is exact below 2^53
         local px = math.ceil(math.ceil((tau - held) / R) * U / 1000) + 1000
@@ -153,8 +162,11 @@ local cache = nil
 local function put(k, T, R, U, n, held, H)
   local tau = n * T
   if held >= tau then
-    redis.call('DEL', k)
-    return
+    if R == 0 then -- full at every instant: nothing to keep
+      redis.call('DEL', k)
+      return
+    end
+    held = tau -- full from now on, not before (see the top of this file)
   end
   local val = struct.pack('<Bddddddd', 2, T, R, U, n, math.floor(now_us / U), held, H)
   if R > 0 then
@@ -437,9 +449,10 @@ local function commit(w)
     if s.dirty then
       local p = s.p
       local tau = p.n * p.T
-      if s.held >= tau then
-        redis.call('DEL', key)
+      if s.held >= tau and p.R == 0 then
+        redis.call('DEL', key) -- full at every instant: nothing to keep
       else
+        if s.held > tau then s.held = tau end -- full from now on, not before
         local v = encode(p, s.held, s.H)
         if p.R > 0 then
           redis.call('SET', key, v, 'PX', ms(math.ceil(math.ceil((tau - s.held) / p.R) * p.U / 1000) + 1000))
@@ -636,7 +649,12 @@ if mode == 'a' then
         elseif not a then
           d = 0
         end
-        if d > 0 then
+        -- A bucket already full now (refilled) is left as stored: it has
+        -- been full since an instant its stored state keeps, and a caller
+        -- with an older instant sees it as it was then. Storing it full
+        -- now would take from such a caller what it had before this
+        -- give-back; nothing given back can add to a full bucket anyway.
+        if d > 0 and s.held < tau then
           s.held = math.min(s.held + d, tau)
           s.dirty = true
         end

@@ -107,7 +107,8 @@ func TestOneRoundTripPerDecisionAndNoScriptFallback(t *testing.T) {
 }
 
 // Key lifetimes: a bucket's key expires a second after it would be full
-// again; a full bucket has no key; a bucket without refill never expires.
+// again; a bucket never taken from has no key, and one a give-back fills
+// keeps its key for that second; a bucket without refill never expires.
 func TestKeysExpireWhenFull(t *testing.T) {
 	srv := startRedis(t)
 	client, _ := newClient(t, srv.Addr)
@@ -136,8 +137,14 @@ func TestKeysExpireWhenFull(t *testing.T) {
 	if err := b.Adjust(ctx, clock.Now(), []stack.Op{{Key: "k", Rate: 10, Period: time.Second, Burst: 10, Cost: -5, TakenAt: clock.Now()}}); err != nil {
 		t.Fatal(err)
 	}
-	if n := client.Exists(ctx, key).Val(); n != 0 {
-		t.Errorf("the key of a bucket refunded to full still exists")
+	// Given back to full, the bucket keeps its key (it is full from this
+	// instant on, not before: a caller with an older instant must not find
+	// it full) and expires a second later.
+	if ttl := client.PTTL(ctx, key).Val(); ttl <= 0 || ttl > time.Second {
+		t.Errorf("a bucket refunded to full: PTTL = %v, want at most 1s", ttl)
+	}
+	if out, err := b.Take(ctx, clock.Now(), []stack.Op{{Key: "k", Rate: 10, Period: time.Second, Burst: 10}}); err != nil || out.Denied != -1 || out.Remaining[0] != 10 {
+		t.Errorf("after the refund to full: %+v, %v, want 10 left", out, err)
 	}
 	zero := stack.Op{Key: "z", Rate: 0, Period: time.Second, Burst: 3, Cost: 1}
 	if out, err := b.Take(ctx, clock.Now(), []stack.Op{zero}); err != nil || out.Denied != -1 {

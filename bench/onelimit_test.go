@@ -1,0 +1,185 @@
+package bench
+
+import (
+	"context"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sethvargo/go-limiter/memorystore"
+	"golang.org/x/time/rate"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/bucket"
+	"github.com/sluicehq/sluice/stack"
+)
+
+// The commonest shape: one per-caller limit, decided through
+// sluice.Limiter.Allow as a middleware would, against what a Go service
+// owner would write instead (issue 25's first two rows):
+//
+//	go test ./bench -run '^$' -bench 'OneLimit' -benchmem -benchtime 200000x -count 3
+//
+// Every side reads the real clock, every request is admitted (a burst no
+// run drains), and the callers are visited in a scrambled order (a stride
+// coprime with their number), every one of them seen before the timed part.
+
+// oneLimitJSON is the per-caller limit as a gateway definition: 600 a
+// minute, burst 10⁸.
+const oneLimitJSON = `{"rateLimits": [{"rateLimitId": "per-caller", "dimensionKeys": ["caller"], "entries": [
+  {"dimensions": {"caller": "*"}, "requests": [{"rate": 600, "period": "minute", "burst": 100000000}]}]}]}`
+
+// oneLimitSide is one way to limit per caller: allow decides a request of
+// the caller.
+type oneLimitSide struct {
+	name string
+	make func() (allow func(caller string) bool, close func())
+}
+
+var oneLimitSides = []oneLimitSide{
+	{"sluice", func() (func(string) bool, func()) {
+		s, err := stack.Load([]byte(oneLimitJSON))
+		if err != nil {
+			panic(err)
+		}
+		var l sluice.Limiter = s
+		ctx := context.Background()
+		return func(c string) bool {
+			d, err := l.Allow(ctx, sluice.NewKeys("caller", c))
+			return err == nil && d.Allowed
+		}, func() {}
+	}},
+	{"golimiter", func() (func(string) bool, func()) {
+		st, err := memorystore.New(&memorystore.Config{Tokens: 100_000_000, Interval: time.Hour})
+		if err != nil {
+			panic(err)
+		}
+		ctx := context.Background()
+		return func(c string) bool {
+			_, _, _, ok, err := st.Take(ctx, c)
+			return err == nil && ok
+		}, func() { _ = st.Close(ctx) }
+	}},
+	{"mutexmap", func() (func(string) bool, func()) {
+		// As a careful user writes it: the stored key is cloned, since in a
+		// server the lookup key is a fresh string from each request.
+		var mu sync.Mutex
+		m := map[string]*rate.Limiter{}
+		return func(c string) bool {
+			mu.Lock()
+			l := m[c]
+			if l == nil {
+				l = rate.NewLimiter(10, 100_000_000)
+				m[strings.Clone(c)] = l
+			}
+			mu.Unlock()
+			return l.Allow()
+		}, func() {}
+	}},
+	{"table-only", func() (func(string) bool, func()) {
+		// The floor under the engine: the same bucket, taken from a
+		// bucket.Table directly.
+		t := bucket.NewTable(10, 100_000_000)
+		return t.Allow, func() {}
+	}},
+}
+
+// BenchmarkOneLimit: one per-caller limit, 10,000 and 100,000 callers.
+// Each side runs b.N requests per round, 15 rounds in turn (A B C D, A B C
+// D, …) on one locked OS thread, and reports the median of its CPU time
+// per request (CLOCK_THREAD_CPUTIME_ID: on a shared machine, what the side
+// used, not the time it waited for a core), the median wall time, and its
+// ratio to golimiter.
+func BenchmarkOneLimit(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		callers := make([]string, n)
+		for i := range callers {
+			callers[i] = "caller-" + strconv.Itoa(i*7+13)
+		}
+		const stride = 7919 // a prime: every caller in turn, scrambled
+		b.Run(strconv.Itoa(n)+"-callers", func(b *testing.B) {
+			allows := make([]func(string) bool, len(oneLimitSides))
+			for j, sd := range oneLimitSides {
+				allow, done := sd.make()
+				defer done()
+				for i := range 2 * n {
+					if !allow(callers[(i*stride)%n]) {
+						b.Fatal("denied while warming")
+					}
+				}
+				allows[j] = allow
+			}
+			b.ReportAllocs()
+			interleave(b, 15, oneLimitSides[1].name, func(j int, k int) {
+				if !allows[j](callers[(k*stride)%n]) {
+					b.Fatal("denied")
+				}
+			}, sideNames(oneLimitSides))
+		})
+	}
+}
+
+func sideNames(sides []oneLimitSide) []string {
+	names := make([]string, len(sides))
+	for i, s := range sides {
+		names[i] = s.name
+	}
+	return names
+}
+
+// interleave runs op(side, k) for every side, b.N calls a round, rounds
+// times, the sides in turn, k counting each side's own calls; it reports
+// each side's median CPU and wall time per call and its ratio (of the CPU
+// medians) to the side named peer.
+func interleave(b *testing.B, rounds int, peer string, op func(side, k int), names []string) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	runtime.GC()
+	cpu := make([][]float64, len(names))
+	wall := make([][]float64, len(names))
+	next := make([]int, len(names))
+	b.ResetTimer()
+	for range rounds {
+		for s := range names {
+			c0, start := threadCPU(), time.Now()
+			for range b.N {
+				op(s, next[s])
+				next[s]++
+			}
+			w := time.Since(start)
+			c := threadCPU() - c0
+			if c0 < 0 {
+				c = w.Nanoseconds()
+			}
+			cpu[s] = append(cpu[s], float64(c)/float64(b.N))
+			wall[s] = append(wall[s], float64(w.Nanoseconds())/float64(b.N))
+		}
+	}
+	b.StopTimer()
+	med := make([]float64, len(names))
+	p := -1
+	for s, name := range names {
+		med[s] = median(cpu[s])
+		b.ReportMetric(med[s], name+"-ns/op")
+		b.ReportMetric(median(wall[s]), name+"-wall-ns/op")
+		if name == peer {
+			p = s
+		}
+	}
+	for s, name := range names {
+		if s != p && p >= 0 {
+			b.ReportMetric(med[s]/med[p], name+"/"+peer)
+		}
+	}
+	b.ReportMetric(0, "ns/op") // the total is meaningless across sides
+}
+
+func median(x []float64) float64 {
+	x = slices.Clone(x)
+	slices.Sort(x)
+	return x[len(x)/2]
+}

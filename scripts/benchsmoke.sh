@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Benchmark smoke: runs the interleaved comparisons of the hot paths briefly
+# and compares each sluice ÷ peer ratio with the one recorded in
+# bench/smoke.txt. A ratio more than 10% above its record is reported as a
+# warning: the machine is noisy, so the smoke never fails the build. Ratios,
+# not times, are compared: both sides of a ratio ran in the same rounds.
+#
+#   bash scripts/benchsmoke.sh            # warn on regressions
+#   bash scripts/benchsmoke.sh --record   # print fresh records for bench/smoke.txt
+set -uo pipefail
+cd "$(dirname "$0")/.."
+record=false
+[ "${1:-}" = --record ] && record=true
+tolerance=1.10
+
+# One line per measured ratio: "module benchmark metric value".
+measure() {
+	local mod=$1 bench=$2 n=$3
+	(cd "$mod" && go test -run '^$' -bench "$bench" -benchtime "${n}x" . 2>/dev/null) |
+		awk -v mod="$mod" '/^Benchmark/ { name=$1; sub(/-[0-9]+$/, "", name); for (i = 3; i < NF; i++) if ($(i+1) ~ /\// && $(i+1) !~ /\/op$/) print mod, name, $(i+1), $i }'
+}
+results=$( {
+	measure stack 'BenchmarkOneLimit$' 30000
+	measure stack 'BenchmarkGateway$/real' 20000
+	measure bench 'BenchmarkOneLimit$' 30000
+} )
+if [ -z "$results" ]; then
+	echo "benchsmoke: warning: no benchmark produced a ratio"
+	exit 0
+fi
+if $record; then
+	echo "$results"
+	exit 0
+fi
+warned=0
+while read -r mod name metric value; do
+	want=$(awk -v m="$mod" -v n="$name" -v x="$metric" '$1 == m && $2 == n && $3 == x { print $4 }' bench/smoke.txt)
+	if [ -z "$want" ]; then
+		continue # not a recorded ratio (a floor or another peer)
+	fi
+	if awk -v v="$value" -v w="$want" -v t="$tolerance" 'BEGIN { exit !(v > w * t) }'; then
+		echo "benchsmoke: warning: $mod $name $metric = $value, recorded $want (more than 10% behind)"
+		warned=1
+	else
+		echo "benchsmoke: ok: $mod $name $metric = $value (recorded $want)"
+	fi
+done <<<"$results"
+[ "$warned" -eq 0 ] || echo "benchsmoke: rerun on a quiet machine before reading a warning as a regression"
+exit 0
