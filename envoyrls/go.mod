@@ -5,8 +5,8 @@ go 1.26.0
 require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/sluicehq/sluice v0.0.0
-	github.com/sluicehq/sluice/stack/redisbackend v0.0.0
+	github.com/sluicehq/sluice v0.1.0
+	github.com/sluicehq/sluice/stack/redisbackend v0.1.0
 	go.opentelemetry.io/otel/sdk/metric v1.47.0
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/time v0.16.0
@@ -35,6 +35,13 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 )
 
+// Why replace, with go.work there: go.work builds this module against the
+// repository's tree, but go mod tidy (and tidy -diff, and any GOWORK=off
+// build) ignore go.work; without these lines they would look the required
+// versions up in the module proxy, which holds none before the release is
+// tagged and never this tree's changes since. A consumer ignores a
+// dependency's replace directives and resolves the required versions;
+// scripts/consumer.sh checks that it can.
 replace github.com/sluicehq/sluice => ../
 
 replace github.com/sluicehq/sluice/stack/redisbackend => ../stack/redisbackend

@@ -5,9 +5,9 @@ go 1.26.0
 require (
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/openai/openai-go/v3 v3.98.0
-	github.com/sluicehq/sluice v0.0.0
-	github.com/sluicehq/sluice/grpclimit v0.0.0
-	github.com/sluicehq/sluice/mcplimit v0.0.0
+	github.com/sluicehq/sluice v0.1.0
+	github.com/sluicehq/sluice/grpclimit v0.1.0
+	github.com/sluicehq/sluice/mcplimit v0.1.0
 	golang.org/x/time v0.16.0
 	google.golang.org/grpc v1.85.0
 )
@@ -61,6 +61,13 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
+// Why replace, with go.work there: go.work builds this module against the
+// repository's tree, but go mod tidy (and tidy -diff, and any GOWORK=off
+// build) ignore go.work; without these lines they would look the required
+// versions up in the module proxy, which holds none before the release is
+// tagged and never this tree's changes since. A consumer ignores a
+// dependency's replace directives and resolves the required versions;
+// scripts/consumer.sh checks that it can.
 replace github.com/sluicehq/sluice => ../
 
 require (
@@ -71,8 +78,8 @@ require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/prometheus/client_golang v1.24.1
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/sluicehq/sluice/envoyrls v0.0.0
-	github.com/sluicehq/sluice/stack/redisbackend v0.0.0
+	github.com/sluicehq/sluice/envoyrls v0.1.0
+	github.com/sluicehq/sluice/stack/redisbackend v0.1.0
 	go.opentelemetry.io/otel/exporters/prometheus v0.69.0
 	go.opentelemetry.io/otel/sdk/metric v1.47.0
 )

@@ -2,7 +2,7 @@ module github.com/sluicehq/sluice/mcplimit
 
 go 1.26.0
 
-require github.com/sluicehq/sluice v0.0.0
+require github.com/sluicehq/sluice v0.1.0
 
 require (
 	github.com/google/jsonschema-go v0.4.3 // indirect
@@ -16,4 +16,11 @@ require (
 	golang.org/x/time v0.16.0 // indirect
 )
 
+// Why replace, with go.work there: go.work builds this module against the
+// repository's tree, but go mod tidy (and tidy -diff, and any GOWORK=off
+// build) ignore go.work; without these lines they would look the required
+// versions up in the module proxy, which holds none before the release is
+// tagged and never this tree's changes since. A consumer ignores a
+// dependency's replace directives and resolves the required versions;
+// scripts/consumer.sh checks that it can.
 replace github.com/sluicehq/sluice => ../

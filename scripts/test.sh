@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# The whole test suite: formatting, vet, staticcheck and the race-enabled tests
-# of every Go module in the repository, its allocation tests without -race,
-# and a benchmark smoke that warns when a hot path falls behind its peer.
+# The whole test suite: formatting, vet, staticcheck, tidiness and the
+# race-enabled tests of every Go module in the repository, its allocation
+# tests without -race, a benchmark smoke that warns when a hot path falls
+# behind its peer, then the API guard (scripts/apicheck.sh) and the consumer
+# test (scripts/consumer.sh: every released module installed with go get
+# outside the repository, and used).
 # Run from anywhere: bash scripts/test.sh
 # Extra arguments go to `go test` (e.g. -run TestX, -count 1).
 set -euo pipefail
@@ -30,6 +33,8 @@ fi
 
 status=0
 for m in "${modules[@]}"; do
+	echo "== module $m: go mod tidy -diff"
+	(cd "$m" && go mod tidy -diff) || status=1
 	echo "== module $m: go vet"
 	(cd "$m" && go vet ./...) || status=1
 	echo "== module $m: staticcheck $STATICCHECK_VERSION"
@@ -46,6 +51,10 @@ for m in "${modules[@]}"; do
 done
 echo "== benchmark smoke (ratios against bench/smoke.txt; warns, never fails)"
 bash scripts/benchsmoke.sh
+echo "== API guard"
+bash scripts/apicheck.sh || status=1
+echo "== consumer test"
+bash scripts/consumer.sh || status=1
 if $in_git; then
 	echo "== the tests left the tree as they found it"
 	if [ "$(tree_state)" != "$before" ]; then

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestBreakingAllowed(t *testing.T) {
+	for _, c := range []struct {
+		latest, next string
+		want         bool
+	}{
+		{"v0.1.0", "v0.1.1", false},
+		{"v0.1.0", "v0.1.1-rc.1", false},
+		{"v0.1.0", "v0.2.0", true},
+		{"v0.1.0", "v0.2.0-rc.1", true},
+		{"v0.1.0", "v1.0.0", true},
+		{"v0.1.0", "v0.1.0", false},
+		{"v0.2.0", "v0.1.5", false},
+		{"v1.2.0", "v1.3.0", false},
+		{"v1.2.0", "v2.0.0", true},
+	} {
+		if got, why := breakingAllowed(c.latest, c.next); got != c.want {
+			t.Errorf("breakingAllowed(%s, %s) = %v (%s), want %v", c.latest, c.next, got, why, c.want)
+		}
+	}
+}
+
+func TestCheckVersion(t *testing.T) {
+	for v, ok := range map[string]bool{
+		"v0.1.0": true, "v0.1.0-rc.ci.1.2": true, "v1.0.0": true,
+		"v0.1": false, "0.1.0": false, "v0.1.0+meta": false, "v2.0.0": false, "": false,
+	} {
+		if err := checkVersion(v); (err == nil) != ok {
+			t.Errorf("checkVersion(%q) = %v, want ok %v", v, err, ok)
+		}
+	}
+}
+
+func TestLatest(t *testing.T) {
+	var out strings.Builder
+	in := "v0.1.0-rc.1\nv0.1.0\ngrpclimit/v0.3.0\nv0.10.0\nv0.9.0\njunk\n"
+	if err := cmdLatest(strings.NewReader(in), &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "v0.10.0\n" {
+		t.Errorf("latest = %q, want v0.10.0", out.String())
+	}
+}
+
+func TestPatchSuccessor(t *testing.T) {
+	for v, want := range map[string]string{"v0.1.0": "v0.1.1", "v0.1.9": "v0.1.10", "v0.2.0-rc.1": "v0.2.0", "v1.0.0": "v1.0.1"} {
+		if got := patchSuccessor(v); got != want {
+			t.Errorf("patchSuccessor(%s) = %s, want %s", v, got, want)
+		}
+	}
+}
+
+func TestChangelog(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "CHANGELOG.md")
+	in := "# Changelog\n\nintro\n\n## [Unreleased]\n\nNext version: v0.1.0\n\n### Added\n\n- things\n\n## [0.0.9] - 2026-01-01\n\n- old\n"
+	if err := os.WriteFile(name, []byte(in), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := nextVersion(name); err != nil || v != "v0.1.0" {
+		t.Fatalf("nextVersion = %q, %v", v, err)
+	}
+	if err := cmdChangelog([]string{"v0.1.0", "2026-12-02", name}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(name)
+	want := "# Changelog\n\nintro\n\n## [Unreleased]\n\nNext version: v0.1.1\n\n## [0.1.0] - 2026-12-02\n\n### Added\n\n- things\n\n## [0.0.9] - 2026-01-01\n\n- old\n"
+	if string(got) != want {
+		t.Errorf("rotated changelog:\n%s\nwant:\n%s", got, want)
+	}
+	if v, err := nextVersion(name); err != nil || v != "v0.1.1" {
+		t.Errorf("nextVersion after the release = %q, %v", v, err)
+	}
+}
