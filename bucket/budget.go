@@ -37,6 +37,9 @@ import (
 //
 // Tables sharing a Budget must be driven with instants from one clock: a
 // reclaim on behalf of one Table sweeps another at the first one's instant.
+//
+// The zero Budget is a Budget of no buckets, as NewBudget(0): every take on
+// a key without a bucket is denied.
 type Budget struct {
 	max  int64
 	used atomic.Int64

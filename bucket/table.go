@@ -77,6 +77,9 @@ import (
 //
 // With a rate of zero (no refill) buckets never become full again and are
 // never dropped: bound such a Table with a Budget.
+//
+// Table is safe for concurrent use. The zero Table is not usable: make one
+// with NewTable.
 type Table struct {
 	p         atomic.Pointer[params]
 	set       atomic.Pointer[shardSet] // nil until the first insert

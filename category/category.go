@@ -126,7 +126,7 @@ func WithResourceBucket(action string, burst int, refill float64) Option {
 }
 
 // Set maps actions to their buckets. It implements sluice.Limiter and is safe
-// for concurrent use.
+// for concurrent use. The zero Set is not usable: make one with New.
 type Set struct {
 	opts    options
 	actions map[string]*action

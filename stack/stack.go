@@ -53,7 +53,8 @@ import (
 )
 
 // Stack is an AND-stack of rate limits. It is safe for concurrent use; the
-// configuration can be replaced at any time with Reload.
+// configuration can be replaced at any time with Reload. The zero Stack is
+// not usable: make one with New or Load.
 type Stack struct {
 	cfg        atomic.Pointer[compiled]
 	now        func() time.Time
