@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/bucket"
+	"github.com/sluicehq/sluice/internal/cputime"
 	"github.com/sluicehq/sluice/stack"
 )
 
@@ -160,13 +161,13 @@ func interleave(b *testing.B, rounds int, peer string, op func(side, k int), nam
 	b.ResetTimer()
 	for range rounds {
 		for s := range names {
-			c0, start := threadCPU(), time.Now()
+			c0, start := cputime.Thread(), time.Now()
 			for range b.N {
 				op(s, next[s])
 				next[s]++
 			}
 			w := time.Since(start)
-			c := threadCPU() - c0
+			c := cputime.Thread() - c0
 			if c0 < 0 {
 				c = w.Nanoseconds()
 			}

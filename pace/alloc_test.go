@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/cputime"
 	"github.com/sluicehq/sluice/pace"
 )
 
@@ -111,7 +112,7 @@ func BenchmarkNoWait(b *testing.B) {
 // noisy cores, CPU time is what a side used, where ns/op also counts
 // waiting for a core.
 func BenchmarkNoWaitCPU(b *testing.B) {
-	if threadCPU() < 0 {
+	if cputime.Thread() < 0 {
 		b.Skip("no thread CPU clock on this platform")
 	}
 	runtime.LockOSThread()
@@ -122,13 +123,13 @@ func BenchmarkNoWaitCPU(b *testing.B) {
 	const block = 2000
 	var direct, paced []float64
 	measure := func(rt http.RoundTripper) float64 {
-		start := threadCPU()
+		start := cputime.Thread()
 		for range block {
 			if _, err := rt.RoundTrip(req); err != nil {
 				b.Fatal(err)
 			}
 		}
-		return float64(threadCPU()-start) / block
+		return float64(cputime.Thread()-start) / block
 	}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {

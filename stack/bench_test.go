@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/bucket"
+	"github.com/sluicehq/sluice/internal/cputime"
 	"github.com/sluicehq/sluice/match"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
@@ -70,13 +71,13 @@ func interleave(b *testing.B, rounds int, sides ...side) {
 	b.ResetTimer()
 	for r := 0; r < rounds; r++ {
 		for s, sd := range sides {
-			c0, start := threadCPU(), time.Now()
+			c0, start := cputime.Thread(), time.Now()
 			for i := 0; i < b.N; i++ {
 				sd.op(next[s])
 				next[s]++
 			}
 			w := time.Since(start)
-			c := threadCPU() - c0
+			c := cputime.Thread() - c0
 			if c0 < 0 {
 				c = w.Nanoseconds()
 			}
@@ -481,11 +482,11 @@ func BenchmarkLargestConfig(b *testing.B) {
 		var cpu int64
 		for i := 0; i < b.N; i++ {
 			before := heapInUse()
-			c0 := threadCPU()
+			c0 := cputime.Thread()
 			b.StartTimer()
 			s, err := stack.Load(data)
 			b.StopTimer()
-			cpu += threadCPU() - c0
+			cpu += cputime.Thread() - c0
 			if err != nil {
 				b.Fatal(err)
 			}

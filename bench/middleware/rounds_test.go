@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/cputime"
 )
 
 var rounds = flag.Int("rounds", 5, "interleaved rounds per comparison benchmark")
@@ -47,9 +49,9 @@ func compare(b *testing.B, title string, sides []side) {
 				b.ReportAllocs()
 				var m0, m1 runtime.MemStats
 				runtime.ReadMemStats(&m0)
-				c0 := processCPU()
+				c0 := cputime.Process()
 				s.fn(b)
-				c1 := processCPU()
+				c1 := cputime.Process()
 				runtime.ReadMemStats(&m1)
 				// The last call of this function is the measured one.
 				perOp = float64(b.Elapsed().Nanoseconds()) / float64(b.N)

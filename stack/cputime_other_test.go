@@ -1,6 +1,0 @@
-//go:build !linux
-
-package stack_test
-
-// threadCPU is not available here: interleave falls back to wall time.
-func threadCPU() int64 { return -1 }
