@@ -244,3 +244,13 @@ func TestBudgetConcurrent(t *testing.T) {
 		t.Fatalf("%d denials for lack of room, %d keys granted: the test did not exercise the bound", denied, len(grants))
 	}
 }
+
+// The zero Budget is NewBudget(0): a Table under it creates no bucket, and
+// says why.
+func TestZeroBudgetAdmitsNoNewBucket(t *testing.T) {
+	var zero bucket.Budget
+	tab := bucket.NewTable(10, 5, bucket.WithBudget(&zero))
+	if r := tab.TakeN("k", t0, 1); r.OK || !r.BudgetFull {
+		t.Fatalf("TakeN under the zero Budget = %+v, want a BudgetFull denial", r)
+	}
+}

@@ -28,7 +28,7 @@ import (
 // three eighths full throughout, so it costs 32 to 64 bytes per live bucket
 // (more only for the time it takes the sweeps to return the room of buckets
 // that went idle), plus a fixed few hundred bytes per Table. An empty Table
-// holds no slots at all: 144 bytes.
+// holds no slots at all: 160 bytes.
 //
 // A key of up to 15 bytes is digested by a bijection of its bytes and
 // length, keyed at random when the Table is made, so two such keys never

@@ -47,14 +47,7 @@ func TestPaceHooks(t *testing.T) {
 	tr := pace.New(up, pace.WithHooks(hooks), pace.WithClock(func() time.Time { return now }),
 		pace.WithSleep(func(_ context.Context, d time.Duration) error { now = now.Add(d); return nil }),
 		pace.WithJitter(func(time.Duration) time.Duration { return 0 }))
-	for range 3 {
-		req, _ := http.NewRequest("GET", "https://api.test/", nil)
-		res, err := tr.RoundTrip(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-	}
+	roundTrips(t, tr, 3)
 	got := collect(t, reader)
 	if s := sums(t, got[otelmetric.PaceRequests]); s[""] != 3 {
 		t.Errorf("requests %v, want 3", s)
@@ -97,16 +90,22 @@ func TestPaceHooksStoreErrors(t *testing.T) {
 	})
 	tr := pace.New(up, pace.WithHooks(hooks), pace.WithClock(func() time.Time { return now }),
 		pace.WithStore(failingStore{}, time.Second))
-	for range 3 {
+	roundTrips(t, tr, 3)
+	got := collect(t, reader)
+	if s := sums(t, got[otelmetric.PaceStoreErrors]); s[""] != 1 {
+		t.Errorf("store errors %v, want 1 (one read per interval)", s)
+	}
+}
+
+// roundTrips sends n requests to one upstream through tr.
+func roundTrips(t *testing.T, tr http.RoundTripper, n int) {
+	t.Helper()
+	for range n {
 		req, _ := http.NewRequest("GET", "https://api.test/", nil)
 		res, err := tr.RoundTrip(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		res.Body.Close()
-	}
-	got := collect(t, reader)
-	if s := sums(t, got[otelmetric.PaceStoreErrors]); s[""] != 1 {
-		t.Errorf("store errors %v, want 1 (one read per interval)", s)
 	}
 }

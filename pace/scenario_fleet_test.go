@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,24 +67,7 @@ func runFleetScenario(t testing.TB, store bool) scenario {
 				vc.Go(func() {
 					ctx := context.Background()
 					_ = vc.Sleep(ctx, time.Duration(p*workers+i)*think/(processes*workers))
-					for vc.Now().Before(end) {
-						req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
-						r, err := rt.RoundTrip(req)
-						atomic.AddInt64(&res.requests, 1)
-						switch {
-						case err != nil:
-							atomic.AddInt64(&res.errs, 1)
-						default:
-							io.Copy(io.Discard, r.Body)
-							r.Body.Close()
-							if r.StatusCode == http.StatusTooManyRequests {
-								atomic.AddInt64(&res.throttled, 1)
-							} else if r.StatusCode == http.StatusOK && !vc.Now().After(end) {
-								atomic.AddInt64(&res.ok, 1)
-							}
-						}
-						_ = vc.Sleep(ctx, think)
-					}
+					res.work(ctx, vc, rt, srv.URL, end, think)
 				})
 			}
 		}

@@ -57,30 +57,36 @@ func runScenario(t testing.TB, paced bool) scenario {
 			vc.Go(func() {
 				ctx := context.Background()
 				_ = vc.Sleep(ctx, time.Duration(i)*think/workers)
-				for vc.Now().Before(end) {
-					req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
-					r, err := rt.RoundTrip(req)
-					atomic.AddInt64(&res.requests, 1)
-					switch {
-					case err != nil:
-						atomic.AddInt64(&res.errs, 1)
-					default:
-						io.Copy(io.Discard, r.Body)
-						r.Body.Close()
-						if r.StatusCode == http.StatusTooManyRequests {
-							atomic.AddInt64(&res.throttled, 1)
-						} else if r.StatusCode == http.StatusOK && !vc.Now().After(end) {
-							atomic.AddInt64(&res.ok, 1)
-						}
-					}
-					_ = vc.Sleep(ctx, think)
-				}
+				res.work(ctx, vc, rt, srv.URL, end, think)
 			})
 		}
 	})
 	vc.Wait()
 	res.elapsed = duration
 	return res
+}
+
+// work is one worker: until end on vc, it sends a request through rt to
+// url, counts its outcome in s, and thinks for think.
+func (s *scenario) work(ctx context.Context, vc *vclock, rt http.RoundTripper, url string, end time.Time, think time.Duration) {
+	for vc.Now().Before(end) {
+		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+		r, err := rt.RoundTrip(req)
+		atomic.AddInt64(&s.requests, 1)
+		switch {
+		case err != nil:
+			atomic.AddInt64(&s.errs, 1)
+		default:
+			io.Copy(io.Discard, r.Body)
+			r.Body.Close()
+			if r.StatusCode == http.StatusTooManyRequests {
+				atomic.AddInt64(&s.throttled, 1)
+			} else if r.StatusCode == http.StatusOK && !vc.Now().After(end) {
+				atomic.AddInt64(&s.ok, 1)
+			}
+		}
+		_ = vc.Sleep(ctx, think)
+	}
 }
 
 func (s scenario) String() string {
