@@ -46,6 +46,11 @@ type Decide struct {
 	At    int64
 	Items []Item
 	Holds bool
+	// Part says the Decide is one bucket's share of a decision over several
+	// buckets that is not atomic (Model splits every such decision into
+	// one Part per bucket): it is checked as one item of that decision is,
+	// and linearized on its own.
+	Part bool
 }
 
 // Decision is the output of a Decide: OK, the tokens Remaining (of the one
@@ -149,7 +154,13 @@ type State []bstate
 // from the side that matters: whatever it admits must fit the state
 // (every bucket admits, each has at least Remaining left), and a denial,
 // or an admission after a fast path's refusal, may leave on each bucket
-// anything from nothing to its cost (see the give-back rule).
+// anything from nothing to its cost (see the give-back rule). Its buckets
+// are taken one by one, each at a moment of its own: two overlapping
+// decisions may reach one bucket in one order and the next in the other.
+// So Model checks a non-atomic decision as one Part per bucket, each
+// linearized on its own, and checks each Group's buckets apart from the
+// others (a porcupine partition): nothing but a Group's takes moves its
+// state.
 type Spec struct {
 	Params []Params
 	// Atomic says that a decision over several buckets happens in one
@@ -304,7 +315,7 @@ func (s *Spec) decide(st State, op Decide, d Decision) []State {
 	// may reflect a hold that goes away, so it only bounds the state from
 	// above: an admission, and a Remaining of at least so many, are true
 	// of the state without the holds too.
-	holds := len(op.Items) > 1 && !s.Atomic
+	holds := op.Part || len(op.Items) > 1 && !s.Atomic
 	if !d.OK {
 		j := d.Denied
 		if j < 0 || j >= len(op.Items) {
@@ -516,10 +527,93 @@ func (s *Spec) Model() porcupine.Model {
 			return res
 		},
 		Equal:             func(a, b any) bool { return a.(State).equal(b.(State)) },
+		Partition:         s.partition,
 		DescribeOperation: Describe,
 		DescribeState:     func(st any) string { return st.(State).String() },
 	}
 	return nm.ToModel()
+}
+
+// partition splits a history into one per Group of buckets, which share
+// no state: every operation goes to the Groups of its buckets, with only
+// those buckets' items; a Give goes to every Group its take reached, so
+// that its Last is seen there. Unless the Spec is Atomic, a decision over
+// several buckets becomes one Part per bucket, with the same instant,
+// interval and outcome: the real code takes its buckets one by one, each
+// at its own moment, so overlapping decisions may reach two buckets in
+// different orders (a history kept in testdata/split shows one), which
+// one linearization point for the whole decision forbids.
+func (s *Spec) partition(h []porcupine.Operation) [][]porcupine.Operation {
+	group := func(b int) int {
+		if b < 0 || b >= len(s.Params) {
+			return -1 // an index out of range: left to Step to refuse
+		}
+		return s.Params[b].Group
+	}
+	var order []int
+	parts := map[int][]porcupine.Operation{}
+	add := func(g int, op porcupine.Operation) {
+		if _, ok := parts[g]; !ok {
+			order = append(order, g)
+		}
+		parts[g] = append(parts[g], op)
+	}
+	reached := map[int][]int{} // take ID -> the Groups its items reached
+	for _, op := range h {
+		switch in := op.Input.(type) {
+		case Decide:
+			var gs []int
+			for _, it := range in.Items {
+				if g := group(it.B); !slices.Contains(gs, g) {
+					gs = append(gs, g)
+				}
+			}
+			reached[in.ID] = gs
+			if s.Atomic && len(gs) > 1 {
+				return [][]porcupine.Operation{h} // an atomic decision across Groups ties them
+			}
+			d, isDecision := op.Output.(Decision)
+			for _, g := range gs {
+				for _, it := range in.Items {
+					if group(it.B) != g {
+						continue
+					}
+					if s.Atomic || len(in.Items) == 1 {
+						add(g, op)
+						break
+					}
+					p := op
+					p.Input = Decide{ID: in.ID, At: in.At, Items: []Item{it}, Holds: in.Holds, Part: true}
+					if isDecision {
+						p.Output = Decision{OK: d.OK, Remaining: d.Remaining, RemainingUnknown: d.RemainingUnknown || !d.OK}
+					}
+					add(g, p)
+				}
+			}
+		case Give:
+			gs := slices.Clone(reached[in.ID])
+			for _, it := range slices.Concat(in.Gives, in.Charges) {
+				if g := group(it.B); !slices.Contains(gs, g) {
+					gs = append(gs, g)
+				}
+			}
+			for _, g := range gs {
+				p := op
+				gv := in
+				gv.Gives = slices.DeleteFunc(slices.Clone(in.Gives), func(it Item) bool { return group(it.B) != g })
+				gv.Charges = slices.DeleteFunc(slices.Clone(in.Charges), func(it Item) bool { return group(it.B) != g })
+				p.Input = gv
+				add(g, p)
+			}
+		default:
+			return [][]porcupine.Operation{h}
+		}
+	}
+	out := make([][]porcupine.Operation, 0, len(order))
+	for _, g := range order {
+		out = append(out, parts[g])
+	}
+	return out
 }
 
 // Describe renders an operation for reports and visualizations.
@@ -534,6 +628,9 @@ func Describe(in, out any) string {
 		}
 		if op.Holds {
 			sb.WriteString(" (held)")
+		}
+		if op.Part {
+			sb.WriteString(" (part)")
 		}
 		switch {
 		case d.OK:
