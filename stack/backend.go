@@ -32,12 +32,13 @@ type Backend interface {
 	Take(ctx context.Context, at time.Time, ops []Op) (Outcome, error)
 	// Adjust adds ops[i].Cost to each bucket without any check: a positive
 	// cost is a forced charge (the bucket may go into debt). A negative cost
-	// gives back units that a Take at ops[i].TakenAt took from that bucket:
-	// at most -Cost of them, and fewer when a take since then, at an
-	// instant later than TakenAt, may have started over from the bucket's
-	// state (see package bucket's Grant): a give-back never hands out a unit
-	// that was not refilled, whatever the order in which processes' calls
-	// arrive. Used to settle reservations.
+	// gives back units that a Take at ops[i].TakenAt took from that bucket
+	// (ops[i].Taken of them still outstanding): at most -Cost of them, and
+	// fewer when a take since then, at an instant later than TakenAt, may
+	// have started over from the bucket's state (see package bucket's
+	// Grant): a give-back never hands out a unit that was not refilled,
+	// whatever the order in which processes' calls arrive. Given with no
+	// take since, it returns all -Cost. Used to settle reservations.
 	Adjust(ctx context.Context, at time.Time, ops []Op) error
 }
 
@@ -57,6 +58,15 @@ type Op struct {
 	// instant of the Take that took the units (its at argument). A backend
 	// bounds the give-back by it; the zero time gives nothing back.
 	TakenAt time.Time
+	// Taken is, for a give-back, how many units of the take at TakenAt were
+	// still outstanding before it: a reservation's estimate when it is
+	// reconciled for less. The give-back returns at most -Cost units, and
+	// at most what is left of Taken once the refill between TakenAt and the
+	// bucket's latest take is counted (as package bucket's Grant bounds
+	// it), so a part of a take given back after a later take returns all
+	// that the rule allows, not less. Zero (or less than -Cost) means the
+	// whole take is given back: Taken is -Cost.
+	Taken int64
 	// Shadow marks an op of a shadow-mode limit: reported, never denying.
 	Shadow bool
 	// Conn marks a connections slot instead of a bucket (only for a
@@ -313,9 +323,9 @@ func (m *MemoryBackend) Adjust(ctx context.Context, at time.Time, ops []Op) erro
 			m.mu.Lock()
 			mb := m.buckets[op.Key]
 			g := &mb.last
-			if !mb.lastAt.Equal(op.TakenAt) || g.Outstanding() < -op.Cost {
+			if taken := max(op.Taken, -op.Cost); !mb.lastAt.Equal(op.TakenAt) || g.Outstanding() < taken {
 				g = new(bucket.Grant)
-				*g = b.GrantFor(op.TakenAt, int(-op.Cost))
+				*g = b.GrantFor(op.TakenAt, int(taken))
 			}
 			_ = b.GiveBack(g, int(-op.Cost))
 			m.mu.Unlock()

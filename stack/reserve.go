@@ -252,6 +252,7 @@ func (r *reservation) settle(delta int64, cancel bool) error {
 	if len(r.ops) > 0 {
 		var adj []Op
 		for i, op := range r.ops {
+			taken := op.Cost // what the reservation's take took
 			switch {
 			case op.Conn:
 				op.Cost = -1 // release the slot
@@ -265,7 +266,8 @@ func (r *reservation) settle(delta int64, cancel bool) error {
 				continue
 			}
 			if op.Cost != 0 {
-				op.TakenAt = r.at // a give-back is bounded by the take's instant
+				// a give-back is bounded by the take's instant and cost
+				op.TakenAt, op.Taken = r.at, taken
 				adj = append(adj, op)
 			}
 		}

@@ -172,18 +172,6 @@ type Spec struct {
 	// an implementation that keeps the high-water instant H at a coarser
 	// resolution than the instants returns up to that much less.
 	Slack int64
-	// Lossy drops every lower bound on a give-back (exactness, and
-	// c − (H − a)): only that it never hands out a token that was not
-	// refilled is checked. The Redis backend needs it: an Adjust op carries
-	// the units given back (n) and the take's instant, not the take's cost
-	// (c), so a part of a take given back after a later take (Reconcile
-	// below the estimate) returns n less the refill between a and H, not
-	// min(n, c − (H − a)). That is safe, and less than this bound. With
-	// instants in order it is the only shortfall the fleet's histories
-	// show: with Reconcile below the estimate turned into Cancel, 16 runs
-	// of TestLinearizableFleet/redis without Lossy failed none, where 2 of
-	// 12 failed with it. A prompt give-back, with no take since, is exact.
-	Lossy bool
 }
 
 // Init is the initial state: every bucket fresh.
@@ -446,9 +434,6 @@ func (s *Spec) give(st State, op Give) State {
 		dlo := n * p.Unit
 		if tk.touched || tk.stale {
 			dlo = max(0, min(dlo, tk.cost*p.Unit-max(0, b.high-tk.at)))
-		}
-		if s.Lossy {
-			dlo = 0
 		}
 		dlo = max(0, dlo-s.Slack)
 		tk.cost -= n

@@ -71,14 +71,19 @@ func (b *Backend) partition(ctx context.Context, keys []string, bySlot bool) ([]
 	return parts, nil
 }
 
-// subRequest returns the keys and arguments of the ops at idx.
+// subRequest returns the keys and arguments of the ops at idx: six fields
+// an op, seven in an adjustment (see request).
 func subRequest(keys []string, args []any, idx []int) ([]string, []any) {
+	nf := 6
+	if args[0] == "a" {
+		nf = 7
+	}
 	k := make([]string, len(idx))
-	a := make([]any, 2, 2+6*len(idx))
+	a := make([]any, 2, 2+nf*len(idx))
 	a[0], a[1] = args[0], args[1]
 	for j, i := range idx {
 		k[j] = keys[i]
-		a = append(a, args[2+6*i:2+6*i+6]...)
+		a = append(a, args[2+nf*i:2+nf*(i+1)]...)
 	}
 	return k, a
 }

@@ -54,9 +54,12 @@
 // refilled started over from its own state, and the units given back may
 // already have been handed out again. Given promptly, with no take since,
 // it gives back all c; a give-back with a zero TakenAt gives nothing. A part
-// of a take given back (a reservation settled for less) is bounded by its
-// own c: an op does not say what the take cost, so after a later take it
-// gets back less than the rest of the take would allow (never more). With
+// g of a take given back (a reservation settled for less), c units of the
+// take outstanding (Op.Taken), adds at most g units, and at most c less the
+// refill between a and H: what a later take may have handed out again is
+// counted against the part kept first, as package bucket's Grant counts
+// it, and the in-memory specification the tests check every history
+// against allows no less. With
 // WithClock, a decision's instant on the script's timeline is the clock's
 // reading when the call is made, not the instant the Stack passes, and
 // TakenAt is read as an instant of that timeline: give the Stack the same

@@ -7,13 +7,16 @@
 --          decisions: a charge that stops at zero).
 -- ARGV[2]  the instant in microseconds since the Unix epoch, or "" to use
 --          the server's TIME.
--- ARGV[3+6(i-1) ...] for KEYS[i]: T R U n cost shadow
+-- ARGV[3+NF(i-1) ...] for KEYS[i]: T R U n cost shadow, and in "a" (where
+--   NF is 7; else 6) a seventh field, taken (below)
 --   T  ticks per token, R ticks per time unit (0: no refill), U microseconds
 --   per time unit, n burst in tokens (capacity tau = n*T ticks, at most 2^50),
 --   cost in tokens, shadow "1" for a shadow op. In "a", the sixth field
 --   of a give-back (negative cost) is instead the instant of the take it
 --   undoes: in microseconds since the epoch when ARGV[2] is given, else
---   (server time) its age, microseconds before now.
+--   (server time) its age, microseconds before now. Its seventh field,
+--   taken, is how many tokens of that take were still outstanding (at
+--   least -cost; 0 for any other op).
 --   A connections slot has T 0, R the lease TTL in microseconds, U the
 --   lease id, n the number of slots, cost 1 (take; adjust: -1 releases). Its
 --   key is a sorted set of lease ids scored by their expiry.
@@ -48,9 +51,10 @@
 -- over from its own state, and what refilled between a and H may already
 -- have been handed out again; giving it back would hand it out twice.
 -- Given promptly, with no take since (H <= a), it gives back all c. A part
--- of a take given back (a reservation settled for less) is bounded the same
--- way, by its own c: the script is not told what the take cost, so after a
--- later take it gives back less than the rest of the take would allow.
+-- g of a take given back (a reservation settled for less), c tokens of it
+-- still outstanding (the taken field), adds at most
+-- min(g*T, c*T - max(0, H - a)*R) ticks: what the later take may have
+-- handed out again is counted against the part kept first.
 --
 -- Take returns {denied, retry_us, permanent, overburst, #shadow, shadow...,
 -- remaining...} with 0-based indexes (denied = -1: all passed; remaining is
@@ -77,6 +81,7 @@ local NF = 6
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
 local mode = ARGV[1]
+if mode == 'a' then NF = 7 end -- an adjustment's ops carry taken too
 local now_us
 if ARGV[2] == '' then
   local t = redis.call('TIME')
@@ -642,10 +647,11 @@ if mode == 'a' then
         -- (at a) up to the latest take (H): see the top of this file
         local d = -cost * q.T
         local a = tonumber(ARGV[AO + (i - 1) * NF + 6])
+        local c = math.max(tonumber(ARGV[AO + (i - 1) * NF + 7]) or 0, -cost)
         if ARGV[2] == '' then a = now_us - a end
         if s.H and q.R > 0 and a then
           local lag = math.floor(s.H / q.U) - math.floor(a / q.U)
-          if lag > 0 then d = d - lag * q.R end
+          if lag > 0 then d = math.min(d, c * q.T - lag * q.R) end
         elseif not a then
           d = 0
         end

@@ -400,3 +400,71 @@ func TestGiveBackInterleavings(t *testing.T) {
 		}
 	}
 }
+
+// A part of a take given back after a later take (a reservation reconciled
+// below its estimate) is bounded by what is left of the whole take once the
+// refill in between is counted, min(g, c − refill), not by g − refill: a
+// reservation of 4 at 0 ms (burst 10, a token a millisecond), a take of 1
+// at 1 ms, then 2 of the 4 given back. The ideal state, the take of 2 kept
+// and the take of 1, leaves 8; bounded by its own part (the script before
+// Op.Taken) it left 7. Redis and the MemoryBackend must agree, and a third
+// unit back would be one never refilled.
+func TestPartGiveBackAfterLaterTake(t *testing.T) {
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer client.Close()
+	ctx := context.Background()
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	now := t0
+	rb, err := New(client, WithKeyPrefix(fmt.Sprintf("part-%d", time.Now().UnixNano())),
+		WithClock(func() time.Time { return now }), WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	backends := []struct {
+		name string
+		b    stack.Backend
+	}{{"redis", rb}, {"memory", stack.NewMemoryBackend()}}
+	op := func(cost int64) stack.Op {
+		return stack.Op{Key: "k", Rate: 1000, Period: time.Second, Burst: 10, Cost: cost}
+	}
+	for _, taken := range []int64{0, 4} { // in time order: a MemoryBackend bounds by its shard's latest take
+		for _, be := range backends {
+			now = t0.Add(time.Duration(taken) * time.Hour) // a fresh bucket each round
+			start := now
+			key := fmt.Sprintf("k%d", taken)
+			o := func(cost int64) stack.Op { x := op(cost); x.Key = key; return x }
+			if out, err := be.b.Take(ctx, now, []stack.Op{o(4)}); err != nil || out.Denied != -1 {
+				t.Fatalf("%s: the reservation: %+v %v", be.name, out, err)
+			}
+			now = start.Add(time.Millisecond)
+			if out, err := be.b.Take(ctx, now, []stack.Op{o(1)}); err != nil || out.Denied != -1 {
+				t.Fatalf("%s: the later take: %+v %v", be.name, out, err)
+			}
+			back := o(-2)
+			back.TakenAt, back.Taken = start, taken
+			if err := be.b.Adjust(ctx, now, []stack.Op{back}); err != nil {
+				t.Fatal(err)
+			}
+			// Taken 4: all 2 come back (8 left). Taken 0 (unknown: the
+			// part is the whole take): the part less the refill, 1 (7
+			// left); the MemoryBackend's bucket keeps the latest take's
+			// instant a fraction of a token coarser and may return that
+			// much less, which floors to 6.
+			lo, hi := int64(8), int64(8)
+			if taken == 0 {
+				lo, hi = 7, 7
+				if be.name == "memory" {
+					lo = 6
+				}
+			}
+			out, err := be.b.Take(ctx, now, []stack.Op{o(0)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(out.Remaining) == 0 || out.Remaining[0] < lo || out.Remaining[0] > hi {
+				t.Errorf("%s, Taken %d: %+v after the give-back, want %d to %d left", be.name, taken, out, lo, hi)
+			}
+		}
+	}
+}

@@ -403,12 +403,18 @@ func paramsOf(op stack.Op) (params, error) {
 // the shadow flag, the instant of the take it undoes (Op.TakenAt) on the
 // script's timeline, which bounds it (see giveBackInstant); one with a
 // zero TakenAt gives nothing back. at is the adjustment's instant on the
-// caller's clock (zero: now).
+// caller's clock (zero: now). Every op of an adjustment has a seventh
+// field: for a give-back, the units of its take still outstanding
+// (Op.Taken, at least -Cost), 0 otherwise.
 func (b *Backend) request(rq *reqBuf, mode string, ops []stack.Op, at time.Time) ([]string, []any, error) {
 	if rq == nil {
 		rq = new(reqBuf)
 	}
-	nn := 1 + 6*len(ops)
+	nf := 6
+	if mode == "a" {
+		nf = 7
+	}
+	nn := 1 + nf*len(ops)
 	if cap(rq.nums) < nn {
 		rq.nums = make([]int64, nn)
 	}
@@ -432,7 +438,7 @@ func (b *Backend) request(rq *reqBuf, mode string, ops []stack.Op, at time.Time)
 		if op.Shadow {
 			shadow = argOne
 		}
-		v := nums[1+6*i : 7+6*i]
+		v := nums[1+nf*i : 1+nf*(i+1)]
 		if op.Conn {
 			if op.Lease == "" || op.TTL < time.Microsecond {
 				return nil, nil, fmt.Errorf("redisbackend: connections slot %q without a lease or a TTL", op.Key)
@@ -440,6 +446,9 @@ func (b *Backend) request(rq *reqBuf, mode string, ops []stack.Op, at time.Time)
 			v[0], v[1], v[2] = int64(op.TTL/time.Microsecond), max(op.Burst, 0), op.Cost
 			args = append(args, argZero, &v[0], &strs[0], &v[1], &v[2], shadow)
 			strs = strs[1:]
+			if nf == 7 {
+				args = append(args, argZero)
+			}
 			continue
 		}
 		p, err := paramsOf(op)
@@ -452,10 +461,14 @@ func (b *Backend) request(rq *reqBuf, mode string, ops []stack.Op, at time.Time)
 			if v[5], ok = b.giveBackInstant(op.TakenAt, at); !ok {
 				v[4] = 0 // no take to bound it by: nothing is given back
 			}
-			args = append(args, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5])
+			v[6] = max(op.Taken, -op.Cost)
+			args = append(args, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6])
 			continue
 		}
 		args = append(args, &v[0], &v[1], &v[2], &v[3], &v[4], shadow)
+		if nf == 7 {
+			args = append(args, argZero)
+		}
 	}
 	rq.keys, rq.args = keys, args
 	return keys, args, nil
