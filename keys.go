@@ -32,8 +32,11 @@ type Keys struct {
 // NewKeys builds Keys from alternating names and values:
 // NewKeys("targetName", "t1", "toolName", "readData"). A trailing name without a
 // value is given the empty value. It does not allocate for up to six pairs.
-func NewKeys(nameValues ...string) Keys {
-	var k Keys
+func NewKeys(nameValues ...string) (k Keys) {
+	if len(nameValues) == 2 { // one pair, the commonest: nothing to replace
+		k.n, k.inline[0] = 1, KV{nameValues[0], nameValues[1]}
+		return k
+	}
 	for i := 0; i < len(nameValues); i += 2 {
 		v := ""
 		if i+1 < len(nameValues) {

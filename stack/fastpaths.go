@@ -26,6 +26,9 @@ func (s *Stack) evaluateSingles(ctx context.Context, c *compiled, keys *sluice.K
 	if sluice.EvaluatedRequested(ctx) {
 		return false
 	}
+	if len(c.singles) == 1 {
+		return evaluateSingle(&c.singles[0], keys, t, tokens, d)
+	}
 	var (
 		taken [inlineItems]struct {
 			tab *bucket.Table
@@ -48,11 +51,7 @@ func (s *Stack) evaluateSingles(ctx context.Context, c *compiled, keys *sluice.K
 		var rem int64
 		tab := rb.table.get()
 		if len(v) <= rawMax { // a longer value's key is a digest: the general path
-			if len(c.singles) == 1 {
-				ok, rem = tab.TryTakeN(v, t, cost) // nothing after it can deny
-			} else {
-				ok, rem = tab.TryTakeGrant(v, t, cost, &taken[n].g)
-			}
+			ok, rem = tab.TryTakeGrant(v, t, cost, &taken[n].g)
 		}
 		if !ok {
 			for j := n - 1; j >= 0; j-- {
@@ -65,6 +64,28 @@ func (s *Stack) evaluateSingles(ctx context.Context, c *compiled, keys *sluice.K
 		n++
 		tight, left = tighter(tight, left, rb, rem)
 	}
+	allowed(d, tight, left)
+	return true
+}
+
+// evaluateSingle is evaluateSingles for the commonest configuration, one
+// per-value limit: nothing after its take can deny, so nothing is kept to
+// give back (the many-limit form clears a Grant a limit on every call).
+func evaluateSingle(sl *singleLimit, keys *sluice.Keys, t time.Time, tokens int, d *sluice.Decision) bool {
+	v, found := keys.Get(sl.name)
+	if !found {
+		d.Allowed = true // a missing dimension skips the limit: none applied
+		return true
+	}
+	if len(v) > rawMax { // a longer value's key is a digest: the general path
+		return false
+	}
+	rb := sl.rb
+	ok, rem := rb.table.get().TryTakeN(v, t, rb.cost(tokens))
+	if !ok {
+		return false
+	}
+	tight, left := tighter(nil, 0, rb, rem)
 	allowed(d, tight, left)
 	return true
 }
