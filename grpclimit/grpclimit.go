@@ -124,9 +124,9 @@ type optionFunc func(*config)
 
 func (f optionFunc) apply(c *config) { f(c) }
 
-// FailClosed fails a call with codes.Unavailable when the Limiter returns an
-// error, instead of letting it through (fail-open, the default).
-func FailClosed() Option { return optionFunc(func(c *config) { c.failClosed = true }) }
+// WithFailClosed fails a call with codes.Unavailable when the Limiter
+// returns an error, instead of letting it through (fail-open, the default).
+func WithFailClosed() Option { return optionFunc(func(c *config) { c.failClosed = true }) }
 
 type limiter struct {
 	cfg  config

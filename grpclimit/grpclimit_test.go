@@ -180,7 +180,7 @@ func TestFailurePolicies(t *testing.T) {
 	if _, err := open.Check(asCaller("a"), &healthpb.HealthCheckRequest{}); err != nil {
 		t.Errorf("fail-open: %v", err)
 	}
-	closed := serve(t, grpc.ChainUnaryInterceptor(grpclimit.UnaryServerInterceptor(broken, callerKey, grpclimit.FailClosed())))
+	closed := serve(t, grpc.ChainUnaryInterceptor(grpclimit.UnaryServerInterceptor(broken, callerKey, grpclimit.WithFailClosed())))
 	if _, err := closed.Check(asCaller("a"), &healthpb.HealthCheckRequest{}); status.Code(err) != codes.Unavailable {
 		t.Errorf("fail-closed: %v, want Unavailable", err)
 	}

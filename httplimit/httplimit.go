@@ -7,8 +7,8 @@
 // AWS or JSON-RPC on request) with Retry-After and the IETF RateLimit
 // fields; an allowed request reaches the next handler with RateLimit and
 // RateLimit-Policy set on its response. When the limiter cannot decide (a
-// backend failed) the request is let through (fail-open) unless FailClosed
-// is given.
+// backend failed) the request is let through (fail-open) unless
+// WithFailClosed is given.
 //
 // # Connections
 //
@@ -46,10 +46,10 @@ import (
 )
 
 // KeyFunc resolves the rate-limit keys of a request. An error means the
-// request is malformed for limiting purposes; it is handed to the error
-// handler wrapped in a *KeyError (400 Bad Request by default). A request that
-// simply lacks a dimension should leave it out of the Keys instead: limits on
-// that dimension are then skipped.
+// request is malformed for limiting purposes; it is handed to the
+// ErrorResponder wrapped in a *KeyError (400 Bad Request by default). A
+// request that simply lacks a dimension should leave it out of the Keys
+// instead: limits on that dimension are then skipped.
 type KeyFunc func(*http.Request) (sluice.Keys, error)
 
 // KeyError wraps an error returned by the KeyFunc.
@@ -69,14 +69,17 @@ func (e *LimiterError) Error() string { return "httplimit: rate limiter failed: 
 // Unwrap returns the Limiter's error.
 func (e *LimiterError) Unwrap() error { return e.Err }
 
-// ErrorHandler answers a request the middleware could not decide on: err is
-// a *KeyError or a *LimiterError.
-type ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
+// ErrorResponder writes the response to a request the middleware could not
+// decide on: err is a *KeyError or a *LimiterError. The request does not
+// reach the next handler, so the ErrorResponder must answer it. (It is not an
+// error handler in the sense of stack.WithErrorHandler, which only observes
+// errors.)
+type ErrorResponder func(w http.ResponseWriter, r *http.Request, err error)
 
-// DefaultErrorHandler answers 400 Bad Request to a *KeyError and 503 Service
+// DefaultErrorResponder answers 400 Bad Request to a *KeyError and 503 Service
 // Unavailable otherwise, with a short plain-text body that does not reveal
 // the error.
-func DefaultErrorHandler(w http.ResponseWriter, r *http.Request, err error) {
+func DefaultErrorResponder(w http.ResponseWriter, r *http.Request, err error) {
 	var ke *KeyError
 	if errors.As(err, &ke) {
 		http.Error(w, "bad request", http.StatusBadRequest)
@@ -89,7 +92,7 @@ type config struct {
 	format     slerrors.Format
 	rpcCode    int
 	failClosed bool
-	onError    ErrorHandler
+	respond    ErrorResponder
 	maxBody    int64
 	noHeaders  bool
 	noReserve  bool
@@ -111,15 +114,18 @@ func WithFormat(f slerrors.Format) Option { return optionFunc(func(c *config) { 
 // JSONRPC format (default slerrors.DefaultJSONRPCCode, -32003).
 func WithJSONRPCCode(code int) Option { return optionFunc(func(c *config) { c.rpcCode = code }) }
 
-// FailClosed makes a Limiter error reject the request through the error
-// handler (503 by default) instead of letting it through.
-func FailClosed() Option { return optionFunc(func(c *config) { c.failClosed = true }) }
+// WithFailClosed makes a Limiter error reject the request through the
+// ErrorResponder (503 by default) instead of letting it through.
+func WithFailClosed() Option { return optionFunc(func(c *config) { c.failClosed = true }) }
 
-// WithErrorHandler replaces DefaultErrorHandler.
-func WithErrorHandler(h ErrorHandler) Option {
+// WithErrorResponder replaces DefaultErrorResponder as the writer of the
+// responses to requests whose keys could not be resolved and, with
+// WithFailClosed, to requests the Limiter could not decide. A nil f keeps
+// DefaultErrorResponder.
+func WithErrorResponder(f ErrorResponder) Option {
 	return optionFunc(func(c *config) {
-		if h != nil {
-			c.onError = h
+		if f != nil {
+			c.respond = f
 		}
 	})
 }
@@ -139,7 +145,7 @@ func New(l sluice.Limiter, keys KeyFunc, opts ...Option) func(http.Handler) http
 	if l == nil || keys == nil {
 		panic("httplimit: New needs a Limiter and a KeyFunc")
 	}
-	c := config{onError: DefaultErrorHandler, maxBody: 1 << 20}
+	c := config{respond: DefaultErrorResponder, maxBody: 1 << 20}
 	for _, o := range opts {
 		o.apply(&c)
 	}
@@ -173,7 +179,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context() // read first: its cache miss overlaps the key function's
 	keys, err := h.keys(r)
 	if err != nil {
-		h.cfg.onError(w, r, &KeyError{err})
+		h.cfg.respond(w, r, &KeyError{err})
 		return
 	}
 	// A SlotReserver (or a Reserver) holds the request's connection slots
@@ -192,7 +198,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		if h.cfg.failClosed {
-			h.cfg.onError(w, r, &LimiterError{err})
+			h.cfg.respond(w, r, &LimiterError{err})
 			return
 		}
 		h.next.ServeHTTP(w, r)

@@ -143,15 +143,15 @@ func TestFailOpenAndClosed(t *testing.T) {
 		t.Errorf("fail-open: status %d, handler calls %d", res.StatusCode, calls.Load())
 	}
 
-	closed := httptest.NewServer(httplimit.New(errLimiter, callerKey, httplimit.FailClosed())(next))
+	closed := httptest.NewServer(httplimit.New(errLimiter, callerKey, httplimit.WithFailClosed())(next))
 	defer closed.Close()
 	if res, _ := get(t, closed, "a", ""); res.StatusCode != 503 || calls.Load() != 1 {
 		t.Errorf("fail-closed: status %d, handler calls %d", res.StatusCode, calls.Load())
 	}
 
 	var got error
-	custom := httptest.NewServer(httplimit.New(errLimiter, callerKey, httplimit.FailClosed(),
-		httplimit.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
+	custom := httptest.NewServer(httplimit.New(errLimiter, callerKey, httplimit.WithFailClosed(),
+		httplimit.WithErrorResponder(func(w http.ResponseWriter, r *http.Request, err error) {
 			got = err
 			w.WriteHeader(http.StatusTeapot)
 		}))(next))
@@ -159,7 +159,7 @@ func TestFailOpenAndClosed(t *testing.T) {
 	res, _ := get(t, custom, "a", "")
 	var le *httplimit.LimiterError
 	if res.StatusCode != http.StatusTeapot || !errors.As(got, &le) || !errors.Is(got, boom) {
-		t.Errorf("custom handler: status %d, err %v", res.StatusCode, got)
+		t.Errorf("custom responder: status %d, err %v", res.StatusCode, got)
 	}
 }
 

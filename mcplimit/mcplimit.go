@@ -70,10 +70,10 @@ func WithJSONRPCCode(code int) Option {
 // WithKeys adds dimensions to every tool call's keys (see KeyFunc).
 func WithKeys(f KeyFunc) Option { return optionFunc(func(c *config) { c.keys = f }) }
 
-// FailClosed fails a tool call with JSON-RPC code -32603 (internal error)
-// when the Limiter returns an error, instead of letting it through
+// WithFailClosed fails a tool call with JSON-RPC code -32603 (internal
+// error) when the Limiter returns an error, instead of letting it through
 // (fail-open, the default).
-func FailClosed() Option { return optionFunc(func(c *config) { c.failClosed = true }) }
+func WithFailClosed() Option { return optionFunc(func(c *config) { c.failClosed = true }) }
 
 // Middleware returns receiving middleware for mcp.Server.AddReceivingMiddleware
 // that limits tools/call requests with l, under the keys targetName =

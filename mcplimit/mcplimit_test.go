@@ -137,7 +137,7 @@ func TestKeysCodeAndFailure(t *testing.T) {
 	if _, err := call(open, "readData"); err != nil {
 		t.Errorf("fail-open: %v", err)
 	}
-	closed := connect(t, newServer(mcplimit.Middleware(broken, "t", mcplimit.FailClosed())))
+	closed := connect(t, newServer(mcplimit.Middleware(broken, "t", mcplimit.WithFailClosed())))
 	if _, err := call(closed, "readData"); !errors.As(err, &we) || we.Code != jsonrpc.CodeInternalError {
 		t.Errorf("fail-closed: %v", err)
 	}
