@@ -12,10 +12,10 @@
 //
 // # Connections
 //
-// When the limiter also implements sluice.SlotReserver (a stack.Stack does),
-// the middleware calls ReserveSlots instead of Allow, so connections limits
-// (concurrent in-flight requests) are enforced: the slot is taken before the
-// next handler runs and released when it returns — also when it panics (the
+// The middleware admits requests through a sluice.Admitter: when the
+// limiter also implements sluice.SlotReserver (a stack.Stack does), it calls
+// ReserveSlots instead of Allow, so connections limits (concurrent in-flight
+// requests) are enforced: the slot is taken before the next handler runs and released when it returns — also when it panics (the
 // panic goes on after the release) and when the client disconnects (the
 // handler returns once the request context ends; a handler that ignores the
 // context holds its slot until it returns or until the limiter's lease
@@ -149,25 +149,18 @@ func New(l sluice.Limiter, keys KeyFunc, opts ...Option) func(http.Handler) http
 	for _, o := range opts {
 		o.apply(&c)
 	}
-	var (
-		sr sluice.SlotReserver
-		rs sluice.Reserver
-	)
-	if !c.noReserve {
-		if sr, _ = l.(sluice.SlotReserver); sr == nil {
-			rs, _ = l.(sluice.Reserver)
-		}
+	if c.noReserve {
+		l = struct{ sluice.Limiter }{l} // only Allow shows
 	}
+	adm := sluice.NewAdmitter(l)
 	return func(next http.Handler) http.Handler {
-		return &handler{cfg: c, l: l, sr: sr, rs: rs, keys: keys, next: next}
+		return &handler{cfg: c, adm: adm, keys: keys, next: next}
 	}
 }
 
 type handler struct {
 	cfg  config
-	l    sluice.Limiter
-	sr   sluice.SlotReserver // l, when it holds slots and WithoutReserve is not given
-	rs   sluice.Reserver     // l, when it reserves (but not SlotReserver) and WithoutReserve is not given
+	adm  sluice.Admitter // the limiter, through Allow alone with WithoutReserve
 	keys KeyFunc
 	next http.Handler
 	// policies keeps the rendered RateLimit-Policy values of allowed
@@ -182,20 +175,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.cfg.respond(w, r, &KeyError{err})
 		return
 	}
-	// A SlotReserver (or a Reserver) holds the request's connection slots
-	// until the next handler returns; a plain Limiter has nothing to hold.
-	var (
-		res sluice.Reservation
-		d   sluice.Decision
-	)
-	switch {
-	case h.sr != nil:
-		res, d, err = h.sr.ReserveSlots(ctx, keys)
-	case h.rs != nil:
-		res, d, err = h.rs.Reserve(ctx, keys, 0)
-	default:
-		d, err = h.l.Allow(ctx, keys)
-	}
+	// The request holds its connection slots, if any, until the next
+	// handler returns.
+	slots, d, err := h.adm.Admit(ctx, keys)
 	if err != nil {
 		if h.cfg.failClosed {
 			h.cfg.respond(w, r, &LimiterError{err})
@@ -209,16 +191,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.throttle(w, r, te)
 		return
 	}
-	if res.Held() {
+	if slots.Held() {
 		// A deferred release runs on a normal return and while a panic
 		// unwinds; the panic then goes on to net/http (or the caller's
 		// recover).
-		defer release(res)
+		defer slots.Release()
 	}
 	h.admit(w, r, &d)
 }
-
-func release(res sluice.Reservation) { _ = res.Reconcile(0) }
 
 func (h *handler) admit(w http.ResponseWriter, r *http.Request, d *sluice.Decision) {
 	if !h.cfg.noHeaders && d.Limit > 0 {
