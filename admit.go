@@ -14,34 +14,42 @@ import "context"
 //     0;
 //   - any other Limiter is asked Allow, and holds nothing.
 //
-// NewAdmitter makes that choice once, so Admit costs the chosen method and a
-// branch. Requests limits are charged once whichever method is chosen;
-// tokens limits are not charged (nothing is estimated): a caller that knows a
-// request's cost calls Reserve and Reconcile itself.
+// NewAdmitter makes that choice once. Admit is then one call, which the
+// compiler inlines into its caller: through a SlotReserver (and Unlimited
+// and Deny, which are SlotReservers that hold nothing) it costs exactly
+// what calling ReserveSlots directly costs. A Reserver or a plain Limiter
+// is reached through a small adapter, one more call. Requests limits are
+// charged once whichever method is chosen; tokens limits are not charged
+// (nothing is estimated): a caller that knows a request's cost calls
+// Reserve and Reconcile itself.
 //
 // To admit through Allow alone, hiding the reserving methods of a Limiter
 // (connections limits are then not enforced), wrap it:
-// NewAdmitter(struct{ sluice.Limiter }{l}).
+// NewAdmitter(struct{ sluice.Limiter }{l}), or call Allow.
 //
 // An Admitter is safe for concurrent use when its Limiter is. Build it with
 // NewAdmitter: the zero Admitter has no Limiter, and its Admit panics.
 type Admitter struct {
-	l  Limiter
-	sr SlotReserver // l, when it is one
-	rs Reserver     // l, when it is one and no SlotReserver
+	// sr is l when l is a SlotReserver, and otherwise an adapter that
+	// gives l's Reserve or Allow the same shape. One interface call is all
+	// Admit makes: with two (one per shape) it would no longer be inlined,
+	// and every path would pay a call and the copies of Keys and Decision.
+	sr SlotReserver
 }
 
 // NewAdmitter returns the Admitter of l. It panics if l is nil (a
 // programming error, caught at construction like the middlewares' own).
 func NewAdmitter(l Limiter) Admitter {
-	if l == nil {
+	switch l := l.(type) {
+	case nil:
 		panic("sluice: NewAdmitter needs a Limiter")
+	case SlotReserver:
+		return Admitter{l}
+	case Reserver:
+		return Admitter{&reserveSlots{l}}
+	default:
+		return Admitter{&allowSlots{l}}
 	}
-	a := Admitter{l: l}
-	if a.sr, _ = l.(SlotReserver); a.sr == nil {
-		a.rs, _ = l.(Reserver)
-	}
-	return a
 }
 
 // Admit decides one request with keys. It returns what the request holds
@@ -50,16 +58,25 @@ func NewAdmitter(l Limiter) Admitter {
 // decide. On a denial and on an error the Slots hold nothing, so it is
 // always safe to call their methods.
 func (a *Admitter) Admit(ctx context.Context, keys Keys) (Slots, Decision, error) {
-	switch {
-	case a.sr != nil:
-		r, d, err := a.sr.ReserveSlots(ctx, keys)
-		return Slots{r}, d, err
-	case a.rs != nil:
-		r, d, err := a.rs.Reserve(ctx, keys, 0)
-		return Slots{r}, d, err
-	}
-	d, err := a.l.Allow(ctx, keys)
-	return Slots{}, d, err
+	r, d, err := a.sr.ReserveSlots(ctx, keys)
+	return Slots{r}, d, err
+}
+
+// reserveSlots admits to a Reserver that is no SlotReserver: Reserve with
+// no estimate holds its connection slots, and Reconcile(0) keeps the
+// request's charge.
+type reserveSlots struct{ Reserver }
+
+func (r *reserveSlots) ReserveSlots(ctx context.Context, keys Keys) (Reservation, Decision, error) {
+	return r.Reserve(ctx, keys, 0)
+}
+
+// allowSlots admits to a plain Limiter: Allow, holding nothing.
+type allowSlots struct{ Limiter }
+
+func (l *allowSlots) ReserveSlots(ctx context.Context, keys Keys) (Reservation, Decision, error) {
+	d, err := l.Allow(ctx, keys)
+	return NoReservation, d, err
 }
 
 // Slots is what a request admitted by an Admitter holds until it ends: a

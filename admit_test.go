@@ -153,3 +153,42 @@ func TestAdmitAllocatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAdmit compares Admit with calling the chosen method directly,
+// on limiters that cost next to nothing, so that what the Admitter adds
+// shows: nothing for a SlotReserver (Unlimited is one), one call through
+// the adapter for a plain Limiter.
+func BenchmarkAdmit(b *testing.B) {
+	ctx, keys := context.Background(), sluice.NewKeys("caller", "alice")
+	slotReserver := sluice.Unlimited.(sluice.SlotReserver)
+	plain := sluice.Limiter(struct{ sluice.Limiter }{sluice.Unlimited})
+	admitSlots, admitPlain := sluice.NewAdmitter(slotReserver), sluice.NewAdmitter(plain)
+	b.Run("ReserveSlots", func(b *testing.B) {
+		for b.Loop() {
+			if _, d, _ := slotReserver.ReserveSlots(ctx, keys); !d.Allowed {
+				b.Fatal("denied")
+			}
+		}
+	})
+	b.Run("Admit-SlotReserver", func(b *testing.B) {
+		for b.Loop() {
+			if _, d, _ := admitSlots.Admit(ctx, keys); !d.Allowed {
+				b.Fatal("denied")
+			}
+		}
+	})
+	b.Run("Allow", func(b *testing.B) {
+		for b.Loop() {
+			if d, _ := plain.Allow(ctx, keys); !d.Allowed {
+				b.Fatal("denied")
+			}
+		}
+	})
+	b.Run("Admit-Limiter", func(b *testing.B) {
+		for b.Loop() {
+			if _, d, _ := admitPlain.Admit(ctx, keys); !d.Allowed {
+				b.Fatal("denied")
+			}
+		}
+	})
+}

@@ -149,18 +149,16 @@ func New(l sluice.Limiter, keys KeyFunc, opts ...Option) func(http.Handler) http
 	for _, o := range opts {
 		o.apply(&c)
 	}
-	if c.noReserve {
-		l = struct{ sluice.Limiter }{l} // only Allow shows
-	}
 	adm := sluice.NewAdmitter(l)
 	return func(next http.Handler) http.Handler {
-		return &handler{cfg: c, adm: adm, keys: keys, next: next}
+		return &handler{cfg: c, l: l, adm: adm, keys: keys, next: next}
 	}
 }
 
 type handler struct {
 	cfg  config
-	adm  sluice.Admitter // the limiter, through Allow alone with WithoutReserve
+	l    sluice.Limiter  // asked Allow, with WithoutReserve
+	adm  sluice.Admitter // l, without WithoutReserve
 	keys KeyFunc
 	next http.Handler
 	// policies keeps the rendered RateLimit-Policy values of allowed
@@ -177,7 +175,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// The request holds its connection slots, if any, until the next
 	// handler returns.
-	slots, d, err := h.adm.Admit(ctx, keys)
+	var (
+		slots sluice.Slots
+		d     sluice.Decision
+	)
+	if h.cfg.noReserve {
+		d, err = h.l.Allow(ctx, keys)
+	} else {
+		slots, d, err = h.adm.Admit(ctx, keys)
+	}
 	if err != nil {
 		if h.cfg.failClosed {
 			h.cfg.respond(w, r, &LimiterError{err})
