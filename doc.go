@@ -45,6 +45,14 @@
 // backend failed under a fail-closed policy). Decision.Err converts a denial
 // into an error that matches errors.ErrThrottled.
 //
+// # Middleware
+//
+// Middleware admits each request through an Admitter, built once per
+// Limiter: with a Limiter that holds connection slots (a SlotReserver or a
+// Reserver, as a stack.Stack is) the request keeps its slots until
+// Slots.Release, and with a plain Limiter Admit is Allow. httplimit,
+// grpclimit and mcplimit all do so.
+//
 // # Keys
 //
 // A request is described by Keys: dimension names and the request's values

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	slerrors "github.com/sluicehq/sluice/errors"
+	"github.com/sluicehq/sluice/stack"
 )
 
 // A Limiter returns a Decision; a denial is not an error until you ask for one.
@@ -59,4 +60,47 @@ func ExampleDecision_LogValue() {
 	// Output:
 	// level=INFO msg=throttled decision.allowed=false decision.limit="per-caller/caller=bob" decision.metric=requests decision.retry_after=1.5s
 	// level=INFO msg=passed decision.allowed=true decision.limit=per-caller
+}
+
+// An Admitter is how middleware asks a Limiter about a request: a
+// stack.Stack with a connections limit holds a slot while the request runs,
+// and a request's slots are released when its handler returns.
+func ExampleAdmitter() {
+	limits, err := stack.New(stack.Config{RateLimits: []stack.RateLimit{{
+		RateLimitID: "in-flight", DimensionKeys: []string{"caller"},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"},
+			Connections: []stack.Rate{{Rate: 1, Period: stack.PeriodSecond}}}},
+	}}}, stack.WithClock(func() time.Time { return time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC) }))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	adm := sluice.NewAdmitter(limits) // once, when the middleware is built
+
+	// serve is what middleware does per request; handler runs while the
+	// request holds its slot.
+	serve := func(caller string, handler func()) {
+		slots, d, err := adm.Admit(context.Background(), sluice.NewKeys("caller", caller))
+		switch {
+		case err != nil:
+			fmt.Println(caller+": could not decide:", err)
+			return
+		case !d.Allowed:
+			fmt.Printf("%s: throttled by %s (%s)\n", caller, d.LimitKey, d.Metric)
+			return
+		}
+		defer slots.Release()
+		fmt.Println(caller + ": admitted")
+		handler()
+	}
+	serve("alice", func() {
+		serve("alice", func() {}) // alice's second request while her first runs
+		serve("bob", func() {})   // bob has a slot of his own
+	})
+	serve("alice", func() {}) // her first request has ended
+	// Output:
+	// alice: admitted
+	// alice: throttled by in-flight/caller=alice (connections)
+	// bob: admitted
+	// alice: admitted
 }

@@ -29,10 +29,23 @@ func (unlimited) Allow(context.Context, Keys) (Decision, error) {
 	return Decision{Allowed: true}, nil
 }
 
+// ReserveSlots makes Unlimited a SlotReserver that holds nothing, so that
+// an Admitter calls it directly, without the adapter it needs for a plain
+// Limiter.
+func (unlimited) ReserveSlots(context.Context, Keys) (Reservation, Decision, error) {
+	return NoReservation, Decision{Allowed: true}, nil
+}
+
 type deny struct{}
 
 func (deny) Allow(context.Context, Keys) (Decision, error) {
 	return Decision{Allowed: false, Permanent: true, LimitID: "deny", LimitKey: "deny", Metric: MetricRequests}, nil
+}
+
+// ReserveSlots makes Deny a SlotReserver too (see unlimited.ReserveSlots).
+func (d deny) ReserveSlots(ctx context.Context, keys Keys) (Reservation, Decision, error) {
+	dec, err := d.Allow(ctx, keys)
+	return NoReservation, dec, err
 }
 
 // Unlimited allows every request. It is the Limiter to use where limiting is

@@ -124,15 +124,14 @@ type optionFunc func(*config)
 
 func (f optionFunc) apply(c *config) { f(c) }
 
-// FailClosed fails a call with codes.Unavailable when the Limiter returns an
-// error, instead of letting it through (fail-open, the default).
-func FailClosed() Option { return optionFunc(func(c *config) { c.failClosed = true }) }
+// WithFailClosed fails a call with codes.Unavailable when the Limiter
+// returns an error, instead of letting it through (fail-open, the default).
+func WithFailClosed() Option { return optionFunc(func(c *config) { c.failClosed = true }) }
 
 type limiter struct {
 	cfg  config
-	l    sluice.Limiter
-	sr   sluice.SlotReserver // l, when it holds connection slots
-	rs   sluice.Reserver     // l, when it reserves but is no SlotReserver
+	l    sluice.Limiter  // for Adapter, which has no call end to release slots at
+	adm  sluice.Admitter // l, for the interceptors
 	keys KeyFunc
 }
 
@@ -140,10 +139,7 @@ func newLimiter(l sluice.Limiter, keys KeyFunc, opts []Option) *limiter {
 	if l == nil || keys == nil {
 		panic("grpclimit: needs a Limiter and a KeyFunc")
 	}
-	lim := &limiter{l: l, keys: keys}
-	if lim.sr, _ = l.(sluice.SlotReserver); lim.sr == nil {
-		lim.rs, _ = l.(sluice.Reserver)
-	}
+	lim := &limiter{l: l, adm: sluice.NewAdmitter(l), keys: keys}
 	for _, o := range opts {
 		o.apply(&lim.cfg)
 	}
@@ -153,38 +149,35 @@ func newLimiter(l sluice.Limiter, keys KeyFunc, opts []Option) *limiter {
 // check decides one call. It returns nil to let the call through; the
 // *ThrottledError of a throttled call (the caller sends its pushback
 // trailer); or the status error of a call that could not be decided. With
-// reserve, a limiter that holds connection slots (a stack does:
-// sluice.SlotReserver, or else sluice.Reserver) holds them for the call's
-// length; the returned Reservation must be reconciled when the call ends.
-// It is sluice.NoReservation whenever nothing is held.
-func (lim *limiter) check(ctx context.Context, method string, reserve bool) (sluice.Reservation, error) {
+// reserve, the call is admitted by the sluice.Admitter, so a limiter that
+// holds connection slots (a stack does) holds them for the call's length;
+// the returned Slots must be released when the call ends. They hold nothing
+// when the call is not let through, and without reserve.
+func (lim *limiter) check(ctx context.Context, method string, reserve bool) (sluice.Slots, error) {
 	keys, err := lim.keys(ctx, method)
 	if err != nil {
-		return sluice.NoReservation, status.Error(codes.InvalidArgument, "grpclimit: resolving rate-limit keys: "+err.Error())
+		return sluice.Slots{}, status.Error(codes.InvalidArgument, "grpclimit: resolving rate-limit keys: "+err.Error())
 	}
 	var (
-		res sluice.Reservation
-		d   sluice.Decision
+		slots sluice.Slots
+		d     sluice.Decision
 	)
-	switch {
-	case reserve && lim.sr != nil:
-		res, d, err = lim.sr.ReserveSlots(ctx, keys)
-	case reserve && lim.rs != nil:
-		res, d, err = lim.rs.Reserve(ctx, keys, 0)
-	default:
+	if reserve {
+		slots, d, err = lim.adm.Admit(ctx, keys)
+	} else {
 		d, err = lim.l.Allow(ctx, keys)
 	}
 	if err != nil {
 		if lim.cfg.failClosed {
-			return sluice.NoReservation, status.Error(codes.Unavailable, "grpclimit: rate limiter failed: "+err.Error())
+			return sluice.Slots{}, status.Error(codes.Unavailable, "grpclimit: rate limiter failed: "+err.Error())
 		}
-		return sluice.NoReservation, nil
+		return sluice.Slots{}, nil
 	}
 	if d.Allowed {
-		return res, nil
+		return slots, nil
 	}
 	te, _ := slerrors.AsThrottled(d.Err())
-	return sluice.NoReservation, te
+	return sluice.Slots{}, te
 }
 
 // statusErr turns check's result into the error an interceptor returns,
@@ -202,11 +195,11 @@ func statusErr(err error, setTrailer func(metadata.MD) error) error {
 func UnaryServerInterceptor(l sluice.Limiter, keys KeyFunc, opts ...Option) grpc.UnaryServerInterceptor {
 	lim := newLimiter(l, keys, opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		res, err := lim.check(ctx, info.FullMethod, true)
+		slots, err := lim.check(ctx, info.FullMethod, true)
 		if err != nil {
 			return nil, statusErr(err, func(md metadata.MD) error { return grpc.SetTrailer(ctx, md) })
 		}
-		defer res.Reconcile(0) // frees connection slots, also on panic
+		defer slots.Release() // frees connection slots, also on panic
 		return handler(ctx, req)
 	}
 }
@@ -217,11 +210,11 @@ func UnaryServerInterceptor(l sluice.Limiter, keys KeyFunc, opts ...Option) grpc
 func StreamServerInterceptor(l sluice.Limiter, keys KeyFunc, opts ...Option) grpc.StreamServerInterceptor {
 	lim := newLimiter(l, keys, opts)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		res, err := lim.check(ss.Context(), info.FullMethod, true)
+		slots, err := lim.check(ss.Context(), info.FullMethod, true)
 		if err != nil {
 			return statusErr(err, func(md metadata.MD) error { ss.SetTrailer(md); return nil })
 		}
-		defer res.Reconcile(0) // the slot is held until the stream ends
+		defer slots.Release() // the slot is held until the stream ends
 		return handler(srv, ss)
 	}
 }

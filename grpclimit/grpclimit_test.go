@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice"
 	slerrors "github.com/sluicehq/sluice/errors"
 	"github.com/sluicehq/sluice/grpclimit"
+	"github.com/sluicehq/sluice/stack/limitertest"
 )
 
 // callerKey takes the caller from the x-caller metadata and adds the method.
@@ -75,7 +76,7 @@ func quotaFailure(t *testing.T, err error) *errdetails.QuotaFailure_Violation {
 }
 
 func TestUnaryInterceptor(t *testing.T) {
-	lim := newClockLimiter("caller", 1, 1500*time.Millisecond+time.Microsecond)
+	lim, clock := limitertest.NewPerValue("caller", 1, 1500*time.Millisecond+time.Microsecond)
 	client := serve(t, grpc.ChainUnaryInterceptor(grpclimit.UnaryServerInterceptor(lim, callerKey)))
 
 	if _, err := client.Check(asCaller("alice"), &healthpb.HealthCheckRequest{}); err != nil {
@@ -102,18 +103,18 @@ func TestUnaryInterceptor(t *testing.T) {
 	if _, err := client.Check(asCaller("bob"), &healthpb.HealthCheckRequest{}); err != nil {
 		t.Errorf("bob throttled by alice's bucket: %v", err)
 	}
-	lim.advance(1500 * time.Millisecond)
+	clock.Advance(1500 * time.Millisecond)
 	if _, err := client.Check(asCaller("alice"), &healthpb.HealthCheckRequest{}); status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("admitted before the RetryInfo delay: %v", err)
 	}
-	lim.advance(time.Microsecond)
+	clock.Advance(time.Microsecond)
 	if _, err := client.Check(asCaller("alice"), &healthpb.HealthCheckRequest{}); err != nil {
 		t.Errorf("throttled after waiting the RetryInfo delay: %v", err)
 	}
 }
 
 func TestStreamInterceptor(t *testing.T) {
-	lim := newClockLimiter("caller", 1, time.Second)
+	lim, _ := limitertest.NewPerValue("caller", 1, time.Second)
 	client := serve(t, grpc.ChainStreamInterceptor(grpclimit.StreamServerInterceptor(lim, callerKey)))
 
 	ctx, cancel := context.WithCancel(asCaller("alice"))
@@ -142,7 +143,7 @@ func TestStreamInterceptor(t *testing.T) {
 }
 
 func TestAdapter(t *testing.T) {
-	lim := newClockLimiter("caller", 1, time.Second)
+	lim, _ := limitertest.NewPerValue("caller", 1, time.Second)
 	var methods []string
 	var mu sync.Mutex
 	keys := func(ctx context.Context, method string) (sluice.Keys, error) {
@@ -180,7 +181,7 @@ func TestFailurePolicies(t *testing.T) {
 	if _, err := open.Check(asCaller("a"), &healthpb.HealthCheckRequest{}); err != nil {
 		t.Errorf("fail-open: %v", err)
 	}
-	closed := serve(t, grpc.ChainUnaryInterceptor(grpclimit.UnaryServerInterceptor(broken, callerKey, grpclimit.FailClosed())))
+	closed := serve(t, grpc.ChainUnaryInterceptor(grpclimit.UnaryServerInterceptor(broken, callerKey, grpclimit.WithFailClosed())))
 	if _, err := closed.Check(asCaller("a"), &healthpb.HealthCheckRequest{}); status.Code(err) != codes.Unavailable {
 		t.Errorf("fail-closed: %v, want Unavailable", err)
 	}
@@ -220,7 +221,7 @@ func TestStatusOddInput(t *testing.T) {
 // TestConcurrentCalls: on a frozen clock, exactly burst calls of many
 // concurrent ones pass.
 func TestConcurrentCalls(t *testing.T) {
-	lim := newClockLimiter("caller", 30, time.Second)
+	lim, _ := limitertest.NewPerValue("caller", 30, time.Second)
 	client := serve(t, grpc.ChainUnaryInterceptor(grpclimit.UnaryServerInterceptor(lim, callerKey)))
 	var ok, throttled atomic.Int32
 	var wg sync.WaitGroup

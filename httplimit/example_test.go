@@ -10,12 +10,13 @@ import (
 	slerrors "github.com/sluicehq/sluice/errors"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/stack"
+	"github.com/sluicehq/sluice/stack/limitertest"
 )
 
 func ExampleNew() {
-	// Any sluice.Limiter; here a small GCRA on a clock the example controls,
+	// Any sluice.Limiter; here a per-value token bucket on a manual clock,
 	// 1 request per second per client address, burst 1.
-	limiter := newClockLimiter("ip", 1, time.Second)
+	limiter, _ := limitertest.NewPerValue("ip", 1, time.Second)
 
 	mw := httplimit.New(limiter, httplimit.ClientIPKey("ip", nil), httplimit.WithFormat(slerrors.HTTPJSON))
 	srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -7,15 +7,15 @@
 // AWS or JSON-RPC on request) with Retry-After and the IETF RateLimit
 // fields; an allowed request reaches the next handler with RateLimit and
 // RateLimit-Policy set on its response. When the limiter cannot decide (a
-// backend failed) the request is let through (fail-open) unless FailClosed
-// is given.
+// backend failed) the request is let through (fail-open) unless
+// WithFailClosed is given.
 //
 // # Connections
 //
-// When the limiter also implements sluice.SlotReserver (a stack.Stack does),
-// the middleware calls ReserveSlots instead of Allow, so connections limits
-// (concurrent in-flight requests) are enforced: the slot is taken before the
-// next handler runs and released when it returns — also when it panics (the
+// The middleware admits requests through a sluice.Admitter: when the
+// limiter also implements sluice.SlotReserver (a stack.Stack does), it calls
+// ReserveSlots instead of Allow, so connections limits (concurrent in-flight
+// requests) are enforced: the slot is taken before the next handler runs and released when it returns — also when it panics (the
 // panic goes on after the release) and when the client disconnects (the
 // handler returns once the request context ends; a handler that ignores the
 // context holds its slot until it returns or until the limiter's lease
@@ -46,10 +46,10 @@ import (
 )
 
 // KeyFunc resolves the rate-limit keys of a request. An error means the
-// request is malformed for limiting purposes; it is handed to the error
-// handler wrapped in a *KeyError (400 Bad Request by default). A request that
-// simply lacks a dimension should leave it out of the Keys instead: limits on
-// that dimension are then skipped.
+// request is malformed for limiting purposes; it is handed to the
+// ErrorResponder wrapped in a *KeyError (400 Bad Request by default). A
+// request that simply lacks a dimension should leave it out of the Keys
+// instead: limits on that dimension are then skipped.
 type KeyFunc func(*http.Request) (sluice.Keys, error)
 
 // KeyError wraps an error returned by the KeyFunc.
@@ -69,14 +69,17 @@ func (e *LimiterError) Error() string { return "httplimit: rate limiter failed: 
 // Unwrap returns the Limiter's error.
 func (e *LimiterError) Unwrap() error { return e.Err }
 
-// ErrorHandler answers a request the middleware could not decide on: err is
-// a *KeyError or a *LimiterError.
-type ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
+// ErrorResponder writes the response to a request the middleware could not
+// decide on: err is a *KeyError or a *LimiterError. The request does not
+// reach the next handler, so the ErrorResponder must answer it. (It is not an
+// error handler in the sense of stack.WithErrorHandler, which only observes
+// errors.)
+type ErrorResponder func(w http.ResponseWriter, r *http.Request, err error)
 
-// DefaultErrorHandler answers 400 Bad Request to a *KeyError and 503 Service
+// DefaultErrorResponder answers 400 Bad Request to a *KeyError and 503 Service
 // Unavailable otherwise, with a short plain-text body that does not reveal
 // the error.
-func DefaultErrorHandler(w http.ResponseWriter, r *http.Request, err error) {
+func DefaultErrorResponder(w http.ResponseWriter, r *http.Request, err error) {
 	var ke *KeyError
 	if errors.As(err, &ke) {
 		http.Error(w, "bad request", http.StatusBadRequest)
@@ -89,7 +92,7 @@ type config struct {
 	format     slerrors.Format
 	rpcCode    int
 	failClosed bool
-	onError    ErrorHandler
+	respond    ErrorResponder
 	maxBody    int64
 	noHeaders  bool
 	noReserve  bool
@@ -111,15 +114,18 @@ func WithFormat(f slerrors.Format) Option { return optionFunc(func(c *config) { 
 // JSONRPC format (default slerrors.DefaultJSONRPCCode, -32003).
 func WithJSONRPCCode(code int) Option { return optionFunc(func(c *config) { c.rpcCode = code }) }
 
-// FailClosed makes a Limiter error reject the request through the error
-// handler (503 by default) instead of letting it through.
-func FailClosed() Option { return optionFunc(func(c *config) { c.failClosed = true }) }
+// WithFailClosed makes a Limiter error reject the request through the
+// ErrorResponder (503 by default) instead of letting it through.
+func WithFailClosed() Option { return optionFunc(func(c *config) { c.failClosed = true }) }
 
-// WithErrorHandler replaces DefaultErrorHandler.
-func WithErrorHandler(h ErrorHandler) Option {
+// WithErrorResponder replaces DefaultErrorResponder as the writer of the
+// responses to requests whose keys could not be resolved and, with
+// WithFailClosed, to requests the Limiter could not decide. A nil f keeps
+// DefaultErrorResponder.
+func WithErrorResponder(f ErrorResponder) Option {
 	return optionFunc(func(c *config) {
-		if h != nil {
-			c.onError = h
+		if f != nil {
+			c.respond = f
 		}
 	})
 }
@@ -139,29 +145,20 @@ func New(l sluice.Limiter, keys KeyFunc, opts ...Option) func(http.Handler) http
 	if l == nil || keys == nil {
 		panic("httplimit: New needs a Limiter and a KeyFunc")
 	}
-	c := config{onError: DefaultErrorHandler, maxBody: 1 << 20}
+	c := config{respond: DefaultErrorResponder, maxBody: 1 << 20}
 	for _, o := range opts {
 		o.apply(&c)
 	}
-	var (
-		sr sluice.SlotReserver
-		rs sluice.Reserver
-	)
-	if !c.noReserve {
-		if sr, _ = l.(sluice.SlotReserver); sr == nil {
-			rs, _ = l.(sluice.Reserver)
-		}
-	}
+	adm := sluice.NewAdmitter(l)
 	return func(next http.Handler) http.Handler {
-		return &handler{cfg: c, l: l, sr: sr, rs: rs, keys: keys, next: next}
+		return &handler{cfg: c, l: l, adm: adm, keys: keys, next: next}
 	}
 }
 
 type handler struct {
 	cfg  config
-	l    sluice.Limiter
-	sr   sluice.SlotReserver // l, when it holds slots and WithoutReserve is not given
-	rs   sluice.Reserver     // l, when it reserves (but not SlotReserver) and WithoutReserve is not given
+	l    sluice.Limiter  // asked Allow, with WithoutReserve
+	adm  sluice.Admitter // l, without WithoutReserve
 	keys KeyFunc
 	next http.Handler
 	// policies keeps the rendered RateLimit-Policy values of allowed
@@ -173,26 +170,23 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context() // read first: its cache miss overlaps the key function's
 	keys, err := h.keys(r)
 	if err != nil {
-		h.cfg.onError(w, r, &KeyError{err})
+		h.cfg.respond(w, r, &KeyError{err})
 		return
 	}
-	// A SlotReserver (or a Reserver) holds the request's connection slots
-	// until the next handler returns; a plain Limiter has nothing to hold.
+	// The request holds its connection slots, if any, until the next
+	// handler returns.
 	var (
-		res sluice.Reservation
-		d   sluice.Decision
+		slots sluice.Slots
+		d     sluice.Decision
 	)
-	switch {
-	case h.sr != nil:
-		res, d, err = h.sr.ReserveSlots(ctx, keys)
-	case h.rs != nil:
-		res, d, err = h.rs.Reserve(ctx, keys, 0)
-	default:
+	if h.cfg.noReserve {
 		d, err = h.l.Allow(ctx, keys)
+	} else {
+		slots, d, err = h.adm.Admit(ctx, keys)
 	}
 	if err != nil {
 		if h.cfg.failClosed {
-			h.cfg.onError(w, r, &LimiterError{err})
+			h.cfg.respond(w, r, &LimiterError{err})
 			return
 		}
 		h.next.ServeHTTP(w, r)
@@ -203,16 +197,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.throttle(w, r, te)
 		return
 	}
-	if res.Held() {
+	if slots.Held() {
 		// A deferred release runs on a normal return and while a panic
 		// unwinds; the panic then goes on to net/http (or the caller's
 		// recover).
-		defer release(res)
+		defer slots.Release()
 	}
 	h.admit(w, r, &d)
 }
-
-func release(res sluice.Reservation) { _ = res.Reconcile(0) }
 
 func (h *handler) admit(w http.ResponseWriter, r *http.Request, d *sluice.Decision) {
 	if !h.cfg.noHeaders && d.Limit > 0 {

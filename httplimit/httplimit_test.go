@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice"
 	slerrors "github.com/sluicehq/sluice/errors"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/stack/limitertest"
 )
 
 func callerKey(r *http.Request) (sluice.Keys, error) {
@@ -48,7 +49,7 @@ func get(t *testing.T, srv *httptest.Server, caller, body string) (*http.Respons
 }
 
 func TestThrottleAndRecover(t *testing.T) {
-	lim := newClockLimiter("caller", 2, 500*time.Millisecond) // 2 per second, burst 2
+	lim, clock := limitertest.NewPerValue("caller", 2, 500*time.Millisecond) // 2 per second, burst 2
 	srv := httptest.NewServer(httplimit.New(lim, callerKey)(okHandler))
 	defer srv.Close()
 
@@ -80,11 +81,11 @@ func TestThrottleAndRecover(t *testing.T) {
 		t.Errorf("bob throttled by alice's bucket: %d", res.StatusCode)
 	}
 	// Waiting the advertised retry-after-ms is enough, a moment less is not.
-	lim.advance(499 * time.Millisecond)
+	clock.Advance(499 * time.Millisecond)
 	if res, _ := get(t, srv, "alice", ""); res.StatusCode != 429 {
 		t.Errorf("admitted before retry-after-ms: %d", res.StatusCode)
 	}
-	lim.advance(time.Millisecond)
+	clock.Advance(time.Millisecond)
 	if res, _ := get(t, srv, "alice", ""); res.StatusCode != 200 {
 		t.Errorf("throttled after waiting retry-after-ms: %d", res.StatusCode)
 	}
@@ -113,7 +114,7 @@ func TestFormats(t *testing.T) {
 			`{"jsonrpc":"2.0","id":null,"error":{"code":-32003,"message":"Rate limit exceeded","data":{"limitKey":"per-caller/caller=c","metric":"requests","retryAfter":1}}}`},
 	}
 	for i, tt := range tests {
-		lim := newClockLimiter("caller", 1, time.Second)
+		lim, _ := limitertest.NewPerValue("caller", 1, time.Second)
 		srv := httptest.NewServer(httplimit.New(lim, callerKey, tt.opts...)(okHandler))
 		if res, _ := get(t, srv, "c", tt.body); res.StatusCode != 200 {
 			t.Fatalf("case %d: first request %d", i, res.StatusCode)
@@ -143,15 +144,15 @@ func TestFailOpenAndClosed(t *testing.T) {
 		t.Errorf("fail-open: status %d, handler calls %d", res.StatusCode, calls.Load())
 	}
 
-	closed := httptest.NewServer(httplimit.New(errLimiter, callerKey, httplimit.FailClosed())(next))
+	closed := httptest.NewServer(httplimit.New(errLimiter, callerKey, httplimit.WithFailClosed())(next))
 	defer closed.Close()
 	if res, _ := get(t, closed, "a", ""); res.StatusCode != 503 || calls.Load() != 1 {
 		t.Errorf("fail-closed: status %d, handler calls %d", res.StatusCode, calls.Load())
 	}
 
 	var got error
-	custom := httptest.NewServer(httplimit.New(errLimiter, callerKey, httplimit.FailClosed(),
-		httplimit.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
+	custom := httptest.NewServer(httplimit.New(errLimiter, callerKey, httplimit.WithFailClosed(),
+		httplimit.WithErrorResponder(func(w http.ResponseWriter, r *http.Request, err error) {
 			got = err
 			w.WriteHeader(http.StatusTeapot)
 		}))(next))
@@ -159,7 +160,7 @@ func TestFailOpenAndClosed(t *testing.T) {
 	res, _ := get(t, custom, "a", "")
 	var le *httplimit.LimiterError
 	if res.StatusCode != http.StatusTeapot || !errors.As(got, &le) || !errors.Is(got, boom) {
-		t.Errorf("custom handler: status %d, err %v", res.StatusCode, got)
+		t.Errorf("custom responder: status %d, err %v", res.StatusCode, got)
 	}
 }
 
@@ -185,7 +186,7 @@ func TestPermanentDenial(t *testing.T) {
 // TestConcurrentCallersNeverExceedBurst sends many requests at once on a
 // frozen clock: exactly burst of them pass, whatever the interleaving.
 func TestConcurrentCallersNeverExceedBurst(t *testing.T) {
-	lim := newClockLimiter("caller", 25, time.Second)
+	lim, _ := limitertest.NewPerValue("caller", 25, time.Second)
 	var passed atomic.Int32
 	srv := httptest.NewServer(httplimit.New(lim, callerKey)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { passed.Add(1) })))
 	defer srv.Close()

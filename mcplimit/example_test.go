@@ -8,11 +8,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sluicehq/sluice/mcplimit"
+	"github.com/sluicehq/sluice/stack/limitertest"
 )
 
 func ExampleMiddleware() {
 	// One call per tool per second (any sluice.Limiter works here).
-	limiter := newClockLimiter("toolName", 1, time.Second)
+	limiter, _ := limitertest.NewPerValue("toolName", 1, time.Second)
 
 	server := mcp.NewServer(&mcp.Implementation{Name: "my-target", Version: "v1"}, nil)
 	mcp.AddTool(server, &mcp.Tool{Name: "readData"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {

@@ -70,17 +70,18 @@ func WithJSONRPCCode(code int) Option {
 // WithKeys adds dimensions to every tool call's keys (see KeyFunc).
 func WithKeys(f KeyFunc) Option { return optionFunc(func(c *config) { c.keys = f }) }
 
-// FailClosed fails a tool call with JSON-RPC code -32603 (internal error)
-// when the Limiter returns an error, instead of letting it through
+// WithFailClosed fails a tool call with JSON-RPC code -32603 (internal
+// error) when the Limiter returns an error, instead of letting it through
 // (fail-open, the default).
-func FailClosed() Option { return optionFunc(func(c *config) { c.failClosed = true }) }
+func WithFailClosed() Option { return optionFunc(func(c *config) { c.failClosed = true }) }
 
 // Middleware returns receiving middleware for mcp.Server.AddReceivingMiddleware
 // that limits tools/call requests with l, under the keys targetName =
-// targetName and toolName = the called tool. When l is a sluice.SlotReserver
-// (a stack is) each call is admitted with ReserveSlots, and when it is only a
-// sluice.Reserver with Reserve, so connections limits bound the tool calls in
-// flight. It panics if l is nil.
+// targetName and toolName = the called tool. Calls are admitted through a
+// sluice.Admitter: when l is a sluice.SlotReserver (a stack is) each call is
+// admitted with ReserveSlots, and when it is only a sluice.Reserver with
+// Reserve, so connections limits bound the tool calls in flight. It panics if
+// l is nil.
 func Middleware(l sluice.Limiter, targetName string, opts ...Option) mcp.Middleware {
 	if l == nil {
 		panic("mcplimit: Middleware needs a Limiter")
@@ -89,11 +90,7 @@ func Middleware(l sluice.Limiter, targetName string, opts ...Option) mcp.Middlew
 	for _, o := range opts {
 		o.apply(&c)
 	}
-	sr, _ := l.(sluice.SlotReserver)
-	var rs sluice.Reserver
-	if sr == nil {
-		rs, _ = l.(sluice.Reserver)
-	}
+	adm := sluice.NewAdmitter(l)
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			call, ok := req.(*mcp.CallToolRequest)
@@ -107,22 +104,9 @@ func Middleware(l sluice.Limiter, targetName string, opts ...Option) mcp.Middlew
 					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "mcplimit: resolving rate-limit keys: " + err.Error()}
 				}
 			}
-			// A SlotReserver or a Reserver (a stack) holds connections
-			// slots for the length of the tool call; they are released
-			// when it returns.
-			var (
-				res sluice.Reservation
-				d   sluice.Decision
-				err error
-			)
-			switch {
-			case sr != nil:
-				res, d, err = sr.ReserveSlots(ctx, keys)
-			case rs != nil:
-				res, d, err = rs.Reserve(ctx, keys, 0)
-			default:
-				d, err = l.Allow(ctx, keys)
-			}
+			// A stack holds connections slots for the length of the tool
+			// call; they are released when it returns.
+			slots, d, err := adm.Admit(ctx, keys)
 			if err != nil {
 				if c.failClosed {
 					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcplimit: rate limiter failed: " + err.Error()}
@@ -133,8 +117,8 @@ func Middleware(l sluice.Limiter, targetName string, opts ...Option) mcp.Middlew
 				te, _ := slerrors.AsThrottled(d.Err())
 				return nil, Error(te, int(c.code))
 			}
-			if res.Held() {
-				defer res.Reconcile(0) // also on panic
+			if slots.Held() {
+				defer slots.Release() // also on panic
 			}
 			return next(ctx, method, req)
 		}

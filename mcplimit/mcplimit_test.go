@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/mcplimit"
+	"github.com/sluicehq/sluice/stack/limitertest"
 )
 
 type echoIn struct {
@@ -57,7 +58,7 @@ func call(cs *mcp.ClientSession, tool string) (*mcp.CallToolResult, error) {
 }
 
 func TestLimitsPerTool(t *testing.T) {
-	lim := newClockLimiter("toolName", 1, 2*time.Second)
+	lim, clock := limitertest.NewPerValue("toolName", 1, 2*time.Second)
 	var seen []string
 	lim2 := sluice.LimiterFunc(func(ctx context.Context, k sluice.Keys) (sluice.Decision, error) {
 		seen = append(seen, k.String())
@@ -94,7 +95,7 @@ func TestLimitsPerTool(t *testing.T) {
 	if len(seen) != 3 || seen[0] != "targetName=my-target,toolName=readData" {
 		t.Errorf("limiter saw %v, want only the three tool calls", seen)
 	}
-	lim.advance(2 * time.Second)
+	clock.Advance(2 * time.Second)
 	if _, err := call(cs, "readData"); err != nil {
 		t.Errorf("throttled after waiting retryAfter: %v", err)
 	}
@@ -109,7 +110,7 @@ func TestKeysCodeAndFailure(t *testing.T) {
 		k.Set("caller", in.Text)
 		return k, nil
 	})
-	lim := newClockLimiter("caller", 1, time.Second)
+	lim, _ := limitertest.NewPerValue("caller", 1, time.Second)
 	cs := connect(t, newServer(mcplimit.Middleware(lim, "my-target", byCaller, mcplimit.WithJSONRPCCode(-32050))))
 	callAs := func(caller string) error {
 		_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "readData", Arguments: map[string]any{"text": caller}})
@@ -137,7 +138,7 @@ func TestKeysCodeAndFailure(t *testing.T) {
 	if _, err := call(open, "readData"); err != nil {
 		t.Errorf("fail-open: %v", err)
 	}
-	closed := connect(t, newServer(mcplimit.Middleware(broken, "t", mcplimit.FailClosed())))
+	closed := connect(t, newServer(mcplimit.Middleware(broken, "t", mcplimit.WithFailClosed())))
 	if _, err := call(closed, "readData"); !errors.As(err, &we) || we.Code != jsonrpc.CodeInternalError {
 		t.Errorf("fail-closed: %v", err)
 	}
@@ -147,7 +148,7 @@ func TestKeysCodeAndFailure(t *testing.T) {
 // checks that the throttled response is the gateway's, byte for byte, with
 // the request's id echoed.
 func TestWireShape(t *testing.T) {
-	lim := newClockLimiter("toolName", 1, time.Second)
+	lim, _ := limitertest.NewPerValue("toolName", 1, time.Second)
 	s := newServer(mcplimit.Middleware(lim, "my-target"))
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{JSONResponse: true}))
 	defer srv.Close()
@@ -199,7 +200,7 @@ func TestWireShape(t *testing.T) {
 // starts failing, the SDK has fixed the clash and the advice in the package
 // documentation can go.
 func TestGoClientMisreadsDefaultCode(t *testing.T) {
-	lim := newClockLimiter("toolName", 1, time.Second)
+	lim, _ := limitertest.NewPerValue("toolName", 1, time.Second)
 	cs := connect(t, newServer(mcplimit.Middleware(lim, "my-target")))
 	if _, err := call(cs, "readData"); err != nil {
 		t.Fatal(err)

@@ -1,9 +1,11 @@
 package limitertest_test
 
 import (
+	"context"
 	"fmt"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/stack/limitertest"
 )
 
@@ -26,4 +28,23 @@ func ExampleClock() {
 	c.Advance(1500 * time.Millisecond)
 	fmt.Println(c.Now().Sub(limitertest.Start))
 	// Output: 1.5s
+}
+
+// Code that consumes a sluice.Limiter (middleware, renderers) is tested on
+// a per-value limiter whose clock the test moves.
+func ExampleNewPerValue() {
+	lim, clock := limitertest.NewPerValue("caller", 2, 500*time.Millisecond) // burst 2, 2 per second
+	alice := sluice.NewKeys("caller", "alice")
+	for range 3 {
+		d, _ := lim.Allow(context.Background(), alice)
+		fmt.Println(d.Allowed, d.RetryAfter)
+	}
+	clock.Advance(500 * time.Millisecond)
+	d, _ := lim.Allow(context.Background(), alice)
+	fmt.Println(d.Allowed)
+	// Output:
+	// true 0s
+	// true 0s
+	// false 500ms
+	// true
 }

@@ -6,6 +6,10 @@
 //
 // Run calls the factory once per case with a configuration and a manual
 // clock; the limiter must read time only from that clock.
+//
+// For code that consumes a Limiter rather than implements one (middleware,
+// renderers), PerValue and NewPerValue give a real per-value token bucket on
+// such a clock, without a configuration.
 package limitertest
 
 import (

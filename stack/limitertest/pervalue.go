@@ -23,6 +23,18 @@ func PerValue(clock *Clock, dim string, burst int, interval time.Duration) sluic
 		window: time.Duration(burst) * interval, table: bucket.NewTable(rate.Every(interval), burst)}
 }
 
+// NewPerValue returns PerValue(clock, dim, burst, interval) on a new Clock
+// set to Start, and that clock: a test moves time with clock.Advance
+// instead of sleeping, and every run makes the same decisions.
+//
+//	lim, clock := limitertest.NewPerValue("caller", 2, 500*time.Millisecond) // burst 2, 2 per second
+//	// … two requests from one caller pass, a third is throttled for 500ms …
+//	clock.Advance(500 * time.Millisecond) // … and now one more passes
+func NewPerValue(dim string, burst int, interval time.Duration) (sluice.Limiter, *Clock) {
+	clock := NewClock(Start)
+	return PerValue(clock, dim, burst, interval), clock
+}
+
 type perValue struct {
 	clock  *Clock
 	dim    string

@@ -34,3 +34,27 @@ func TestPerValue(t *testing.T) {
 		t.Errorf("after RetryAfter: %+v", d)
 	}
 }
+
+// NewPerValue's limiter reads the clock it returns, which starts at Start.
+func TestNewPerValue(t *testing.T) {
+	l, clock := limitertest.NewPerValue("caller", 1, time.Second)
+	if !clock.Now().Equal(limitertest.Start) {
+		t.Fatalf("clock at %v, want Start", clock.Now())
+	}
+	ctx, alice := context.Background(), sluice.NewKeys("caller", "alice")
+	if d, _ := l.Allow(ctx, alice); !d.Allowed {
+		t.Fatalf("first call: %+v", d)
+	}
+	d, _ := l.Allow(ctx, alice)
+	if d.Allowed || d.RetryAfter != time.Second {
+		t.Fatalf("second call: %+v", d)
+	}
+	clock.Advance(time.Second - time.Nanosecond)
+	if d, _ := l.Allow(ctx, alice); d.Allowed {
+		t.Fatalf("before RetryAfter: %+v", d)
+	}
+	clock.Advance(time.Nanosecond)
+	if d, _ := l.Allow(ctx, alice); !d.Allowed {
+		t.Errorf("after RetryAfter on the returned clock: %+v", d)
+	}
+}
