@@ -81,31 +81,31 @@ type resourceDef struct {
 	refill float64
 }
 
-type optFunc func(*options)
+type optionFunc func(*options)
 
-func (f optFunc) apply(o *options) { f(o) }
+func (f optionFunc) apply(o *options) { f(o) }
 
 // WithMode sets Shared (the default) or PerAction.
-func WithMode(m Mode) Option { return optFunc(func(o *options) { o.mode = m }) }
+func WithMode(m Mode) Option { return optionFunc(func(o *options) { o.mode = m }) }
 
 // WithDefault sends actions that belong to no category to the named
 // category instead of failing with ErrUnknownAction.
-func WithDefault(category string) Option { return optFunc(func(o *options) { o.def = category }) }
+func WithDefault(category string) Option { return optionFunc(func(o *options) { o.def = category }) }
 
 // WithActionKey sets the Keys dimension Allow reads the action from
 // (default ActionKey).
-func WithActionKey(name string) Option { return optFunc(func(o *options) { o.actionKey = name }) }
+func WithActionKey(name string) Option { return optionFunc(func(o *options) { o.actionKey = name }) }
 
 // WithResourcesKey sets the Keys dimension Allow reads the resource count
 // from (default ResourcesKey).
-func WithResourcesKey(name string) Option { return optFunc(func(o *options) { o.resKey = name }) }
+func WithResourcesKey(name string) Option { return optionFunc(func(o *options) { o.resKey = name }) }
 
 // WithClock sets the clock Allow and AllowAction read (default: the wall
 // clock advanced by the monotonic clock, so a wall-clock step never moves it).
 // AllowAt takes its instant explicitly and ignores the clock. A nil now keeps
 // the default.
 func WithClock(now func() time.Time) Option {
-	return optFunc(func(o *options) {
+	return optionFunc(func(o *options) {
 		if now != nil {
 			o.now = now
 		}
@@ -117,7 +117,7 @@ func WithClock(now func() time.Time) Option {
 // addition to its request bucket (RunInstances: request bucket 5/2, resource
 // bucket 1000/2).
 func WithResourceBucket(action string, burst int, refill float64) Option {
-	return optFunc(func(o *options) {
+	return optionFunc(func(o *options) {
 		if o.resources == nil {
 			o.resources = map[string]resourceDef{}
 		}
@@ -202,16 +202,16 @@ func New(categories []Category, opts ...Option) (*Set, error) {
 				s.defBucket = bucket.New(rate.Limit(g.cat.Refill), g.cat.Burst)
 			}
 		} else {
-			errs = append(errs, fmt.Errorf("default category %q is not defined", s.opts.def))
+			errs = append(errs, fmt.Errorf("WithDefault(%q): the category is not defined", s.opts.def))
 		}
 	}
 	for a, r := range s.opts.resources {
 		act := s.actions[a]
 		switch {
 		case act == nil:
-			errs = append(errs, fmt.Errorf("resource bucket for %q: no category has this action", a))
+			errs = append(errs, fmt.Errorf("WithResourceBucket(%q, %d, %v): no category has the action", a, r.burst, r.refill))
 		case r.burst < 0 || r.refill < 0 || math.IsNaN(r.refill) || math.IsInf(r.refill, 0):
-			errs = append(errs, fmt.Errorf("resource bucket for %q: burst %d and refill %v must be ≥ 0 and finite", a, r.burst, r.refill))
+			errs = append(errs, fmt.Errorf("WithResourceBucket(%q, %d, %v): burst and refill must be ≥ 0 and finite", a, r.burst, r.refill))
 		default:
 			act.resource = bucket.New(rate.Limit(r.refill), r.burst)
 			act.resBurst = r.burst

@@ -136,7 +136,7 @@ func TestValidation(t *testing.T) {
 	}
 	for _, want := range []string{
 		"categories[0]: empty name", "negative burst -1", "refill -2", "categories[1].actions[1]: empty action",
-		`duplicate category "a"`, `action "X" is already in category "a"`, `default category "missing"`, `resource bucket for "Y"`,
+		`duplicate category "a"`, `action "X" is already in category "a"`, `WithDefault("missing"): the category is not defined`, `WithResourceBucket("Y", 1, 1): no category has the action`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)

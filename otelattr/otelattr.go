@@ -163,16 +163,19 @@ func Record(span trace.Span, d sluice.Decision) { Default.Record(span, d) }
 // Option configures Wrap.
 type Option interface{ apply(*wrapper) }
 
-type schemaOption struct{ s *Schema }
+type optionFunc func(*wrapper)
 
-func (o schemaOption) apply(w *wrapper) {
-	if o.s != nil {
-		w.schema = o.s
-	}
+func (f optionFunc) apply(w *wrapper) { f(w) }
+
+// WithSchema records under s instead of Default (for instance Gateway). A
+// nil s keeps Default.
+func WithSchema(s *Schema) Option {
+	return optionFunc(func(w *wrapper) {
+		if s != nil {
+			w.schema = s
+		}
+	})
 }
-
-// WithSchema records under s instead of Default (for instance Gateway).
-func WithSchema(s *Schema) Option { return schemaOption{s} }
 
 type wrapper struct {
 	inner  sluice.Limiter

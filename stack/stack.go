@@ -67,71 +67,51 @@ type Stack struct {
 	budget     *bucket.Budget // WithMaxBuckets; nil: unbounded
 }
 
-// Option configures a Stack.
+// Option configures a Stack. Options are made by the With… functions of
+// this package; a Source takes SourceOption instead.
 type Option interface{ apply(*Stack) }
 
-type nowOption func() time.Time
+type optionFunc func(*Stack)
 
-func (o nowOption) apply(s *Stack) {
-	if o != nil {
-		s.now = o
-	}
-}
+func (f optionFunc) apply(s *Stack) { f(s) }
 
 // WithClock sets the clock Allow, AllowN and Reserve read. The default is
 // the wall clock advanced by the monotonic clock only (a wall-clock step
 // never moves it). Tests pass a fake clock; AllowAt takes an explicit
 // instant instead. Per-value buckets are reclaimed by instants from this
 // clock, so every instant given to AllowAt should come from it too.
-func WithClock(now func() time.Time) Option { return nowOption(now) }
-
-type backendOption struct{ b Backend }
-
-func (o backendOption) apply(s *Stack) { s.backend = o.b }
+func WithClock(now func() time.Time) Option {
+	return optionFunc(func(s *Stack) {
+		if now != nil {
+			s.now = now
+		}
+	})
+}
 
 // WithBackend makes the Stack decide through b (for example Redis, so that a
 // fleet shares its limits) instead of in-process buckets. Entry matching and
 // ordering still happen in the Stack; b is called once per decision.
-func WithBackend(b Backend) Option { return backendOption{b} }
-
-type failClosedOption bool
-
-func (o failClosedOption) apply(s *Stack) { s.failClosed = bool(o) }
+func WithBackend(b Backend) Option { return optionFunc(func(s *Stack) { s.backend = b }) }
 
 // WithFailClosed makes a backend error deny by returning it from Allow. By
 // default the Stack fails open: a request the backend could not decide is
 // allowed (availability before enforcement), and the error goes to the
 // WithErrorHandler function.
-func WithFailClosed() Option { return failClosedOption(true) }
-
-type errorHandlerOption func(error)
-
-func (o errorHandlerOption) apply(s *Stack) { s.onError = o }
+func WithFailClosed() Option { return optionFunc(func(s *Stack) { s.failClosed = true }) }
 
 // WithErrorHandler receives every backend error, whatever the failure
 // policy (for logging and metrics). It must be safe for concurrent use.
-func WithErrorHandler(f func(error)) Option { return errorHandlerOption(f) }
-
-type leaseTTLOption time.Duration
-
-func (o leaseTTLOption) apply(s *Stack) {
-	if o > 0 {
-		s.leaseTTL = time.Duration(o)
-	}
-}
+func WithErrorHandler(f func(error)) Option { return optionFunc(func(s *Stack) { s.onError = f }) }
 
 // WithLeaseTTL sets how long a connections slot taken by Reserve stays held
 // if its reservation is never reconciled or cancelled (default
 // DefaultLeaseTTL). Set it above your longest request.
-func WithLeaseTTL(d time.Duration) Option { return leaseTTLOption(d) }
-
-type maxBucketsOption int
-
-func (o maxBucketsOption) apply(s *Stack) {
-	s.budget = nil
-	if o > 0 {
-		s.budget = bucket.NewBudget(int(o))
-	}
+func WithLeaseTTL(d time.Duration) Option {
+	return optionFunc(func(s *Stack) {
+		if d > 0 {
+			s.leaseTTL = d
+		}
+	})
 }
 
 // WithMaxBuckets bounds the per-value buckets the Stack holds in memory to
@@ -161,7 +141,14 @@ func (o maxBucketsOption) apply(s *Stack) {
 // the garbage collector frees them. Only in-memory buckets are bounded;
 // with WithBackend the backend holds the state and the option has no
 // effect.
-func WithMaxBuckets(n int) Option { return maxBucketsOption(n) }
+func WithMaxBuckets(n int) Option {
+	return optionFunc(func(s *Stack) {
+		s.budget = nil
+		if n > 0 {
+			s.budget = bucket.NewBudget(n)
+		}
+	})
+}
 
 // New builds a Stack from cfg. When cfg is invalid it returns a
 // *ConfigError listing the problems with their paths; find it with
