@@ -102,7 +102,7 @@ func WithResourcesKey(name string) Option { return optionFunc(func(o *options) {
 
 // WithClock sets the clock Allow and AllowAction read (default: the wall
 // clock advanced by the monotonic clock, so a wall-clock step never moves it).
-// AllowAt takes its instant explicitly and ignores the clock. A nil now keeps
+// AllowActionAt takes its instant explicitly and ignores the clock. A nil now keeps
 // the default.
 func WithClock(now func() time.Time) Option {
 	return optionFunc(func(o *options) {
@@ -261,17 +261,19 @@ func (s *Set) Allow(ctx context.Context, keys sluice.Keys) (sluice.Decision, err
 		}
 		n = r
 	}
-	return s.AllowAt(s.opts.now(), name, n)
+	return s.AllowActionAt(s.opts.now(), name, n)
 }
 
 // AllowAction decides one request for action, now.
 func (s *Set) AllowAction(action string) (sluice.Decision, error) {
-	return s.AllowAt(s.opts.now(), action, 1)
+	return s.AllowActionAt(s.opts.now(), action, 1)
 }
 
-// AllowAt decides one request for action at instant t acting on resources
-// resources (drained from the action's resource bucket, if it has one).
-func (s *Set) AllowAt(t time.Time, action string, resources int) (sluice.Decision, error) {
+// AllowActionAt is AllowAction at the explicit instant t, for a request
+// acting on resources resources (drained from the action's resource bucket,
+// if it has one). As every explicit-time method in sluice, it takes the
+// instant first (see the sluice package documentation, "Explicit time").
+func (s *Set) AllowActionAt(t time.Time, action string, resources int) (sluice.Decision, error) {
 	a := s.actions[action]
 	if a == nil {
 		if s.def == nil {
