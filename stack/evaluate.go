@@ -33,7 +33,7 @@ func (it *item) take(kb []byte, t time.Time, s *Stack) bucket.Result {
 		return rb.shared.TakeN(t, it.cost)
 	}
 	if rb.table != nil {
-		return rb.table.get().TakeBytes(kb[it.k0:it.k1], t, it.cost)
+		return rb.table.get().TakeBytes(t, kb[it.k0:it.k1], it.cost)
 	}
 	return it.takeConn(kb, t, s)
 }
@@ -250,7 +250,7 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 		} else if rb.shared != nil {
 			ok, left = rb.shared.TryTakeGrant(t, it.cost, &it.grant)
 		} else {
-			ok, left = rb.table.get().TryTakeGrantBytes(kb[it.k0:it.k1], t, it.cost, &it.grant)
+			ok, left = rb.table.get().TryTakeGrantBytes(t, kb[it.k0:it.k1], it.cost, &it.grant)
 		}
 		if !ok && r == nil && (it.rb.shared != nil || it.rb.table != nil) {
 			// A refusal took nothing: take again for the full Result (which

@@ -49,9 +49,9 @@ func (s *Stack) evaluateSingles(ctx context.Context, c *compiled, keys *sluice.K
 		tab := rb.table.get()
 		if len(v) <= rawMax { // a longer value's key is a digest: the general path
 			if len(c.singles) == 1 {
-				ok, rem = tab.TryTakeN(v, t, cost) // nothing after it can deny
+				ok, rem = tab.TryTakeN(t, v, cost) // nothing after it can deny
 			} else {
-				ok, rem = tab.TryTakeGrant(v, t, cost, &taken[n].g)
+				ok, rem = tab.TryTakeGrant(t, v, cost, &taken[n].g)
 			}
 		}
 		if !ok {
@@ -175,9 +175,9 @@ plan:
 		case rb.shared != nil:
 			ok, rem = rb.shared.TryTakeGrant(t, tk.cost, g)
 		case tk.k1 > tk.k0:
-			ok, rem = rb.table.get().TryTakeGrantBytes(kb[tk.k0:tk.k1], t, tk.cost, g)
+			ok, rem = rb.table.get().TryTakeGrantBytes(t, kb[tk.k0:tk.k1], tk.cost, g)
 		default:
-			ok, rem = rb.table.get().TryTakeGrant(tk.key, t, tk.cost, g)
+			ok, rem = rb.table.get().TryTakeGrant(t, tk.key, tk.cost, g)
 		}
 		if !ok {
 			for j := i - 1; j >= 0; j-- { // see item.refund

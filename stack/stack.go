@@ -34,6 +34,16 @@
 // The configuration can be replaced while traffic flows (Reload): limits and
 // entries that keep their identity keep their consumed state.
 //
+// # Explicit time
+//
+// Allow, AllowN and Reserve read the Stack's clock (WithClock); AllowAt and
+// ReserveAt take the instant instead, as the first argument after the
+// context. Every package of sluice follows that rule: the explicit-time
+// form of a method M is MAt, with the instant first after the context
+// (package bucket keeps x/time/rate's names, AllowN(t, n), with the
+// instant first too). A Backend's Take and Adjust take it in the same
+// place.
+//
 // A denial's LimitKey is "<rateLimitId>/<key>=<value>[,<key>=<value>…]" with
 // ',' '=' '/' and '%' inside names and values percent-encoded (%2C %3D %2F
 // %25), so two different requests never render the same key; values without
@@ -279,8 +289,10 @@ func (s *Stack) AllowN(ctx context.Context, keys sluice.Keys, tokens int) (sluic
 }
 
 // AllowAt is AllowN at the explicit instant t. Like every explicit-time
-// method in sluice (ReserveAt, bucket's AllowN, category's AllowAt), it takes
-// the instant first after the context.
+// method in sluice (ReserveAt here, bucket's Bucket.AllowN(t, n) and
+// Table.AllowN(t, key, n), category's Set.AllowActionAt), it takes the
+// instant as its first argument after the context; see the package
+// documentation, "Explicit time".
 func (s *Stack) AllowAt(ctx context.Context, t time.Time, keys sluice.Keys, tokens int) (sluice.Decision, error) {
 	return s.decide(ctx, &keys, t, tokens)
 }
