@@ -25,6 +25,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/bucket"
+	"github.com/sluicehq/sluice/internal/limitkey"
 	"github.com/sluicehq/sluice/internal/monoclock"
 )
 
@@ -147,7 +148,7 @@ type action struct {
 	bucket   *bucket.Bucket // the request bucket (shared or own)
 	resource *bucket.Bucket // nil unless a resource bucket is configured
 	resBurst int
-	key      string // "<category>/action=<name>", built once
+	key      string // "<category>/action=<name>" (actionKey), built once
 	entry    []string
 }
 
@@ -224,7 +225,7 @@ func New(categories []Category, opts ...Option) (*Set, error) {
 }
 
 func (s *Set) newAction(name string, g *group) *action {
-	a := &action{name: name, group: g, key: g.cat.Name + "/action=" + name, entry: []string{name}}
+	a := &action{name: name, group: g, key: actionKey(g.cat.Name, name), entry: []string{name}}
 	if g.shared != nil {
 		a.bucket = g.shared
 	} else {
@@ -299,9 +300,22 @@ func (s *Set) AllowActionAt(t time.Time, action string, resources int) (sluice.D
 	return d, nil
 }
 
+// actionKey renders the LimitKey of action in category,
+// "<category>/action=<action>", with the escaping of every limit key in
+// sluice (see package stack, "Names of limits and buckets"): a category or
+// action holding '/', ',', '=', '#' or '%' cannot render as another's.
+func actionKey(category, action string) string {
+	var buf [128]byte
+	b := limitkey.AppendEscaped(buf[:0], category)
+	b = append(b, limitkey.SepID)
+	b = append(b, "action"...)
+	b = append(b, limitkey.SepValue)
+	return string(limitkey.AppendEscaped(b, action))
+}
+
 // unknown builds the record of an action routed to the default category.
 func (s *Set) unknown(name string) *action {
-	return &action{name: name, group: s.def, bucket: s.defBucket, key: s.def.cat.Name + "/action=" + name, entry: []string{"*"}}
+	return &action{name: name, group: s.def, bucket: s.defBucket, key: actionKey(s.def.cat.Name, name), entry: []string{"*"}}
 }
 
 func (a *action) denial(res bucket.Result, metric string, burst int) sluice.Decision {

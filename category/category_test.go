@@ -172,7 +172,7 @@ func TestLimiterInterface(t *testing.T) {
 	}
 }
 
-func TestAllowAtDoesNotAllocate(t *testing.T) {
+func TestAllowActionAtDoesNotAllocate(t *testing.T) {
 	if racecheck.Enabled {
 		t.Skip("allocation counts differ under -race")
 	}
@@ -184,5 +184,29 @@ func TestAllowAtDoesNotAllocate(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("AllowActionAt allocates %.1f times on the allowed path", allocs)
+	}
+}
+
+// TestLimitKeyEscapes checks that category and action names render with
+// the escaping of every limit key, so that a name holding a separator
+// cannot read as another category's or action's.
+func TestLimitKeyEscapes(t *testing.T) {
+	s, err := category.New([]category.Category{
+		{Name: "a/action=b", Burst: 0, Refill: 0, Actions: []string{"c"}},
+		{Name: "a", Burst: 0, Refill: 0, Actions: []string{"b/action=c", "x,y#z%"}},
+	}, category.WithDefault("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for action, want := range map[string]string{
+		"c":          "a%2Faction%3Db/action=c",
+		"b/action=c": "a/action=b%2Faction%3Dc",
+		"x,y#z%":     "a/action=x%2Cy%23z%25",
+		"un=known":   "a/action=un%3Dknown", // the default category's path
+	} {
+		d, err := s.AllowActionAt(t0, action, 1)
+		if err != nil || d.Allowed || d.LimitKey != want {
+			t.Errorf("%q: allowed %v, LimitKey %q, %v; want denied by %q", action, d.Allowed, d.LimitKey, err, want)
+		}
 	}
 }

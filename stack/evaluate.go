@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -406,14 +405,15 @@ func addItem(items []item, rb *rateBucket, k0, k1 int32, tokens int, conns bool)
 	return items
 }
 
-// evaluatedList renders "{rateLimitId}:{metric}:{v1,v2}" for each item, in
-// evaluation order (the order the seed's example shows: the stricter limit
-// first), once each: two rates of one metric of one limit are one entry.
+// evaluatedList renders "<limit key>#<metric>" for each item (see
+// evaluatedName), in evaluation order (the order the seed's example shows:
+// the stricter limit first), once each: two rates of one metric of one
+// limit are one entry.
 func evaluatedList(items []item, keys *sluice.Keys) []string {
 	out := make([]string, 0, len(items))
 	for i := range items {
 		it := &items[i]
-		e := it.rb.lim.id + ":" + it.rb.metric + ":" + strings.Join(resolvedValues(it.rb.lim, keys), ",")
+		e := evaluatedName(it, keys)
 		if !slices.Contains(out, e) {
 			out = append(out, e)
 		}

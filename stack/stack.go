@@ -44,10 +44,29 @@
 // instant first too). A Backend's Take and Adjust take it in the same
 // place.
 //
-// A denial's LimitKey is "<rateLimitId>/<key>=<value>[,<key>=<value>…]" with
-// ',' '=' '/' and '%' inside names and values percent-encoded (%2C %3D %2F
-// %25), so two different requests never render the same key; values without
-// those characters render as they are.
+// # Names of limits and buckets
+//
+// Every name of a limit or bucket that a Decision shows (and otelattr
+// records) is written one way:
+//
+//   - Decision.LimitKey and each of Decision.Shadowed is a limit key,
+//     "<rateLimitId>/<key>=<value>[,<key>=<value>…]": the limit, its
+//     dimension keys and the request's values for them, in the limit's
+//     dimension-key order ("per-caller/caller=alice").
+//   - Each of Decision.Evaluated is a limit key and the bucket's metric,
+//     "<limit key>#<metric>" ("per-caller/caller=alice#requests").
+//
+// Inside names and values the separators ',' '=' '/' '#' and the escape
+// character '%' are percent-encoded (%2C %3D %2F %23 %25) and every other
+// byte is kept, so values without those characters render as they are,
+// and two different limits, requests or metrics never render the same
+// name: splitting at the separators and decoding the escapes gives the
+// parts back. category.Set writes its limit keys
+// ("<category>/action=<action>") the same way.
+//
+// BucketKey, the name a Backend gets in Op.Key (and Redis keys are made
+// of), is a different form for implementers: length-prefixed, not
+// escaped, and also unique per bucket.
 package stack
 
 import (
