@@ -46,7 +46,10 @@ type Decision struct {
 	// constraining one; the RateLimit-Policy name), "" when none applied.
 	LimitID string
 	// LimitKey is the denying limit and the values that selected its bucket:
-	// "<rateLimitId>/<key>=<value>", several dimensions joined by ",".
+	// "<rateLimitId>/<key>=<value>", several dimensions joined by ",", with
+	// the separators inside names and values percent-encoded (the format
+	// is stack's, see its package documentation, "Names of limits and
+	// buckets").
 	LimitKey string
 	// Metric is the denying limit's metric (MetricRequests, …).
 	Metric string
@@ -67,12 +70,15 @@ type Decision struct {
 	Remaining int64
 	Window    time.Duration
 
-	// Shadowed lists the limit keys of shadow-mode limits that would have
-	// denied this request had they been enforced. It is nil when none would.
+	// Shadowed lists the limit keys (the form of LimitKey) of shadow-mode
+	// limits that would have denied this request had they been enforced.
+	// It is nil when none would.
 	Shadowed []string
 
 	// Evaluated lists every bucket checked for this request as
-	// "{rateLimitId}:{metric}:{v1,v2}", in the order they were evaluated
+	// "<limit key>#<metric>" ("per-caller/caller=alice#requests", the
+	// limit key as in LimitKey, escaped the same way; see package stack,
+	// "Names of limits and buckets"), in the order they were evaluated
 	// (stricter first), once each.
 	//
 	// It is nil unless the context given to Allow or Reserve came from

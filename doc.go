@@ -59,6 +59,28 @@
 // ("targetName" → "my-target", "toolName" → "readData"). Keys stores up to six
 // pairs inline, so building one per request allocates nothing.
 //
+// # Explicit time
+//
+// Whatever depends on the current time reads a clock, which each package's
+// WithClock option replaces, and also has a form that takes the instant,
+// for tests, simulations and callers that have read the clock already. One
+// rule covers every package: a method that takes an explicit instant takes
+// it as its first argument after the context (its first argument when it
+// takes no context).
+//
+//   - In package bucket the names are those of golang.org/x/time/rate, so
+//     that a switch from it is a rename: Bucket.AllowN(t, n),
+//     Bucket.TakeN(t, n), Bucket.TokensAt(t); a Table's key comes after the
+//     instant: Table.AllowN(t, key, n), Table.TakeN(t, key, n),
+//     Table.TokensAt(t, key).
+//   - Everywhere else the explicit-time form of a method M is named MAt:
+//     stack.Stack.AllowAt(ctx, t, keys, tokens) is AllowN at t,
+//     Stack.ReserveAt(ctx, t, keys, estimate) is Reserve at t, and
+//     category.Set.AllowActionAt(t, action, resources) is AllowAction at t.
+//
+// Methods that exist only with an explicit instant (a stack.Backend's Take
+// and Adjust, Reconfigure in package bucket) take it in the same place.
+//
 // # Semantics
 //
 // Buckets are exact from the first request: in any window of length Δt a bucket

@@ -13,7 +13,7 @@ func TestNoAllocations(t *testing.T) {
 	}
 	b := bucket.New(1e6, 100)
 	tab := bucket.NewTable(1e6, 100)
-	tab.TakeN("existing", t0, 1)
+	tab.TakeN(t0, "existing", 1)
 	key := []byte("existing")
 	now := t0
 	for name, f := range map[string]func(){
@@ -33,15 +33,15 @@ func TestNoAllocations(t *testing.T) {
 		},
 		"ChargeN":         func() { b.ChargeN(now, 1) },
 		"TokensAt":        func() { b.TokensAt(now) },
-		"Table.TakeN":     func() { tab.TakeN("existing", now, 1) },
-		"Table.TakeBytes": func() { tab.TakeBytes(key, now, 1) },
+		"Table.TakeN":     func() { tab.TakeN(now, "existing", 1) },
+		"Table.TakeBytes": func() { tab.TakeBytes(now, key, 1) },
 		"Table.TryTakeGrantBytes+GiveBackBytes": func() {
 			var g bucket.Grant
-			if ok, _ := tab.TryTakeGrantBytes(key, now, 1, &g); ok {
+			if ok, _ := tab.TryTakeGrantBytes(now, key, 1, &g); ok {
 				_ = tab.GiveBackBytes(key, &g, 1)
 			}
 		},
-		"Table.ChargeBytes": func() { tab.ChargeBytes(key, now, 1) },
+		"Table.ChargeBytes": func() { tab.ChargeBytes(now, key, 1) },
 	} {
 		if n := testing.AllocsPerRun(1000, f); n != 0 {
 			t.Errorf("%s: %v allocs per call, want 0", name, n)

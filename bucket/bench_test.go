@@ -108,13 +108,13 @@ func BenchmarkTable100k(b *testing.B) {
 		// Keys built from bytes are copied into the table; the baseline's
 		// map copies them too.
 		for _, k := range keys {
-			tab.TakeBytes(k, t0, 1)
+			tab.TakeBytes(t0, k, 1)
 		}
 		perKey := float64(heapAfter()-before) / tableKeys
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			tab.TakeBytes(keys[i], t0, 1)
+			tab.TakeBytes(t0, keys[i], 1)
 			i++
 			if i == tableKeys {
 				i = 0

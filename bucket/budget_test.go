@@ -20,33 +20,33 @@ func TestBudgetFullDeniesNewKeys(t *testing.T) {
 	a := bucket.NewTable(10, 5, bucket.WithBudget(bud)) // full 100 ms after a take of 1
 	b := bucket.NewTable(2, 4, bucket.WithBudget(bud))  // full 2 s after a take of 4
 	for i := range 100 {
-		if !a.TakeN("a"+strconv.Itoa(i), t0, 1).OK {
+		if !a.TakeN(t0, "a"+strconv.Itoa(i), 1).OK {
 			t.Fatalf("key %d denied below the bound", i)
 		}
 	}
 	if bud.Len() != 100 || bud.Max() != 100 {
 		t.Fatalf("Budget Len, Max = %d, %d, want 100, 100", bud.Len(), bud.Max())
 	}
-	r := b.TakeN("new", t0, 1)
+	r := b.TakeN(t0, "new", 1)
 	if r.OK || !r.BudgetFull || r.Permanent || r.Remaining != 0 {
 		t.Fatalf("new key with the Budget full: %+v", r)
 	}
 	if r.RetryAfter != 2*time.Second {
 		t.Fatalf("RetryAfter = %v, want burst/rate = 2s", r.RetryAfter)
 	}
-	if b.AllowN("new", t0, 1) || b.Len() != 0 {
+	if b.AllowN(t0, "new", 1) || b.Len() != 0 {
 		t.Fatalf("AllowN on a new key with the Budget full: allowed, or created (Len %d)", b.Len())
 	}
 	// A key that has a bucket is never denied for lack of room.
-	if !a.TakeN("a7", t0, 1).OK {
+	if !a.TakeN(t0, "a7", 1).OK {
 		t.Fatal("an existing key was denied because the Budget is full")
 	}
 	// Nothing in a has refilled at t0+50ms: nothing may be evicted, b is
 	// still denied, and every bucket of a keeps what it holds.
-	if r := b.TakeN("new", at(50*time.Millisecond), 1); r.OK || !r.BudgetFull {
+	if r := b.TakeN(at(50*time.Millisecond), "new", 1); r.OK || !r.BudgetFull {
 		t.Fatalf("before any refill: %+v, want a BudgetFull denial", r)
 	}
-	if got := a.TokensAt("a7", at(50*time.Millisecond)); got != 3.5 {
+	if got := a.TokensAt(at(50*time.Millisecond), "a7"); got != 3.5 {
 		t.Fatalf("a7: %v tokens, want 3.5 (5 - 2 + 0.5 refilled)", got)
 	}
 	if a.Len() != 100 {
@@ -61,14 +61,14 @@ func TestBudgetReclaimsRefilledBuckets(t *testing.T) {
 	idle := bucket.NewTable(10, 5, bucket.WithBudget(bud))
 	busy := bucket.NewTable(10, 5, bucket.WithBudget(bud))
 	for i := range 64 {
-		idle.TakeN("i"+strconv.Itoa(i), t0, 1)
+		idle.TakeN(t0, "i"+strconv.Itoa(i), 1)
 	}
 	// One second later every bucket of idle is full (for longer than the
 	// reclaim grace): busy's new keys take their room.
 	later := at(time.Second)
 	granted := 0
 	for i := range 64 {
-		if busy.TakeN("b"+strconv.Itoa(i), later, 1).OK {
+		if busy.TakeN(later, "b"+strconv.Itoa(i), 1).OK {
 			granted++
 		}
 	}
@@ -79,7 +79,7 @@ func TestBudgetReclaimsRefilledBuckets(t *testing.T) {
 		t.Fatalf("Budget Len %d, tables %d + %d", bud.Len(), idle.Len(), busy.Len())
 	}
 	// A reclaimed key of idle is full, as it would have been.
-	if got := idle.TokensAt("i3", later); got != 5 {
+	if got := idle.TokensAt(later, "i3"); got != 5 {
 		t.Fatalf("a reclaimed key: %v tokens, want 5", got)
 	}
 }
@@ -89,39 +89,39 @@ func TestBudgetNeverEvictsDebt(t *testing.T) {
 	bud := bucket.NewBudget(10)
 	tab := bucket.NewTable(1, 5, bucket.WithBudget(bud))
 	for i := range 10 {
-		tab.ChargeN("d"+strconv.Itoa(i), t0, 50) // 45 in debt: 50 s to refill
+		tab.ChargeN(t0, "d"+strconv.Itoa(i), 50) // 45 in debt: 50 s to refill
 	}
 	for i := range 1000 {
-		if r := tab.TakeN("n"+strconv.Itoa(i), at(10*time.Second), 1); r.OK || !r.BudgetFull {
+		if r := tab.TakeN(at(10*time.Second), "n"+strconv.Itoa(i), 1); r.OK || !r.BudgetFull {
 			t.Fatalf("new key %d with every bucket in debt: %+v", i, r)
 		}
 	}
 	for i := range 10 {
-		if got := tab.TokensAt("d"+strconv.Itoa(i), at(10*time.Second)); got != -35 {
+		if got := tab.TokensAt(at(10*time.Second), "d"+strconv.Itoa(i)); got != -35 {
 			t.Fatalf("d%d: %v tokens, want -35: its debt was forgotten", i, got)
 		}
 	}
 	// A charge always records its debt, beyond the bound if need be.
-	tab.ChargeN("extra", at(10*time.Second), 7)
-	if got := tab.TokensAt("extra", at(10*time.Second)); got != -2 {
+	tab.ChargeN(at(10*time.Second), "extra", 7)
+	if got := tab.TokensAt(at(10*time.Second), "extra"); got != -2 {
 		t.Fatalf("charge beyond the Budget: %v tokens, want -2", got)
 	}
 	if bud.Len() != 11 {
 		t.Fatalf("Budget Len = %d, want 11 (over its bound by the charge)", bud.Len())
 	}
 	// After the debts are repaid, the room comes back.
-	if !tab.TakeN("late", at(2*time.Minute), 1).OK {
+	if !tab.TakeN(at(2*time.Minute), "late", 1).OK {
 		t.Fatal("a new key after every debt was repaid was denied")
 	}
 }
 
 func TestBudgetZeroIsPermanent(t *testing.T) {
 	tab := bucket.NewTable(10, 5, bucket.WithBudget(bucket.NewBudget(0)))
-	if r := tab.TakeN("k", t0, 1); r.OK || !r.BudgetFull || !r.Permanent {
+	if r := tab.TakeN(t0, "k", 1); r.OK || !r.BudgetFull || !r.Permanent {
 		t.Fatalf("Budget 0: %+v, want a permanent BudgetFull denial", r)
 	}
 	// A take that creates nothing is not refused for room.
-	if r := tab.TakeN("k", t0, 0); !r.OK || r.Remaining != 5 {
+	if r := tab.TakeN(t0, "k", 0); !r.OK || r.Remaining != 5 {
 		t.Fatalf("n=0 with Budget 0: %+v", r)
 	}
 }
@@ -132,7 +132,7 @@ func TestBudgetReleasedWhenTableDropped(t *testing.T) {
 	func() {
 		tab := bucket.NewTable(1, 5, bucket.WithBudget(bud))
 		for i := range 300 {
-			tab.TakeN(strconv.Itoa(i), t0, 1)
+			tab.TakeN(t0, strconv.Itoa(i), 1)
 		}
 		if bud.Len() != 300 {
 			t.Fatalf("Budget Len = %d, want 300", bud.Len())
@@ -152,7 +152,7 @@ func TestTableReconfigureInfDropsBuckets(t *testing.T) {
 	bud := bucket.NewBudget(10)
 	tab := bucket.NewTable(1, 5, bucket.WithBudget(bud))
 	for i := range 10 {
-		tab.TakeN(strconv.Itoa(i), t0, 1)
+		tab.TakeN(t0, strconv.Itoa(i), 1)
 	}
 	tab.Reconfigure(t0, 1e9, 5)
 	if tab.Len() != 10 {
@@ -163,7 +163,7 @@ func TestTableReconfigureInfDropsBuckets(t *testing.T) {
 		t.Fatalf("after Reconfigure to Inf: Len %d, Budget Len %d, want 0, 0", tab.Len(), bud.Len())
 	}
 	tab.Reconfigure(t0, 1, 5)
-	if got := tab.TokensAt("3", t0); got != 5 {
+	if got := tab.TokensAt(t0, "3"); got != 5 {
 		t.Fatalf("after Inf and back: %v tokens, want full 5", got)
 	}
 }
@@ -176,7 +176,7 @@ func TestBudgetManyTables(t *testing.T) {
 	for i := range 50_000 {
 		tab := bucket.NewTable(1, 5, bucket.WithBudget(bud))
 		if i%50 == 0 {
-			tab.TakeN("k", t0, 1)
+			tab.TakeN(t0, "k", 1)
 			keep = append(keep, tab)
 		}
 	}
@@ -213,7 +213,7 @@ func TestBudgetConcurrent(t *testing.T) {
 				ns += int64(rng.IntN(int(40 * time.Microsecond)))
 				now := t0.Add(time.Duration(ns))
 				k := key{rng.IntN(2), rng.IntN(400)}
-				res := tabs[k.tab].TakeN("k"+strconv.Itoa(k.k), now, 1)
+				res := tabs[k.tab].TakeN(now, "k"+strconv.Itoa(k.k), 1)
 				if res.OK {
 					local[k] = append(local[k], grant{now, 1})
 				} else if res.BudgetFull {
@@ -250,7 +250,7 @@ func TestBudgetConcurrent(t *testing.T) {
 func TestZeroBudgetAdmitsNoNewBucket(t *testing.T) {
 	var zero bucket.Budget
 	tab := bucket.NewTable(10, 5, bucket.WithBudget(&zero))
-	if r := tab.TakeN("k", t0, 1); r.OK || !r.BudgetFull {
+	if r := tab.TakeN(t0, "k", 1); r.OK || !r.BudgetFull {
 		t.Fatalf("TakeN under the zero Budget = %+v, want a BudgetFull denial", r)
 	}
 }

@@ -20,7 +20,13 @@
 //
 // Every time-dependent method has an explicit-instant form (AllowN, TakeN,
 // TokensAt, SetLimitAt, …); only Allow, Tokens, SetLimit, SetBurst and Wait
-// read the clock ([WithClock]). A new bucket is full at whatever instant it is first
+// of a Bucket, and Allow, AllowBytes and Take of a Table, read the clock
+// ([WithClock]). The instant is always the first argument, as everywhere in
+// sluice (see the sluice package documentation, "Explicit time"): the names
+// and arguments of a Bucket's methods are x/time/rate's
+// ([Bucket.AllowN](t, n), [Bucket.TakeN](t, n)), and a [Table] takes the
+// key after the instant ([Table.AllowN](t, key, n), [Table.TakeN](t, key,
+// n), [Table.TokensAt](t, key)). A new bucket is full at whatever instant it is first
 // used. Time never moves backwards inside a bucket: a caller with an older
 // instant than the others gets no tokens that were already spent
 // (golang/go#56287 cannot happen).

@@ -81,7 +81,7 @@ func ExampleTable() {
 	t0 := time.Date(2036, time.March, 1, 12, 0, 0, 0, time.UTC)
 	tab := bucket.NewTable(1, 2)
 	for _, key := range []string{"alice", "alice", "alice", "bob"} {
-		r := tab.TakeN(key, t0, 1)
+		r := tab.TakeN(t0, key, 1)
 		fmt.Println(key, r.OK, r.Remaining, r.RetryAfter)
 	}
 	fmt.Println("live keys:", tab.Len())
@@ -129,14 +129,14 @@ func ExampleBudget() {
 	bud := bucket.NewBudget(2)
 	perUser := bucket.NewTable(1, 5, bucket.WithBudget(bud))
 	perIP := bucket.NewTable(1, 5, bucket.WithBudget(bud))
-	perUser.TakeN("alice", t0, 1)
-	perIP.TakeN("10.0.0.1", t0, 1)
-	r := perUser.TakeN("bob", t0, 1)
+	perUser.TakeN(t0, "alice", 1)
+	perIP.TakeN(t0, "10.0.0.1", 1)
+	r := perUser.TakeN(t0, "bob", 1)
 	fmt.Println("bob:", r.OK, "budget full:", r.BudgetFull, "retry after:", r.RetryAfter)
 	// Ten seconds later alice's and 10.0.0.1's buckets have refilled: bob's
 	// take reclaims one (alice's) and the other stays until a sweep or a
 	// later reclaim drops it.
-	r = perUser.TakeN("bob", t0.Add(10*time.Second), 1)
+	r = perUser.TakeN(t0.Add(10*time.Second), "bob", 1)
 	fmt.Println("bob later:", r.OK, "live buckets:", bud.Len())
 	// Output:
 	// bob: false budget full: true retry after: 5s

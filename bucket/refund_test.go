@@ -39,16 +39,16 @@ func givers(r rate.Limit, b int) []giver {
 			return ok, g
 		}, bk2.GiveBack, bk2.TokensAt},
 		{"Table.TakeBytes", func(t time.Time, n int) (bool, *bucket.Grant) {
-			res := tb.TakeBytes([]byte("k"), t, n)
+			res := tb.TakeBytes(t, []byte("k"), n)
 			return res.OK, &res.Grant
 		}, func(g *bucket.Grant, n int) error { return tb.GiveBackBytes([]byte("k"), g, n) },
-			func(t time.Time) float64 { return tb.TokensAt("k", t) }},
+			func(t time.Time) float64 { return tb.TokensAt(t, "k") }},
 		{"Table.TryTakeGrant", func(t time.Time, n int) (bool, *bucket.Grant) {
 			g := new(bucket.Grant)
-			ok, _ := tb2.TryTakeGrant("k", t, n, g)
+			ok, _ := tb2.TryTakeGrant(t, "k", n, g)
 			return ok, g
 		}, func(g *bucket.Grant, n int) error { return tb2.GiveBack("k", g, n) },
-			func(t time.Time) float64 { return tb2.TokensAt("k", t) }},
+			func(t time.Time) float64 { return tb2.TokensAt(t, "k") }},
 	}
 }
 
@@ -216,7 +216,7 @@ func TestGiveBackRefusals(t *testing.T) {
 		t.Errorf("another bucket's grant: %v", err)
 	}
 	tb := bucket.NewTable(10, 20)
-	tr := tb.TakeN("x", t0, 5)
+	tr := tb.TakeN(t0, "x", 5)
 	if err := tb.GiveBack("y", &tr.Grant, 5); !errors.Is(err, bucket.ErrGiveBack) {
 		t.Errorf("another key's grant: %v", err)
 	}
@@ -238,9 +238,9 @@ func TestGiveBackAcrossReconfigure(t *testing.T) {
 	bk, tb := bucket.New(1, 20), bucket.NewTable(1, 20)
 	for _, p := range []pair{
 		{"Bucket", func(at time.Time, n int) *bucket.Grant { r := bk.TakeN(at, n); return &r.Grant }, bk.Reconfigure, bk.GiveBack, bk.TokensAt},
-		{"Table", func(at time.Time, n int) *bucket.Grant { r := tb.TakeN("x", at, n); return &r.Grant },
+		{"Table", func(at time.Time, n int) *bucket.Grant { r := tb.TakeN(at, "x", n); return &r.Grant },
 			tb.Reconfigure, func(g *bucket.Grant, n int) error { return tb.GiveBack("x", g, n) },
-			func(at time.Time) float64 { return tb.TokensAt("x", at) }},
+			func(at time.Time) float64 { return tb.TokensAt(at, "x") }},
 	} {
 		g := p.take(t0, 20)
 		p.reconf(t0, 2, 40) // at the take's instant: nothing has refilled
@@ -298,33 +298,33 @@ func TestWaitCancelGivesBack(t *testing.T) {
 func TestGrantFor(t *testing.T) {
 	bk, tb := bucket.New(1000, 3), bucket.NewTable(1000, 3)
 	bk.TakeN(at(78*time.Millisecond), 1)
-	tb.TakeN("k", at(78*time.Millisecond), 1)
-	gb, gt := bk.GrantFor(at(78*time.Millisecond), 1), tb.GrantFor("k", at(78*time.Millisecond), 1)
+	tb.TakeN(at(78*time.Millisecond), "k", 1)
+	gb, gt := bk.GrantFor(at(78*time.Millisecond), 1), tb.GrantFor(at(78*time.Millisecond), "k", 1)
 	if err := bk.GiveBack(&gb, 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := tb.GiveBack("k", &gt, 1); err != nil {
 		t.Fatal(err)
 	}
-	if b, k := bk.TokensAt(at(78*time.Millisecond)), tb.TokensAt("k", at(78*time.Millisecond)); b < 3-1000e-6 || b > 3 || k != 3 {
+	if b, k := bk.TokensAt(at(78*time.Millisecond)), tb.TokensAt(at(78*time.Millisecond), "k"); b < 3-1000e-6 || b > 3 || k != 3 {
 		t.Errorf("after an immediate give-back: bucket %v, table %v tokens, want 3 (the bucket within 1 µs of refill)", b, k)
 	}
 	bk.TakeN(at(78*time.Millisecond), 1)
-	tb.TakeN("k", at(78*time.Millisecond), 1)
-	gb, gt = bk.GrantFor(at(78*time.Millisecond), 1), tb.GrantFor("k", at(78*time.Millisecond), 1)
+	tb.TakeN(at(78*time.Millisecond), "k", 1)
+	gb, gt = bk.GrantFor(at(78*time.Millisecond), 1), tb.GrantFor(at(78*time.Millisecond), "k", 1)
 	for range 3 {
 		bk.TakeN(at(80*time.Millisecond), 1)
-		tb.TakeN("k", at(80*time.Millisecond), 1)
+		tb.TakeN(at(80*time.Millisecond), "k", 1)
 	}
 	_ = bk.GiveBack(&gb, 1)
 	_ = tb.GiveBack("k", &gt, 1)
-	if bk.AllowN(at(80*time.Millisecond), 1) || tb.AllowN("k", at(80*time.Millisecond), 1) {
+	if bk.AllowN(at(80*time.Millisecond), 1) || tb.AllowN(at(80*time.Millisecond), "k", 1) {
 		t.Error("a fourth token at 80 ms from a burst of 3 through GrantFor")
 	}
-	if g := tb.GrantFor("k", at(0), 0); g.Outstanding() != 0 {
+	if g := tb.GrantFor(at(0), "k", 0); g.Outstanding() != 0 {
 		t.Error("GrantFor of nothing records something")
 	}
-	g := tb.GrantFor("k", at(0), 1)
+	g := tb.GrantFor(at(0), "k", 1)
 	if err := tb.GiveBack("other", &g, 1); err == nil {
 		t.Error("a Table grant given back to another key")
 	}

@@ -291,7 +291,7 @@ func (t *Table) Take(key string, n int) Result {
 
 // AllowN reports whether n tokens may be taken at at from key's bucket, and
 // takes them if so.
-func (t *Table) AllowN(key string, at time.Time, n int) bool {
+func (t *Table) AllowN(at time.Time, key string, n int) bool {
 	return t.allow(t.digestString(key), nsOf(at), n)
 }
 
@@ -299,13 +299,13 @@ func (t *Table) AllowN(key string, at time.Time, n int) bool {
 // Bucket.TakeN. A take that cannot change the bucket (n ≤ 0, or more than
 // the burst) does not create it. When the Table's Budget is full the result
 // has BudgetFull set; see Budget.
-func (t *Table) TakeN(key string, at time.Time, n int) Result {
+func (t *Table) TakeN(at time.Time, key string, n int) Result {
 	return t.take(t.digestString(key), nsOf(at), n)
 }
 
 // TakeBytes is TakeN with the key as bytes. It never allocates, except to
 // resize the Table.
-func (t *Table) TakeBytes(key []byte, at time.Time, n int) Result {
+func (t *Table) TakeBytes(at time.Time, key []byte, n int) Result {
 	return t.take(t.digestBytes(key), nsOf(at), n)
 }
 
@@ -324,7 +324,7 @@ func stale(i int, full, create bool, p *params, n int) bool {
 
 // TryTakeN is TakeN reporting only Result.OK and Result.Remaining (see
 // TryTakeBytes). What it takes cannot be given back: use TryTakeGrant.
-func (t *Table) TryTakeN(key string, at time.Time, n int) (ok bool, remaining int64) {
+func (t *Table) TryTakeN(at time.Time, key string, n int) (ok bool, remaining int64) {
 	return t.tryTake(t.digestString(key), nsOf(at), n, nil)
 }
 
@@ -332,18 +332,18 @@ func (t *Table) TryTakeN(key string, at time.Time, n int) (ok bool, remaining in
 // (see Bucket.TryTakeN): a refused take, including one refused because the
 // Budget is full, takes nothing, and TakeBytes then gives the full Result.
 // What it takes cannot be given back: use TryTakeGrantBytes.
-func (t *Table) TryTakeBytes(key []byte, at time.Time, n int) (ok bool, remaining int64) {
+func (t *Table) TryTakeBytes(at time.Time, key []byte, n int) (ok bool, remaining int64) {
 	return t.tryTake(t.digestBytes(key), nsOf(at), n, nil)
 }
 
 // TryTakeGrant is TryTakeN that also writes the take's Grant to *g (zero
 // on a denial), for hot paths that may give back (GiveBack).
-func (t *Table) TryTakeGrant(key string, at time.Time, n int, g *Grant) (ok bool, remaining int64) {
+func (t *Table) TryTakeGrant(at time.Time, key string, n int, g *Grant) (ok bool, remaining int64) {
 	return t.tryTake(t.digestString(key), nsOf(at), n, g)
 }
 
 // TryTakeGrantBytes is TryTakeGrant with the key as bytes.
-func (t *Table) TryTakeGrantBytes(key []byte, at time.Time, n int, g *Grant) (ok bool, remaining int64) {
+func (t *Table) TryTakeGrantBytes(at time.Time, key []byte, n int, g *Grant) (ok bool, remaining int64) {
 	return t.tryTake(t.digestBytes(key), nsOf(at), n, g)
 }
 
@@ -515,7 +515,7 @@ func (t *Table) GiveBackBytes(key []byte, g *Grant, n int) error {
 // GrantFor returns the Grant of a take of n tokens at at from key's bucket
 // that the caller recorded itself; see Bucket.GrantFor, whose caveats
 // apply: it trusts the caller that the tokens were taken then.
-func (t *Table) GrantFor(key string, at time.Time, n int) Grant {
+func (t *Table) GrantFor(at time.Time, key string, n int) Grant {
 	if n <= 0 {
 		return Grant{}
 	}
@@ -560,12 +560,12 @@ func (t *Table) giveBack(d digest, g *Grant, n int) error {
 // without a bucket it creates one even when the Table's Budget is full
 // (the Budget is then over its bound until buckets are reclaimed), since
 // forgetting a debt would admit more than the limit.
-func (t *Table) ChargeN(key string, at time.Time, n int) {
+func (t *Table) ChargeN(at time.Time, key string, n int) {
 	t.charge(t.digestString(key), nsOf(at), n)
 }
 
 // ChargeBytes is ChargeN with the key as bytes.
-func (t *Table) ChargeBytes(key []byte, at time.Time, n int) {
+func (t *Table) ChargeBytes(at time.Time, key []byte, n int) {
 	t.charge(t.digestBytes(key), nsOf(at), n)
 }
 
@@ -583,7 +583,7 @@ func (t *Table) charge(d digest, ns int64, n int) {
 
 // TokensAt returns the tokens key's bucket holds at at (negative in debt),
 // without creating it.
-func (t *Table) TokensAt(key string, at time.Time) float64 {
+func (t *Table) TokensAt(at time.Time, key string) float64 {
 	s, i, p, _ := t.slotFor(t.digestString(key), nsOf(at), false)
 	if s == nil {
 		return p.tokensAt(fresh, at)

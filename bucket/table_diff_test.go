@@ -104,25 +104,25 @@ func runTableDiff(tb testing.TB, seed uint64, nkeys, ops, shards int) {
 		n := rng.IntN(cur.b+3) - 1
 		switch op := rng.IntN(20); {
 		case op < 9:
-			got, want := tab.TakeN(k, now, n), get(k).TakeN(now, n)
+			got, want := tab.TakeN(now, k, n), get(k).TakeN(now, n)
 			if got.OK != want.OK || got.Remaining != want.Remaining || got.RetryAfter != want.RetryAfter ||
 				got.OverBurst != want.OverBurst || got.Permanent != want.Permanent {
 				tb.Fatalf("seed %d op %d: TakeN(%s, +%v, %d) = %+v, bucket %+v", seed, i, k, time.Duration(ns), n, got, want)
 			}
 			tres[k], bres[k] = got, want
 		case op < 12:
-			got, want := tab.AllowN(k, now, n), get(k).AllowN(now, n)
+			got, want := tab.AllowN(now, k, n), get(k).AllowN(now, n)
 			if got != want {
 				tb.Fatalf("seed %d op %d: AllowN(%s, +%v, %d) = %v, bucket %v", seed, i, k, time.Duration(ns), n, got, want)
 			}
 		case op < 14:
-			tab.ChargeN(k, now, n)
+			tab.ChargeN(now, k, n)
 			get(k).ChargeN(now, n)
 		case op < 18:
 			// A take given back (in part) at once: the Table bounds a
 			// give-back by its shard's latest take, a Bucket by its own, and
 			// with instants that never go back both are this take's.
-			got, want := tab.TakeN(k, now, n), get(k).TakeN(now, n)
+			got, want := tab.TakeN(now, k, n), get(k).TakeN(now, n)
 			if got.OK != want.OK || got.Remaining != want.Remaining {
 				tb.Fatalf("seed %d op %d: TakeN(%s, +%v, %d) = %+v, bucket %+v", seed, i, k, time.Duration(ns), n, got, want)
 			}
@@ -134,7 +134,7 @@ func runTableDiff(tb testing.TB, seed uint64, nkeys, ops, shards int) {
 				}
 			}
 		case op < 19:
-			got, want := tab.TokensAt(k, now), get(k).TokensAt(now)
+			got, want := tab.TokensAt(now, k), get(k).TokensAt(now)
 			if got != want {
 				tb.Fatalf("seed %d op %d: TokensAt(%s, +%v) = %v, bucket %v", seed, i, k, time.Duration(ns), got, want)
 			}
@@ -156,7 +156,7 @@ func runTableDiff(tb testing.TB, seed uint64, nkeys, ops, shards int) {
 	// the same.
 	now := diffT0.Add(time.Duration(ns))
 	for k, b := range ref {
-		if got, want := tab.TokensAt(k, now), b.TokensAt(now); got != want {
+		if got, want := tab.TokensAt(now, k), b.TokensAt(now); got != want {
 			tb.Fatalf("seed %d end: TokensAt(%s) = %v, bucket %v", seed, k, got, want)
 		}
 	}
@@ -197,13 +197,13 @@ func TestTableOddInputs(t *testing.T) {
 			for i, at := range instants {
 				for j, n := range ns {
 					k := strconv.Itoa((i + j) % 5)
-					tab.TakeN(k, at, n)
-					tab.AllowN(k, at, n)
-					tab.ChargeN(k, at, n)
-					res := tab.TakeBytes([]byte(k), at, n)
+					tab.TakeN(at, k, n)
+					tab.AllowN(at, k, n)
+					tab.ChargeN(at, k, n)
+					res := tab.TakeBytes(at, []byte(k), n)
 					_ = tab.GiveBackBytes([]byte(k), &res.Grant, n)
 					_ = tab.GiveBackBytes([]byte(k), &res.Grant, n) // refused: nothing left
-					if got := tab.TokensAt(k, at); got > float64(max(0, min(b, MaxBurst)))+1e-9 && r != rate.Inf {
+					if got := tab.TokensAt(at, k); got > float64(max(0, min(b, MaxBurst)))+1e-9 && r != rate.Inf {
 						t.Fatalf("rate %v burst %d: key %s holds %v tokens at %v", r, b, k, got, at)
 					}
 				}
@@ -233,7 +233,7 @@ func TestTableSweepCostPerInsertBounded(t *testing.T) {
 		buf := make([]byte, 0, 16)
 		for i := range n {
 			buf = strconv.AppendInt(append(buf[:0], 'u'), int64(i), 10)
-			if !tab.TakeBytes(buf, diffT0.Add(time.Duration(i)*gap), 1).OK {
+			if !tab.TakeBytes(diffT0.Add(time.Duration(i)*gap), buf, 1).OK {
 				t.Fatalf("gap %v: new key %d denied", gap, i)
 			}
 		}

@@ -17,30 +17,30 @@ func TestTableFutureTakeDoesNotStarveNewKeys(t *testing.T) {
 	for _, future := range []time.Time{at(24 * time.Hour), time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)} {
 		tab := bucket.NewTable(1, 2) // 16 shards once split
 		for i := range 2000 {
-			if !tab.TakeN("k"+strconv.Itoa(i), t0, 1).OK {
+			if !tab.TakeN(t0, "k"+strconv.Itoa(i), 1).OK {
 				t.Fatalf("key %d denied at t0", i)
 			}
 		}
-		tab.TakeN("x", future, 1)
+		tab.TakeN(future, "x", 1)
 		// Traffic at the present on existing keys drives the sweeps of
 		// every shard; the buckets taken at t0 are full again at t0+1s.
 		for round := range 20 {
 			now := at(10*time.Second + time.Duration(round)*time.Second)
 			for i := range 2000 {
-				tab.TakeN("k"+strconv.Itoa(i), now, 1)
+				tab.TakeN(now, "k"+strconv.Itoa(i), 1)
 			}
 		}
 		now := at(40 * time.Second)
 		denied := 0
 		for i := range 1000 {
-			if r := tab.TakeN("new"+strconv.Itoa(i), now, 2); !r.OK {
+			if r := tab.TakeN(now, "new"+strconv.Itoa(i), 2); !r.OK {
 				denied++
 			}
 		}
 		if denied > 0 {
 			t.Errorf("after one take at %v: %d of 1000 new keys denied their full burst at t0+40s", future, denied)
 		}
-		if got := tab.TokensAt("x", now); got > 1 {
+		if got := tab.TokensAt(now, "x"); got > 1 {
 			t.Errorf("x after its take at %v: %v tokens at t0+40s, want at most 1", future, got)
 		}
 	}
@@ -75,13 +75,13 @@ func TestTableWildInstantsWindowBound(t *testing.T) {
 			n := 1 + rng.IntN(2)
 			switch rng.IntN(4) {
 			case 0:
-				tab.ChargeN(key, now, n) // only ever restricts
+				tab.ChargeN(now, key, n) // only ever restricts
 			case 1:
-				if tab.AllowN(key, now, n) {
+				if tab.AllowN(now, key, n) {
 					grants[k] = append(grants[k], grant{now, n})
 				}
 			default:
-				res := tab.TakeN(key, now, n)
+				res := tab.TakeN(now, key, n)
 				if res.OK && rng.IntN(4) == 0 {
 					_ = tab.GiveBackBytes([]byte(key), &res.Grant, n) // given back at once
 				} else if res.OK {

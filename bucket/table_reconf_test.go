@@ -36,14 +36,14 @@ func TestTableTakeRacingReconfigureNeverAdmitsFree(t *testing.T) {
 				k := strconv.Itoa(w) + "-" + strconv.Itoa(i)
 				var ok bool
 				if i%2 == 0 {
-					ok = tab.TakeN(k, t0, 3).OK
+					ok = tab.TakeN(t0, k, 3).OK
 				} else {
-					ok = tab.AllowN(k, t0, 3)
+					ok = tab.AllowN(t0, k, 3)
 				}
 				// A take of 3 that was admitted (burst 4) left 1 token,
 				// and 1 token is never a full bucket under burst 2 or 4,
 				// so conversions keep it and nothing refills at t0.
-				if ok && tab.TokensAt(k, t0) > 1 {
+				if ok && tab.TokensAt(t0, k) > 1 {
 					bad.Add(1)
 				}
 			}

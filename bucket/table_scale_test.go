@@ -33,7 +33,7 @@ func fillKeys(t *testing.T, tab *bucket.Table, n, keyLen int) {
 	}
 	for i := range n {
 		binary.LittleEndian.PutUint64(buf, uint64(i))
-		if !tab.TakeBytes(buf, t0, 1).OK {
+		if !tab.TakeBytes(t0, buf, 1).OK {
 			t.Fatalf("key %d denied", i)
 		}
 	}
@@ -93,7 +93,7 @@ func TestEmptyTableIsSmall(t *testing.T) {
 	for i := range tabs {
 		tabs[i] = bucket.NewTable(10, 10)
 		for k := range 3 {
-			tabs[i].TakeN(strconv.Itoa(k), t0, 1)
+			tabs[i].TakeN(t0, strconv.Itoa(k), 1)
 		}
 	}
 	per = (liveHeap() - before) / n
@@ -131,7 +131,7 @@ func TestTableReclaimsIdleWithoutInserts(t *testing.T) {
 		step++
 		now := at(time.Hour + time.Duration(step)*time.Second)
 		for i := range n {
-			tab.AllowN(string(keys[i%len(keys)]), now, 1)
+			tab.AllowN(now, string(keys[i%len(keys)]), 1)
 		}
 	}
 	ops := 0
@@ -157,11 +157,11 @@ func TestTableReclaimsIdleWithoutInserts(t *testing.T) {
 		t.Fatalf("the Table still holds %d bytes after %d takes", left, ops)
 	}
 	// A new key after the reclaim starts full: the buckets dropped had refilled long before.
-	if r := tab.TakeN(string(keys[0])+"x", at(2*time.Hour), 5); !r.OK {
+	if r := tab.TakeN(at(2*time.Hour), string(keys[0])+"x", 5); !r.OK {
 		t.Fatalf("a new key after the reclaim: %+v, want the full burst", r)
 	}
 	binary.LittleEndian.PutUint64(keys[0], uint64(len(keys)+1)) // a filled key, not one of the 100
-	if r := tab.TakeN(string(keys[0]), at(2*time.Hour), 5); !r.OK {
+	if r := tab.TakeN(at(2*time.Hour), string(keys[0]), 5); !r.OK {
 		t.Fatalf("a reclaimed key: %+v, want the full burst", r)
 	}
 }
@@ -171,11 +171,11 @@ func TestTableReclaimsIdleWithoutInserts(t *testing.T) {
 func TestTableLookupDoesNotMoveHighWaterMark(t *testing.T) {
 	tab := bucket.NewTable(1, 2, bucket.WithShards(1))
 	for i := range 1000 {
-		tab.TakeN("k"+strconv.Itoa(i), t0, 1)
-		tab.TokensAt("k"+strconv.Itoa(i), at(24*time.Hour)) // what-if: tomorrow
-		tab.TakeN("k"+strconv.Itoa(i), at(24*time.Hour), 0)
+		tab.TakeN(t0, "k"+strconv.Itoa(i), 1)
+		tab.TokensAt(at(24*time.Hour), "k"+strconv.Itoa(i)) // what-if: tomorrow
+		tab.TakeN(at(24*time.Hour), "k"+strconv.Itoa(i), 0)
 	}
-	if r := tab.TakeN("new", t0, 2); !r.OK {
+	if r := tab.TakeN(t0, "new", 2); !r.OK {
 		t.Fatalf("a new key at t0 after queries about tomorrow: %+v, want the full burst", r)
 	}
 }
@@ -212,18 +212,18 @@ func TestTableConcurrentWindowBoundWithReclaim(t *testing.T) {
 				var ok bool
 				switch i % 4 {
 				case 0:
-					ok = tab.TakeBytes(buf, now, n).OK
+					ok = tab.TakeBytes(now, buf, n).OK
 				case 1:
-					ok = tab.AllowN(string(buf), now, n)
+					ok = tab.AllowN(now, string(buf), n)
 				case 2:
-					res := tab.TakeBytes(buf, now, n)
+					res := tab.TakeBytes(now, buf, n)
 					ok = res.OK
 					if ok && rng.IntN(4) == 0 { // a later stacked limit denied: give it back at once
 						_ = tab.GiveBackBytes(buf, &res.Grant, n)
 						ok = false
 					}
 				default:
-					ok = tab.TakeN(string(buf), now, n).OK
+					ok = tab.TakeN(now, string(buf), n).OK
 				}
 				if ok {
 					local[k] = append(local[k], grant{now, n})
@@ -269,7 +269,7 @@ func TestTableNoAllocsSteadyState(t *testing.T) {
 	pass := func() {
 		now = now.Add(100 * time.Millisecond)
 		for _, k := range keys {
-			if !tab.TakeBytes(k, now, 1).OK {
+			if !tab.TakeBytes(now, k, 1).OK {
 				t.Fatal("denied")
 			}
 		}
@@ -285,18 +285,18 @@ func TestTableNoAllocsSteadyState(t *testing.T) {
 		t.Fatalf("refill regime: %v allocations in %d takes, want 0", a, 20*n)
 	}
 	hot := bucket.NewTable(1, 1<<30)
-	hot.TakeN("hit", now, 1)
+	hot.TakeN(now, "hit", 1)
 	hotB := []byte("hit")
 	if a := testing.AllocsPerRun(1000, func() {
 		hot.Allow("hit")
-		hot.TakeBytes(hotB, now, 1)
-		hot.AllowN("hit", now, 1)
-		hot.ChargeBytes(hotB, now, 1)
+		hot.TakeBytes(now, hotB, 1)
+		hot.AllowN(now, "hit", 1)
+		hot.ChargeBytes(now, hotB, 1)
 		var g bucket.Grant
-		if ok, _ := hot.TryTakeGrantBytes(hotB, now, 1, &g); ok {
+		if ok, _ := hot.TryTakeGrantBytes(now, hotB, 1, &g); ok {
 			_ = hot.GiveBackBytes(hotB, &g, 1)
 		}
-		hot.TokensAt("hit", now)
+		hot.TokensAt(now, "hit")
 	}); a != 0 {
 		t.Fatalf("hit: %v allocations, want 0", a)
 	}
@@ -316,7 +316,7 @@ func TestTableClock(t *testing.T) {
 	if r := tab.Take("a", 1); !r.OK || r.Remaining != 0 {
 		t.Fatalf("Take a second later: %+v", r)
 	}
-	if got := tab.TokensAt("a", clk.Now()); got != 0 {
+	if got := tab.TokensAt(clk.Now(), "a"); got != 0 {
 		t.Fatalf("TokensAt = %v, want 0", got)
 	}
 	// The system clock by default.

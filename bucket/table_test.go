@@ -24,31 +24,31 @@ func TestTableKeysAreIndependent(t *testing.T) {
 		{"b", 0, true}, {"b", 0, true}, {"b", 0, false},
 		{"a", time.Second, true}, {"a", time.Second, false},
 	} {
-		if got := tab.AllowN(c.key, at(c.at), 1); got != c.ok {
+		if got := tab.AllowN(at(c.at), c.key, 1); got != c.ok {
 			t.Fatalf("step %d: AllowN(%q, t0+%v) = %v, want %v", i, c.key, c.at, got, c.ok)
 		}
 	}
-	if r := tab.TakeBytes([]byte("b"), at(0), 1); r.OK || r.RetryAfter != time.Second {
+	if r := tab.TakeBytes(at(0), []byte("b"), 1); r.OK || r.RetryAfter != time.Second {
 		t.Fatalf("TakeBytes on exhausted b: %+v", r)
 	}
-	if got := tab.TokensAt("b", at(0)); got != 0 {
+	if got := tab.TokensAt(at(0), "b"); got != 0 {
 		t.Fatalf("b exhausted: %v tokens, want 0", got)
 	}
-	tab.ChargeBytes([]byte("c"), at(0), 5)
-	tab.ChargeN("d", at(0), 3)
-	if got := tab.TokensAt("c", at(0)); got != -3 {
+	tab.ChargeBytes(at(0), []byte("c"), 5)
+	tab.ChargeN(at(0), "d", 3)
+	if got := tab.TokensAt(at(0), "c"); got != -3 {
 		t.Fatalf("c after charge 5: %v tokens, want -3", got)
 	}
-	if got := tab.TokensAt("d", at(0)); got != -1 {
+	if got := tab.TokensAt(at(0), "d"); got != -1 {
 		t.Fatalf("d after charge 3: %v tokens, want -1", got)
 	}
-	if got := tab.TokensAt("never", at(0)); got != 2 {
+	if got := tab.TokensAt(at(0), "never"); got != 2 {
 		t.Fatalf("unknown key: %v tokens, want the burst 2", got)
 	}
-	if r := tab.TakeN("e", at(0), 3); !r.OverBurst || r.OK {
+	if r := tab.TakeN(at(0), "e", 3); !r.OverBurst || r.OK {
 		t.Fatalf("over burst on a new key: %+v", r)
 	}
-	if r := tab.TakeBytes([]byte("e"), at(0), 0); !r.OK || r.Remaining != 2 {
+	if r := tab.TakeBytes(at(0), []byte("e"), 0); !r.OK || r.Remaining != 2 {
 		t.Fatalf("n=0 on a new key: %+v", r)
 	}
 	if tab.Len() != 4 {
@@ -62,40 +62,40 @@ func TestTableKeysAreIndependent(t *testing.T) {
 func TestTableInfAndZero(t *testing.T) {
 	inf := bucket.NewTable(rate.Inf, 0)
 	for i := 0; i < 3; i++ {
-		if !inf.AllowN("k", at(0), 100) || !inf.TakeBytes([]byte("k"), at(0), 1).OK {
+		if !inf.AllowN(at(0), "k", 100) || !inf.TakeBytes(at(0), []byte("k"), 1).OK {
 			t.Fatal("Inf table denied")
 		}
 	}
-	inf.ChargeN("k", at(0), 5)
-	inf.ChargeBytes([]byte("k"), at(0), 5)
+	inf.ChargeN(at(0), "k", 5)
+	inf.ChargeBytes(at(0), []byte("k"), 5)
 	if inf.Len() != 0 {
 		t.Fatalf("Inf table holds %d keys", inf.Len())
 	}
 	zero := bucket.NewTable(0, 1, bucket.WithShards(1))
-	if !zero.AllowN("k", at(0), 1) || zero.AllowN("k", at(time.Hour), 1) {
+	if !zero.AllowN(at(0), "k", 1) || zero.AllowN(at(time.Hour), "k", 1) {
 		t.Fatal("rate 0 table: want one grant then nothing")
 	}
-	if r := zero.TakeN("k", at(time.Hour), 1); !r.Permanent {
+	if r := zero.TakeN(at(time.Hour), "k", 1); !r.Permanent {
 		t.Fatalf("rate 0 exhausted: %+v, want Permanent", r)
 	}
 }
 
 func TestTableReconfigureKeepsTokens(t *testing.T) {
 	tab := bucket.NewTable(10, 10)
-	tab.TakeN("a", at(0), 6)    // 4 left
-	tab.ChargeN("b", at(0), 13) // -3
+	tab.TakeN(at(0), "a", 6)    // 4 left
+	tab.ChargeN(at(0), "b", 13) // -3
 	tab.Reconfigure(at(0), 1, 5)
-	if got := tab.TokensAt("a", at(0)); got != 4 {
+	if got := tab.TokensAt(at(0), "a"); got != 4 {
 		t.Fatalf("a: %v tokens, want 4", got)
 	}
-	if got := tab.TokensAt("b", at(0)); got != -3 {
+	if got := tab.TokensAt(at(0), "b"); got != -3 {
 		t.Fatalf("b: %v tokens, want -3", got)
 	}
-	if got := tab.TokensAt("a", at(10*time.Second)); got != 5 {
+	if got := tab.TokensAt(at(10*time.Second), "a"); got != 5 {
 		t.Fatalf("a 10s later at 1/s: %v, want capped 5", got)
 	}
 	tab.Reconfigure(at(0), 1, 2)
-	if got := tab.TokensAt("a", at(0)); got != 2 {
+	if got := tab.TokensAt(at(0), "a"); got != 2 {
 		t.Fatalf("a after shrinking burst: %v, want 2", got)
 	}
 	if tab.Limit() != 1 || tab.Burst() != 2 {
@@ -125,9 +125,9 @@ func TestTableConcurrentWindowBound(t *testing.T) {
 				key := keys[rng.IntN(len(keys))]
 				var ok bool
 				if i%2 == 0 {
-					ok = tab.TakeN(key, now, 1).OK
+					ok = tab.TakeN(now, key, 1).OK
 				} else {
-					ok = tab.TakeBytes([]byte(key), now, 1).OK
+					ok = tab.TakeBytes(now, []byte(key), 1).OK
 				}
 				if ok {
 					local[key] = append(local[key], grant{now, 1})
@@ -170,7 +170,7 @@ func TestTableBoundedMemory(t *testing.T) {
 	for i := 0; i < n; i++ {
 		now := at(time.Duration(i) * 10 * time.Microsecond) // 100,000 new keys per simulated second
 		buf = strconv.AppendInt(append(buf[:0], "user-"...), int64(i), 10)
-		if !tab.TakeBytes(buf, now, 1).OK {
+		if !tab.TakeBytes(now, buf, 1).OK {
 			t.Fatalf("new key %d denied", i)
 		}
 		if i%10000 == 0 {
@@ -195,15 +195,15 @@ func TestTableBoundedMemory(t *testing.T) {
 // A reclaimed key's new bucket gives a stale caller no more than the old one.
 func TestTableReclaimIsConservative(t *testing.T) {
 	tab := bucket.NewTable(1, 2, bucket.WithShards(1))
-	tab.TakeN("old", at(0), 2)
+	tab.TakeN(at(0), "old", 2)
 	// Fill the shard so that sweeps run, far later: "old" is full again.
 	for i := 0; i < 1000; i++ {
-		tab.TakeN(fmt.Sprint("k", i), at(time.Hour), 1)
+		tab.TakeN(at(time.Hour), fmt.Sprint("k", i), 1)
 	}
-	if got := tab.TokensAt("old", at(time.Second)); got > 1 {
+	if got := tab.TokensAt(at(time.Second), "old"); got > 1 {
 		t.Fatalf("stale view of a reclaimed key: %v tokens, the old bucket held 1", got)
 	}
-	if got := tab.TokensAt("old", at(time.Hour)); got != 2 {
+	if got := tab.TokensAt(at(time.Hour), "old"); got != 2 {
 		t.Fatalf("reclaimed key now: %v tokens, want full 2", got)
 	}
 	if tab.Len() != 1000 {

@@ -35,13 +35,13 @@ func TestTryTakeAgreesWithTake(t *testing.T) {
 					t.Fatalf("call %d, n=%d: TryTakeN = %v, %d; TakeN = %+v", i, n, ok, left, want)
 				}
 				key := []byte(fmt.Sprint("k", rnd.IntN(5)))
-				wantT := tfull.TakeBytes(key, at, n)
-				ok, left = ttry.TryTakeBytes(key, at, n)
+				wantT := tfull.TakeBytes(at, key, n)
+				ok, left = ttry.TryTakeBytes(at, key, n)
 				if ok != wantT.OK || left != wantT.Remaining {
 					t.Fatalf("call %d, key %s, n=%d: TryTakeBytes = %v, %d; TakeBytes = %+v", i, key, n, ok, left, wantT)
 				}
-				wantS := sfull.TakeN(string(key), at, n)
-				ok, left = stry.TryTakeN(string(key), at, n)
+				wantS := sfull.TakeN(at, string(key), n)
+				ok, left = stry.TryTakeN(at, string(key), n)
 				if ok != wantS.OK || left != wantS.Remaining {
 					t.Fatalf("call %d, key %s, n=%d: Table.TryTakeN = %v, %d; TakeN = %+v", i, key, n, ok, left, wantS)
 				}
@@ -55,10 +55,10 @@ func TestTryTakeDoesNotAllocate(t *testing.T) {
 	tb := bucket.NewTable(1e9, 1e9)
 	key := []byte("caller-1")
 	at := time.Now()
-	tb.TryTakeBytes(key, at, 1)
+	tb.TryTakeBytes(at, key, 1)
 	if n := testing.AllocsPerRun(1000, func() {
 		b.TryTakeN(at, 1)
-		tb.TryTakeBytes(key, at, 1)
+		tb.TryTakeBytes(at, key, 1)
 	}); n != 0 {
 		t.Fatalf("%v allocations per TryTakeN + TryTakeBytes, want 0", n)
 	}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/bucket"
+	"github.com/sluicehq/sluice/internal/limitkey"
 	"github.com/sluicehq/sluice/internal/monoclock"
 )
 
@@ -81,31 +82,31 @@ type resourceDef struct {
 	refill float64
 }
 
-type optFunc func(*options)
+type optionFunc func(*options)
 
-func (f optFunc) apply(o *options) { f(o) }
+func (f optionFunc) apply(o *options) { f(o) }
 
 // WithMode sets Shared (the default) or PerAction.
-func WithMode(m Mode) Option { return optFunc(func(o *options) { o.mode = m }) }
+func WithMode(m Mode) Option { return optionFunc(func(o *options) { o.mode = m }) }
 
 // WithDefault sends actions that belong to no category to the named
 // category instead of failing with ErrUnknownAction.
-func WithDefault(category string) Option { return optFunc(func(o *options) { o.def = category }) }
+func WithDefault(category string) Option { return optionFunc(func(o *options) { o.def = category }) }
 
 // WithActionKey sets the Keys dimension Allow reads the action from
 // (default ActionKey).
-func WithActionKey(name string) Option { return optFunc(func(o *options) { o.actionKey = name }) }
+func WithActionKey(name string) Option { return optionFunc(func(o *options) { o.actionKey = name }) }
 
 // WithResourcesKey sets the Keys dimension Allow reads the resource count
 // from (default ResourcesKey).
-func WithResourcesKey(name string) Option { return optFunc(func(o *options) { o.resKey = name }) }
+func WithResourcesKey(name string) Option { return optionFunc(func(o *options) { o.resKey = name }) }
 
 // WithClock sets the clock Allow and AllowAction read (default: the wall
 // clock advanced by the monotonic clock, so a wall-clock step never moves it).
-// AllowAt takes its instant explicitly and ignores the clock. A nil now keeps
+// AllowActionAt takes its instant explicitly and ignores the clock. A nil now keeps
 // the default.
 func WithClock(now func() time.Time) Option {
-	return optFunc(func(o *options) {
+	return optionFunc(func(o *options) {
 		if now != nil {
 			o.now = now
 		}
@@ -117,7 +118,7 @@ func WithClock(now func() time.Time) Option {
 // addition to its request bucket (RunInstances: request bucket 5/2, resource
 // bucket 1000/2).
 func WithResourceBucket(action string, burst int, refill float64) Option {
-	return optFunc(func(o *options) {
+	return optionFunc(func(o *options) {
 		if o.resources == nil {
 			o.resources = map[string]resourceDef{}
 		}
@@ -147,7 +148,7 @@ type action struct {
 	bucket   *bucket.Bucket // the request bucket (shared or own)
 	resource *bucket.Bucket // nil unless a resource bucket is configured
 	resBurst int
-	key      string // "<category>/action=<name>", built once
+	key      string // "<category>/action=<name>" (actionKey), built once
 	entry    []string
 }
 
@@ -202,16 +203,16 @@ func New(categories []Category, opts ...Option) (*Set, error) {
 				s.defBucket = bucket.New(rate.Limit(g.cat.Refill), g.cat.Burst)
 			}
 		} else {
-			errs = append(errs, fmt.Errorf("default category %q is not defined", s.opts.def))
+			errs = append(errs, fmt.Errorf("WithDefault(%q): the category is not defined", s.opts.def))
 		}
 	}
 	for a, r := range s.opts.resources {
 		act := s.actions[a]
 		switch {
 		case act == nil:
-			errs = append(errs, fmt.Errorf("resource bucket for %q: no category has this action", a))
+			errs = append(errs, fmt.Errorf("WithResourceBucket(%q, %d, %v): no category has the action", a, r.burst, r.refill))
 		case r.burst < 0 || r.refill < 0 || math.IsNaN(r.refill) || math.IsInf(r.refill, 0):
-			errs = append(errs, fmt.Errorf("resource bucket for %q: burst %d and refill %v must be ≥ 0 and finite", a, r.burst, r.refill))
+			errs = append(errs, fmt.Errorf("WithResourceBucket(%q, %d, %v): burst and refill must be ≥ 0 and finite", a, r.burst, r.refill))
 		default:
 			act.resource = bucket.New(rate.Limit(r.refill), r.burst)
 			act.resBurst = r.burst
@@ -224,7 +225,7 @@ func New(categories []Category, opts ...Option) (*Set, error) {
 }
 
 func (s *Set) newAction(name string, g *group) *action {
-	a := &action{name: name, group: g, key: g.cat.Name + "/action=" + name, entry: []string{name}}
+	a := &action{name: name, group: g, key: actionKey(g.cat.Name, name), entry: []string{name}}
 	if g.shared != nil {
 		a.bucket = g.shared
 	} else {
@@ -261,17 +262,19 @@ func (s *Set) Allow(ctx context.Context, keys sluice.Keys) (sluice.Decision, err
 		}
 		n = r
 	}
-	return s.AllowAt(s.opts.now(), name, n)
+	return s.AllowActionAt(s.opts.now(), name, n)
 }
 
 // AllowAction decides one request for action, now.
 func (s *Set) AllowAction(action string) (sluice.Decision, error) {
-	return s.AllowAt(s.opts.now(), action, 1)
+	return s.AllowActionAt(s.opts.now(), action, 1)
 }
 
-// AllowAt decides one request for action at instant t acting on resources
-// resources (drained from the action's resource bucket, if it has one).
-func (s *Set) AllowAt(t time.Time, action string, resources int) (sluice.Decision, error) {
+// AllowActionAt is AllowAction at the explicit instant t, for a request
+// acting on resources resources (drained from the action's resource bucket,
+// if it has one). As every explicit-time method in sluice, it takes the
+// instant first (see the sluice package documentation, "Explicit time").
+func (s *Set) AllowActionAt(t time.Time, action string, resources int) (sluice.Decision, error) {
 	a := s.actions[action]
 	if a == nil {
 		if s.def == nil {
@@ -297,9 +300,22 @@ func (s *Set) AllowAt(t time.Time, action string, resources int) (sluice.Decisio
 	return d, nil
 }
 
+// actionKey renders the LimitKey of action in category,
+// "<category>/action=<action>", with the escaping of every limit key in
+// sluice (see package stack, "Names of limits and buckets"): a category or
+// action holding '/', ',', '=', '#' or '%' cannot render as another's.
+func actionKey(category, action string) string {
+	var buf [128]byte
+	b := limitkey.AppendEscaped(buf[:0], category)
+	b = append(b, limitkey.SepID)
+	b = append(b, "action"...)
+	b = append(b, limitkey.SepValue)
+	return string(limitkey.AppendEscaped(b, action))
+}
+
 // unknown builds the record of an action routed to the default category.
 func (s *Set) unknown(name string) *action {
-	return &action{name: name, group: s.def, bucket: s.defBucket, key: s.def.cat.Name + "/action=" + name, entry: []string{"*"}}
+	return &action{name: name, group: s.def, bucket: s.defBucket, key: actionKey(s.def.cat.Name, name), entry: []string{"*"}}
 }
 
 func (a *action) denial(res bucket.Result, metric string, burst int) sluice.Decision {

@@ -22,7 +22,7 @@ func count(t *testing.T, s *category.Set, at time.Time, action string, n int) in
 	t.Helper()
 	got := 0
 	for i := 0; i < n; i++ {
-		d, err := s.AllowAt(at, action, 1)
+		d, err := s.AllowActionAt(at, action, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +85,7 @@ func TestResourceBucketStacksWithRequestBucket(t *testing.T) {
 	// 400 + 400 instances fit; the third call for 400 does not (200 left),
 	// and its denial must not consume a request token.
 	for i, want := range []bool{true, true, false} {
-		d, err := s.AllowAt(t0, "RunInstances", 400)
+		d, err := s.AllowActionAt(t0, "RunInstances", 400)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +100,7 @@ func TestResourceBucketStacksWithRequestBucket(t *testing.T) {
 	if got := count(t, s, t0, "RunInstances", 5); got != 3 {
 		t.Errorf("%d small calls allowed, want 3: a resource denial consumed a request token", got)
 	}
-	d, _ := s.AllowAt(t0, "RunInstances", 2000)
+	d, _ := s.AllowActionAt(t0, "RunInstances", 2000)
 	if d.Allowed {
 		t.Error("2000 resources allowed by a bucket of 1000")
 	}
@@ -108,7 +108,7 @@ func TestResourceBucketStacksWithRequestBucket(t *testing.T) {
 
 func TestUnknownActionAndDefault(t *testing.T) {
 	s, _ := category.New([]category.Category{clusterRead})
-	if _, err := s.AllowAt(t0, "Nope", 1); !errors.Is(err, category.ErrUnknownAction) || !strings.Contains(err.Error(), `"Nope"`) {
+	if _, err := s.AllowActionAt(t0, "Nope", 1); !errors.Is(err, category.ErrUnknownAction) || !strings.Contains(err.Error(), `"Nope"`) {
 		t.Errorf("unknown action: %v", err)
 	}
 	other := category.Category{Name: "Other", Burst: 2, Refill: 1}
@@ -119,7 +119,7 @@ func TestUnknownActionAndDefault(t *testing.T) {
 	if got := count(t, s, t0, "Nope", 3) + count(t, s, t0, "AlsoNope", 3); got != 2 {
 		t.Errorf("unknown actions in the default category: %d allowed, want its burst 2", got)
 	}
-	d, _ := s.AllowAt(t0, "Nope", 1)
+	d, _ := s.AllowActionAt(t0, "Nope", 1)
 	if d.LimitKey != "Other/action=Nope" {
 		t.Errorf("LimitKey %q", d.LimitKey)
 	}
@@ -136,7 +136,7 @@ func TestValidation(t *testing.T) {
 	}
 	for _, want := range []string{
 		"categories[0]: empty name", "negative burst -1", "refill -2", "categories[1].actions[1]: empty action",
-		`duplicate category "a"`, `action "X" is already in category "a"`, `default category "missing"`, `resource bucket for "Y"`,
+		`duplicate category "a"`, `action "X" is already in category "a"`, `WithDefault("missing"): the category is not defined`, `WithResourceBucket("Y", 1, 1): no category has the action`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
@@ -172,17 +172,41 @@ func TestLimiterInterface(t *testing.T) {
 	}
 }
 
-func TestAllowAtDoesNotAllocate(t *testing.T) {
+func TestAllowActionAtDoesNotAllocate(t *testing.T) {
 	if racecheck.Enabled {
 		t.Skip("allocation counts differ under -race")
 	}
 	s, _ := category.New([]category.Category{{Name: "big", Burst: 1 << 30, Refill: 1e6, Actions: []string{"A"}}})
 	allocs := testing.AllocsPerRun(1000, func() {
-		if d, _ := s.AllowAt(t0, "A", 1); !d.Allowed {
+		if d, _ := s.AllowActionAt(t0, "A", 1); !d.Allowed {
 			t.Fatal("denied")
 		}
 	})
 	if allocs != 0 {
-		t.Errorf("AllowAt allocates %.1f times on the allowed path", allocs)
+		t.Errorf("AllowActionAt allocates %.1f times on the allowed path", allocs)
+	}
+}
+
+// TestLimitKeyEscapes checks that category and action names render with
+// the escaping of every limit key, so that a name holding a separator
+// cannot read as another category's or action's.
+func TestLimitKeyEscapes(t *testing.T) {
+	s, err := category.New([]category.Category{
+		{Name: "a/action=b", Burst: 0, Refill: 0, Actions: []string{"c"}},
+		{Name: "a", Burst: 0, Refill: 0, Actions: []string{"b/action=c", "x,y#z%"}},
+	}, category.WithDefault("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for action, want := range map[string]string{
+		"c":          "a%2Faction%3Db/action=c",
+		"b/action=c": "a/action=b%2Faction%3Dc",
+		"x,y#z%":     "a/action=x%2Cy%23z%25",
+		"un=known":   "a/action=un%3Dknown", // the default category's path
+	} {
+		d, err := s.AllowActionAt(t0, action, 1)
+		if err != nil || d.Allowed || d.LimitKey != want {
+			t.Errorf("%q: allowed %v, LimitKey %q, %v; want denied by %q", action, d.Allowed, d.LimitKey, err, want)
+		}
 	}
 }

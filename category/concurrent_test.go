@@ -48,7 +48,7 @@ func TestConcurrentGiveBacksKeepBothBounds(t *testing.T) {
 					ns -= int64(rng.IntN(int(40 * time.Millisecond))) // stale
 				}
 				n := 1 + rng.IntN(6)
-				d, err := s.AllowAt(t0.Add(time.Duration(ns)), "RunInstances", n)
+				d, err := s.AllowActionAt(t0.Add(time.Duration(ns)), "RunInstances", n)
 				if err != nil {
 					t.Error(err)
 					return

@@ -24,7 +24,7 @@ func Example() {
 			if i >= describe {
 				action = "ListClusters"
 			}
-			if d, _ := set.AllowAt(at, action, 1); d.Allowed {
+			if d, _ := set.AllowActionAt(at, action, 1); d.Allowed {
 				ok++
 			}
 		}
@@ -32,7 +32,7 @@ func Example() {
 	}
 	burst(t0, 25, 25)
 	burst(t0.Add(10*time.Second), 50, 50)
-	d, _ := set.AllowAt(t0.Add(10*time.Second), "ListClusters", 1)
+	d, _ := set.AllowActionAt(t0.Add(10*time.Second), "ListClusters", 1)
 	fmt.Println(d.LimitKey, "retry after", d.RetryAfter)
 	// Output:
 	// 25 Describe + 25 List: 50 allowed
@@ -50,7 +50,7 @@ func ExampleECS() {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	allowed := 0
 	for i := 0; i < 8; i++ {
-		d, err := set.AllowAt(t0, "DeleteTaskDefinitions", 1)
+		d, err := set.AllowActionAt(t0, "DeleteTaskDefinitions", 1)
 		if err != nil {
 			panic(err)
 		}

@@ -142,7 +142,7 @@ func (m *memoryBackend) Take(ctx context.Context, at time.Time, ops []stack.Op) 
 			return stack.Outcome{}, err
 		}
 		tabs[i] = t
-		res := t.TakeN(op.Key, at, int(op.Cost))
+		res := t.TakeN(at, op.Key, int(op.Cost))
 		if res.OK {
 			taken[i], grants[i] = op.Cost > 0, res.Grant
 			out.Remaining[i] = res.Remaining
@@ -167,7 +167,7 @@ func (m *memoryBackend) Take(ctx context.Context, at time.Time, ops []stack.Op) 
 			if err != nil {
 				break
 			}
-			r := tj.TakeN(ops[j].Key, at, int(ops[j].Cost))
+			r := tj.TakeN(at, ops[j].Key, int(ops[j].Cost))
 			switch {
 			case r.OK:
 				if ops[j].Cost > 0 {
@@ -202,9 +202,9 @@ func (m *memoryBackend) Adjust(ctx context.Context, at time.Time, ops []stack.Op
 		}
 		switch {
 		case op.Cost > 0:
-			t.ChargeN(op.Key, at, int(op.Cost))
+			t.ChargeN(at, op.Key, int(op.Cost))
 		case op.Cost < 0 && !op.TakenAt.IsZero():
-			g := t.GrantFor(op.Key, op.TakenAt, int(-op.Cost))
+			g := t.GrantFor(op.TakenAt, op.Key, int(-op.Cost))
 			_ = t.GiveBack(op.Key, &g, int(-op.Cost))
 		}
 	}

@@ -39,7 +39,8 @@ type ThrottledError struct {
 	LimitID string
 	// LimitKey names the limit and the values that selected its bucket, in
 	// the gateway's form "<rateLimitId>/<key>=<value>" (several dimensions are
-	// joined with "," : "rl/targetName=a,toolName=b").
+	// joined with "," : "rl/targetName=a,toolName=b"; separators inside
+	// names and values are percent-encoded, see Decision.LimitKey).
 	LimitKey string
 	// Metric is the exhausted metric: "requests", "tokens" or "connections".
 	Metric string

@@ -6,7 +6,13 @@
 //	<namespace>.metric           the exhausted metric            (throttled only)
 //	<namespace>.matched_entry    the matched entry's values, "," (throttled only)
 //	<namespace>.resolved_values  the request's values, ","       (throttled only)
-//	<namespace>.evaluated        every bucket checked, in evaluation order, as "{id}:{metric}:{values}"
+//	<namespace>.evaluated        every bucket checked, in evaluation order, as "<limit key>#<metric>"
+//
+// The evaluated entries are Decision.Evaluated as the engine wrote it
+// ("per-caller/caller=alice#requests"): a limit key, in which separators
+// inside names and values are percent-encoded so that no two buckets read
+// alike, and the metric. The format is documented once, in package stack
+// ("Names of limits and buckets").
 //
 // The evaluated attribute is Decision.Evaluated, which engines fill only when
 // called with a context from sluice.WithEvaluated. Wrap does that whenever
@@ -163,16 +169,19 @@ func Record(span trace.Span, d sluice.Decision) { Default.Record(span, d) }
 // Option configures Wrap.
 type Option interface{ apply(*wrapper) }
 
-type schemaOption struct{ s *Schema }
+type optionFunc func(*wrapper)
 
-func (o schemaOption) apply(w *wrapper) {
-	if o.s != nil {
-		w.schema = o.s
-	}
+func (f optionFunc) apply(w *wrapper) { f(w) }
+
+// WithSchema records under s instead of Default (for instance Gateway). A
+// nil s keeps Default.
+func WithSchema(s *Schema) Option {
+	return optionFunc(func(w *wrapper) {
+		if s != nil {
+			w.schema = s
+		}
+	})
 }
-
-// WithSchema records under s instead of Default (for instance Gateway).
-func WithSchema(s *Schema) Option { return schemaOption{s} }
 
 type wrapper struct {
 	inner  sluice.Limiter

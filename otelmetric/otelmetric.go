@@ -114,28 +114,17 @@ var durationBounds = []float64{
 // Option configures New.
 type Option interface{ apply(*Metrics) }
 
-type clockOption func() time.Time
+type optionFunc func(*Metrics)
 
-func (o clockOption) apply(m *Metrics) {
-	if o != nil {
-		m.now = o
-	}
-}
+func (f optionFunc) apply(m *Metrics) { f(m) }
 
 // WithClock sets the clock decisions are timed with (default time.Now).
-func WithClock(now func() time.Time) Option { return clockOption(now) }
-
-type samplingOption int
-
-func (o samplingOption) apply(m *Metrics) {
-	n := min(max(int(o), 0), 1<<30)
-	m.every = 0
-	if n > 0 {
-		m.every = 1
-		for int(m.every) < n {
-			m.every <<= 1
+func WithClock(now func() time.Time) Option {
+	return optionFunc(func(m *Metrics) {
+		if now != nil {
+			m.now = now
 		}
-	}
+	})
 }
 
 // WithDurationSampling times one decision in n (DefaultDurationSampling by
@@ -147,7 +136,18 @@ func (o samplingOption) apply(m *Metrics) {
 // at the cost of two clock readings and one SDK histogram update each
 // (BENCHMARKS.md); n = 0 turns the histogram off. Decision counts are always
 // exact.
-func WithDurationSampling(n int) Option { return samplingOption(n) }
+func WithDurationSampling(n int) Option {
+	return optionFunc(func(m *Metrics) {
+		n := min(max(n, 0), 1<<30)
+		m.every = 0
+		if n > 0 {
+			m.every = 1
+			for int(m.every) < n {
+				m.every <<= 1
+			}
+		}
+	})
+}
 
 // Metrics records sluice's metrics with one Meter. It is safe for concurrent
 // use. Close unregisters its callbacks.

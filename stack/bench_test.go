@@ -154,7 +154,7 @@ func BenchmarkGateway(b *testing.B) {
 		floor := func(i int) {
 			tg, _, c := keys.at(i)
 			t := now()
-			if !exact.TakeN(t, 1).OK || !targets.TakeN(tg, t, 1).OK || !callers.TakeN(c, t, 1).OK {
+			if !exact.TakeN(t, 1).OK || !targets.TakeN(t, tg, 1).OK || !callers.TakeN(t, c, 1).OK {
 				b.Fatal("denied")
 			}
 		}
@@ -249,7 +249,7 @@ func BenchmarkOneLimit(b *testing.B) {
 	}
 	tab := bucket.NewTable(1, 1_000_000)
 	floor := func(i int) {
-		if !tab.TakeN(caller(i), time.Now(), 1).OK {
+		if !tab.TakeN(time.Now(), caller(i), 1).OK {
 			b.Fatal("denied")
 		}
 	}
@@ -365,7 +365,7 @@ func (sp *specialist) decide(k *sluice.Keys) (bool, int64) {
 			return false, 0
 		}
 	case perTool != nil:
-		if ok, _ := perTool.TryTakeGrant(tl, t, 1, &g1); !ok {
+		if ok, _ := perTool.TryTakeGrant(t, tl, 1, &g1); !ok {
 			return false, 0
 		}
 	}
@@ -377,11 +377,11 @@ func (sp *specialist) decide(k *sluice.Keys) (bool, int64) {
 		}
 	}
 	var g2 bucket.Grant
-	if ok, _ := sp.target.TryTakeGrant(tg, t, 1, &g2); !ok {
+	if ok, _ := sp.target.TryTakeGrant(t, tg, 1, &g2); !ok {
 		giveBack()
 		return false, 0
 	}
-	ok, left := sp.caller.TryTakeN(c, t, 1)
+	ok, left := sp.caller.TryTakeN(t, c, 1)
 	if !ok {
 		_ = sp.target.GiveBack(tg, &g2, 1)
 		giveBack()

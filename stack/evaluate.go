@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -33,7 +32,7 @@ func (it *item) take(kb []byte, t time.Time, s *Stack) bucket.Result {
 		return rb.shared.TakeN(t, it.cost)
 	}
 	if rb.table != nil {
-		return rb.table.get().TakeBytes(kb[it.k0:it.k1], t, it.cost)
+		return rb.table.get().TakeBytes(t, kb[it.k0:it.k1], it.cost)
 	}
 	return it.takeConn(kb, t, s)
 }
@@ -250,7 +249,7 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 		} else if rb.shared != nil {
 			ok, left = rb.shared.TryTakeGrant(t, it.cost, &it.grant)
 		} else {
-			ok, left = rb.table.get().TryTakeGrantBytes(kb[it.k0:it.k1], t, it.cost, &it.grant)
+			ok, left = rb.table.get().TryTakeGrantBytes(t, kb[it.k0:it.k1], it.cost, &it.grant)
 		}
 		if !ok && r == nil && (it.rb.shared != nil || it.rb.table != nil) {
 			// A refusal took nothing: take again for the full Result (which
@@ -406,14 +405,15 @@ func addItem(items []item, rb *rateBucket, k0, k1 int32, tokens int, conns bool)
 	return items
 }
 
-// evaluatedList renders "{rateLimitId}:{metric}:{v1,v2}" for each item, in
-// evaluation order (the order the seed's example shows: the stricter limit
-// first), once each: two rates of one metric of one limit are one entry.
+// evaluatedList renders "<limit key>#<metric>" for each item (see
+// evaluatedName), in evaluation order (the order the seed's example shows:
+// the stricter limit first), once each: two rates of one metric of one
+// limit are one entry.
 func evaluatedList(items []item, keys *sluice.Keys) []string {
 	out := make([]string, 0, len(items))
 	for i := range items {
 		it := &items[i]
-		e := it.rb.lim.id + ":" + it.rb.metric + ":" + strings.Join(resolvedValues(it.rb.lim, keys), ",")
+		e := evaluatedName(it, keys)
 		if !slices.Contains(out, e) {
 			out = append(out, e)
 		}

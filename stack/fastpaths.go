@@ -51,7 +51,7 @@ func (s *Stack) evaluateSingles(ctx context.Context, c *compiled, keys *sluice.K
 		var rem int64
 		tab := rb.table.get()
 		if len(v) <= rawMax { // a longer value's key is a digest: the general path
-			ok, rem = tab.TryTakeGrant(v, t, cost, &taken[n].g)
+			ok, rem = tab.TryTakeGrant(t, v, cost, &taken[n].g)
 		}
 		if !ok {
 			for j := n - 1; j >= 0; j-- {
@@ -81,7 +81,7 @@ func evaluateSingle(sl *singleLimit, keys *sluice.Keys, t time.Time, tokens int,
 		return false
 	}
 	rb := sl.rb
-	ok, rem := rb.table.get().TryTakeN(v, t, rb.cost(tokens))
+	ok, rem := rb.table.get().TryTakeN(t, v, rb.cost(tokens))
 	if !ok {
 		return false
 	}
@@ -196,9 +196,9 @@ plan:
 		case rb.shared != nil:
 			ok, rem = rb.shared.TryTakeGrant(t, tk.cost, g)
 		case tk.k1 > tk.k0:
-			ok, rem = rb.table.get().TryTakeGrantBytes(kb[tk.k0:tk.k1], t, tk.cost, g)
+			ok, rem = rb.table.get().TryTakeGrantBytes(t, kb[tk.k0:tk.k1], tk.cost, g)
 		default:
-			ok, rem = rb.table.get().TryTakeGrant(tk.key, t, tk.cost, g)
+			ok, rem = rb.table.get().TryTakeGrant(t, tk.key, tk.cost, g)
 		}
 		if !ok {
 			for j := i - 1; j >= 0; j-- { // see item.refund

@@ -170,13 +170,13 @@ func (z *lazyTable) reconfigure(now time.Time, lim rate.Limit, burst int) {
 }
 
 // TakeBytes takes from key's bucket (see bucket.Table.TakeBytes).
-func (z *lazyTable) TakeBytes(key []byte, at time.Time, n int) bucket.Result {
-	return z.get().TakeBytes(key, at, n)
+func (z *lazyTable) TakeBytes(at time.Time, key []byte, n int) bucket.Result {
+	return z.get().TakeBytes(at, key, n)
 }
 
 // ChargeBytes charges key's bucket (see bucket.Table.ChargeBytes).
-func (z *lazyTable) ChargeBytes(key []byte, at time.Time, n int) {
-	z.get().ChargeBytes(key, at, n)
+func (z *lazyTable) ChargeBytes(at time.Time, key []byte, n int) {
+	z.get().ChargeBytes(at, key, n)
 }
 
 // GiveBackBytes gives back n of what g has outstanding to key's bucket

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/limitkey"
 )
 
 // wildcardKey appends the request's values at the entry's "*" positions to a
@@ -51,39 +52,34 @@ func decimalLen(n int) int {
 }
 
 // limitKey renders "<rateLimitId>/<key>=<value>[,<key>=<value>…]" with the
-// request's resolved values. Names and values are escaped (see appendEscaped)
-// so the rendering is unambiguous: ("p,route=q", "r") and ("p", "q,route=r")
-// give different keys, while plain values render unchanged.
+// request's resolved values, names and values escaped (see the package
+// documentation, "Names of limits and buckets"), so that
+// ("p,route=q", "r") and ("p", "q,route=r") give different keys while
+// plain values render unchanged.
 func limitKey(it *item, keys *sluice.Keys) string {
-	b := make([]byte, 0, 64)
-	b = append(b, it.rb.lim.id...)
-	b = append(b, '/')
-	for k, name := range it.rb.lim.keys {
-		if k > 0 {
-			b = append(b, ',')
-		}
-		v, _ := keys.Get(name)
-		b = appendEscaped(b, name)
-		b = append(b, '=')
-		b = appendEscaped(b, v)
-	}
-	return string(b)
+	return string(appendLimitKey(make([]byte, 0, 64), it, keys))
 }
 
-// appendEscaped appends s to b with the LimitKey separators ',' '=' '/' and
-// the escape character '%' percent-encoded (%2C %3D %2F %25); every other
-// byte is kept as is.
-func appendEscaped(b []byte, s string) []byte {
-	const hex = "0123456789ABCDEF"
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case ',', '=', '/', '%':
-			b = append(b, '%', hex[c>>4], hex[c&15])
-		default:
-			b = append(b, c)
+func appendLimitKey(b []byte, it *item, keys *sluice.Keys) []byte {
+	b = limitkey.AppendEscaped(b, it.rb.lim.id) // unchanged: an id has no separator (Validate)
+	b = append(b, limitkey.SepID)
+	for k, name := range it.rb.lim.keys {
+		if k > 0 {
+			b = append(b, limitkey.SepDim)
 		}
+		v, _ := keys.Get(name)
+		b = limitkey.AppendEscaped(b, name)
+		b = append(b, limitkey.SepValue)
+		b = limitkey.AppendEscaped(b, v)
 	}
 	return b
+}
+
+// evaluatedName renders an Evaluated entry: "<limit key>#<metric>".
+func evaluatedName(it *item, keys *sluice.Keys) string {
+	b := appendLimitKey(make([]byte, 0, 64), it, keys)
+	b = append(b, limitkey.SepMetric)
+	return string(limitkey.AppendEscaped(b, it.rb.metric))
 }
 
 // appendBucketKey1 is appendBucketKey for a single value.

@@ -295,7 +295,7 @@ func (r *reservation) settle(delta int64, cancel bool) error {
 			if rb.shared != nil {
 				rb.shared.ChargeN(now, int(delta))
 			} else {
-				rb.table.ChargeBytes(key, now, int(delta))
+				rb.table.ChargeBytes(now, key, int(delta))
 			}
 		case rb.metric == sluice.MetricTokens && delta < 0:
 			giveBack(rb, key, &ri.grant, min(-delta, ri.grant.Outstanding()))

@@ -56,31 +56,33 @@ type Source struct {
 	lastErr     error
 }
 
-// SourceOption configures a Source.
+// SourceOption configures a Source (NewSource, NewFileSource). It is a
+// type of its own, so that a Stack's Option given to a Source, or the
+// other way round, does not compile.
 type SourceOption interface{ applySource(*Source) }
 
-type intervalOption time.Duration
+type sourceOptionFunc func(*Source)
 
-func (o intervalOption) applySource(s *Source) {
-	if o > 0 {
-		s.interval = time.Duration(o)
-	}
-}
+func (f sourceOptionFunc) applySource(s *Source) { f(s) }
 
 // WithInterval sets how often Run refreshes: the bound on how long a change
 // takes to be enforced. The default is DefaultRefreshInterval; a zero or
 // negative d keeps it.
-func WithInterval(d time.Duration) SourceOption { return intervalOption(d) }
-
-type ticksOption struct{ c <-chan time.Time }
-
-func (o ticksOption) applySource(s *Source) { s.ticks = o.c }
+func WithInterval(d time.Duration) SourceOption {
+	return sourceOptionFunc(func(s *Source) {
+		if d > 0 {
+			s.interval = d
+		}
+	})
+}
 
 // WithTicks makes Run refresh on each value received from c instead of on
 // its own ticker (the interval is then c's business). Tests drive a Source
 // this way without waiting; a program can share one scheduler among several
 // sources. If c is closed, Run stops refreshing and waits for its context.
-func WithTicks(c <-chan time.Time) SourceOption { return ticksOption{c} }
+func WithTicks(c <-chan time.Time) SourceOption {
+	return sourceOptionFunc(func(s *Source) { s.ticks = c })
+}
 
 // NewSource returns a Source that keeps st's configuration in step with the
 // gateway JSON document fetch returns (see Parse). fetch is called with the

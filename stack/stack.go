@@ -34,10 +34,39 @@
 // The configuration can be replaced while traffic flows (Reload): limits and
 // entries that keep their identity keep their consumed state.
 //
-// A denial's LimitKey is "<rateLimitId>/<key>=<value>[,<key>=<value>…]" with
-// ',' '=' '/' and '%' inside names and values percent-encoded (%2C %3D %2F
-// %25), so two different requests never render the same key; values without
-// those characters render as they are.
+// # Explicit time
+//
+// Allow, AllowN and Reserve read the Stack's clock (WithClock); AllowAt and
+// ReserveAt take the instant instead, as the first argument after the
+// context. Every package of sluice follows that rule: the explicit-time
+// form of a method M is MAt, with the instant first after the context
+// (package bucket keeps x/time/rate's names, AllowN(t, n), with the
+// instant first too). A Backend's Take and Adjust take it in the same
+// place.
+//
+// # Names of limits and buckets
+//
+// Every name of a limit or bucket that a Decision shows (and otelattr
+// records) is written one way:
+//
+//   - Decision.LimitKey and each of Decision.Shadowed is a limit key,
+//     "<rateLimitId>/<key>=<value>[,<key>=<value>…]": the limit, its
+//     dimension keys and the request's values for them, in the limit's
+//     dimension-key order ("per-caller/caller=alice").
+//   - Each of Decision.Evaluated is a limit key and the bucket's metric,
+//     "<limit key>#<metric>" ("per-caller/caller=alice#requests").
+//
+// Inside names and values the separators ',' '=' '/' '#' and the escape
+// character '%' are percent-encoded (%2C %3D %2F %23 %25) and every other
+// byte is kept, so values without those characters render as they are,
+// and two different limits, requests or metrics never render the same
+// name: splitting at the separators and decoding the escapes gives the
+// parts back. category.Set writes its limit keys
+// ("<category>/action=<action>") the same way.
+//
+// BucketKey, the name a Backend gets in Op.Key (and Redis keys are made
+// of), is a different form for implementers: length-prefixed, not
+// escaped, and also unique per bucket.
 package stack
 
 import (
@@ -67,71 +96,51 @@ type Stack struct {
 	budget     *bucket.Budget // WithMaxBuckets; nil: unbounded
 }
 
-// Option configures a Stack.
+// Option configures a Stack. Options are made by the With… functions of
+// this package; a Source takes SourceOption instead.
 type Option interface{ apply(*Stack) }
 
-type nowOption func() time.Time
+type optionFunc func(*Stack)
 
-func (o nowOption) apply(s *Stack) {
-	if o != nil {
-		s.now = o
-	}
-}
+func (f optionFunc) apply(s *Stack) { f(s) }
 
 // WithClock sets the clock Allow, AllowN and Reserve read. The default is
 // the wall clock advanced by the monotonic clock only (a wall-clock step
 // never moves it). Tests pass a fake clock; AllowAt takes an explicit
 // instant instead. Per-value buckets are reclaimed by instants from this
 // clock, so every instant given to AllowAt should come from it too.
-func WithClock(now func() time.Time) Option { return nowOption(now) }
-
-type backendOption struct{ b Backend }
-
-func (o backendOption) apply(s *Stack) { s.backend = o.b }
+func WithClock(now func() time.Time) Option {
+	return optionFunc(func(s *Stack) {
+		if now != nil {
+			s.now = now
+		}
+	})
+}
 
 // WithBackend makes the Stack decide through b (for example Redis, so that a
 // fleet shares its limits) instead of in-process buckets. Entry matching and
 // ordering still happen in the Stack; b is called once per decision.
-func WithBackend(b Backend) Option { return backendOption{b} }
-
-type failClosedOption bool
-
-func (o failClosedOption) apply(s *Stack) { s.failClosed = bool(o) }
+func WithBackend(b Backend) Option { return optionFunc(func(s *Stack) { s.backend = b }) }
 
 // WithFailClosed makes a backend error deny by returning it from Allow. By
 // default the Stack fails open: a request the backend could not decide is
 // allowed (availability before enforcement), and the error goes to the
 // WithErrorHandler function.
-func WithFailClosed() Option { return failClosedOption(true) }
-
-type errorHandlerOption func(error)
-
-func (o errorHandlerOption) apply(s *Stack) { s.onError = o }
+func WithFailClosed() Option { return optionFunc(func(s *Stack) { s.failClosed = true }) }
 
 // WithErrorHandler receives every backend error, whatever the failure
 // policy (for logging and metrics). It must be safe for concurrent use.
-func WithErrorHandler(f func(error)) Option { return errorHandlerOption(f) }
-
-type leaseTTLOption time.Duration
-
-func (o leaseTTLOption) apply(s *Stack) {
-	if o > 0 {
-		s.leaseTTL = time.Duration(o)
-	}
-}
+func WithErrorHandler(f func(error)) Option { return optionFunc(func(s *Stack) { s.onError = f }) }
 
 // WithLeaseTTL sets how long a connections slot taken by Reserve stays held
 // if its reservation is never reconciled or cancelled (default
 // DefaultLeaseTTL). Set it above your longest request.
-func WithLeaseTTL(d time.Duration) Option { return leaseTTLOption(d) }
-
-type maxBucketsOption int
-
-func (o maxBucketsOption) apply(s *Stack) {
-	s.budget = nil
-	if o > 0 {
-		s.budget = bucket.NewBudget(int(o))
-	}
+func WithLeaseTTL(d time.Duration) Option {
+	return optionFunc(func(s *Stack) {
+		if d > 0 {
+			s.leaseTTL = d
+		}
+	})
 }
 
 // WithMaxBuckets bounds the per-value buckets the Stack holds in memory to
@@ -161,7 +170,14 @@ func (o maxBucketsOption) apply(s *Stack) {
 // the garbage collector frees them. Only in-memory buckets are bounded;
 // with WithBackend the backend holds the state and the option has no
 // effect.
-func WithMaxBuckets(n int) Option { return maxBucketsOption(n) }
+func WithMaxBuckets(n int) Option {
+	return optionFunc(func(s *Stack) {
+		s.budget = nil
+		if n > 0 {
+			s.budget = bucket.NewBudget(n)
+		}
+	})
+}
 
 // New builds a Stack from cfg. When cfg is invalid it returns a
 // *ConfigError listing the problems with their paths; find it with
@@ -292,8 +308,10 @@ func (s *Stack) AllowN(ctx context.Context, keys sluice.Keys, tokens int) (sluic
 }
 
 // AllowAt is AllowN at the explicit instant t. Like every explicit-time
-// method in sluice (ReserveAt, bucket's AllowN, category's AllowAt), it takes
-// the instant first after the context.
+// method in sluice (ReserveAt here, bucket's Bucket.AllowN(t, n) and
+// Table.AllowN(t, key, n), category's Set.AllowActionAt), it takes the
+// instant as its first argument after the context; see the package
+// documentation, "Explicit time".
 func (s *Stack) AllowAt(ctx context.Context, t time.Time, keys sluice.Keys, tokens int) (sluice.Decision, error) {
 	return s.decide(ctx, &keys, t, tokens)
 }

@@ -66,7 +66,7 @@ func BenchmarkStagesOneLimit(b *testing.B) {
 			sink.n += int64(maphash.String(seed1, v) ^ maphash.String(seed2, v))
 		}},
 		{"table", func(i int) {
-			if ok, _ := tab.TryTakeN(caller(i), time.Now(), 1); !ok {
+			if ok, _ := tab.TryTakeN(time.Now(), caller(i), 1); !ok {
 				b.Fatal("denied")
 			}
 		}},

@@ -34,7 +34,7 @@ func run(w io.Writer) error {
 			ok, n := 0, calls[action]
 			var last time.Duration
 			for i := 0; i < n; i++ {
-				d, err := set.AllowAt(t, action, 1)
+				d, err := set.AllowActionAt(t, action, 1)
 				if err != nil {
 					fmt.Fprintln(w, err)
 					return

@@ -81,7 +81,7 @@ type tableTry struct{ t *bucket.Table }
 
 func (x tableTry) take(key string, at time.Time, n int) (bool, int64, grant) {
 	g := grant{at: at}
-	ok, rem := x.t.TryTakeGrant(key, at, n, &g.g)
+	ok, rem := x.t.TryTakeGrant(at, key, n, &g.g)
 	return ok, rem, g
 }
 func (x tableTry) giveBack(key string, g *grant, n int) error { return x.t.GiveBack(key, &g.g, n) }
@@ -89,7 +89,7 @@ func (x tableTry) giveBack(key string, g *grant, n int) error { return x.t.GiveB
 type tableTake struct{ t *bucket.Table }
 
 func (x tableTake) take(key string, at time.Time, n int) (bool, int64, grant) {
-	res := x.t.TakeN(key, at, n)
+	res := x.t.TakeN(at, key, n)
 	return res.OK, res.Remaining, grant{at: at, g: res.Grant}
 }
 func (x tableTake) giveBack(key string, g *grant, n int) error { return x.t.GiveBack(key, &g.g, n) }
@@ -97,11 +97,11 @@ func (x tableTake) giveBack(key string, g *grant, n int) error { return x.t.Give
 type tableGrantFor struct{ t *bucket.Table }
 
 func (x tableGrantFor) take(key string, at time.Time, n int) (bool, int64, grant) {
-	ok, rem := x.t.TryTakeN(key, at, n)
+	ok, rem := x.t.TryTakeN(at, key, n)
 	if !ok {
 		return false, rem, grant{}
 	}
-	return true, rem, grant{at: at, g: x.t.GrantFor(key, at, n)}
+	return true, rem, grant{at: at, g: x.t.GrantFor(at, key, n)}
 }
 func (x tableGrantFor) giveBack(key string, g *grant, n int) error {
 	return x.t.GiveBack(key, &g.g, n)
@@ -111,7 +111,7 @@ type tableBytes struct{ t *bucket.Table }
 
 func (x tableBytes) take(key string, at time.Time, n int) (bool, int64, grant) {
 	g := grant{at: at}
-	ok, rem := x.t.TryTakeGrantBytes([]byte(key), at, n, &g.g)
+	ok, rem := x.t.TryTakeGrantBytes(at, []byte(key), n, &g.g)
 	return ok, rem, g
 }
 func (x tableBytes) giveBack(key string, g *grant, n int) error {

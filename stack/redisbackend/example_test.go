@@ -35,7 +35,7 @@ func Example() {
 	fmt.Println(err)
 	// Output:
 	// keys: api:{api}:per-caller|requests|0|1:*|5:alice
-	// redisbackend: fallback share 2 is not in (0, 1]
+	// redisbackend: WithLocalFallback(2): the share is not in (0, 1]
 }
 
 type printLogger struct{}

@@ -85,21 +85,17 @@ var _ pace.Store = (*PaceStore)(nil)
 // apply, as they do to New: WithKeyPrefix (default "sluice"), WithTimeout
 // (default 50 ms per call; the client needs ContextTimeoutEnabled) and
 // WithClock (the clock a pause's expiry is measured on; default
-// time.Now); the others are ignored.
+// time.Now); the others are ignored, except that an invalid value in any
+// of them is an error here as in New.
 func NewPaceStore(client redis.UniversalClient, opts ...Option) (*PaceStore, error) {
 	if client == nil {
 		return nil, errors.New("redisbackend: nil client")
 	}
-	b := &Backend{prefix: defaultPrefix, timeout: defaultTimeout}
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(b); err != nil {
-			return nil, err
-		}
+	o := newOptions(opts)
+	if o.err != nil {
+		return nil, o.err
 	}
-	s := &PaceStore{client: client, prefix: b.prefix + ":pace:", timeout: b.timeout, now: b.clock}
+	s := &PaceStore{client: client, prefix: o.prefix + ":pace:", timeout: o.timeout, now: o.clock}
 	if s.now == nil {
 		s.now = time.Now
 	}

@@ -122,33 +122,71 @@ var _ stack.ConnBackend = (*Backend)(nil)
 // (stack.WithLeaseTTL) when a process dies holding them.
 func (b *Backend) SharesConnections() bool { return true }
 
-// Option configures New.
-type Option func(*Backend) error
+// Option configures New and NewPaceStore. Options are made by the With…
+// functions of this package; an option given an invalid value makes New
+// (or NewPaceStore) return an error naming the option and the value.
+type Option interface{ apply(*options) }
+
+// options are what the Options set. err is the first invalid option's
+// error, which the constructor returns.
+type options struct {
+	prefix   string
+	tag      string
+	layout   int
+	pin      func(Bucket) string
+	clock    func() time.Time
+	timeout  time.Duration
+	probe    time.Duration
+	share    float64
+	maxBatch int
+	err      error
+}
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+// fail records err as the options' error unless an earlier option failed.
+func (o *options) fail(err error) {
+	if o.err == nil {
+		o.err = err
+	}
+}
+
+func newOptions(opts []Option) options {
+	o := options{prefix: defaultPrefix, timeout: defaultTimeout, probe: defaultProbe, maxBatch: defaultBatch}
+	for _, opt := range opts {
+		if opt != nil {
+			opt.apply(&o)
+		}
+	}
+	return o
+}
 
 // WithKeyPrefix sets the prefix of every key (default "sluice"). Keys are
 // "<prefix>:{<tag>}:<bucket key>" with the bucket key of stack.BucketKey.
 // The prefix must not contain '{' or '}'.
 func WithKeyPrefix(p string) Option {
-	return func(b *Backend) error {
+	return optionFunc(func(o *options) {
 		if strings.ContainsAny(p, "{}") {
-			return fmt.Errorf("redisbackend: key prefix %q contains '{' or '}'", p)
+			o.fail(fmt.Errorf("redisbackend: WithKeyPrefix(%q): the prefix contains '{' or '}'", p))
+			return
 		}
-		b.prefix = p
-		return nil
-	}
+		o.prefix = p
+	})
 }
 
 // WithHashTag sets the Redis Cluster hash tag shared by all keys (default:
 // the key prefix, so keys look like "sluice:{sluice}:…"). It must be
 // non-empty and must not contain '{' or '}'.
 func WithHashTag(tag string) Option {
-	return func(b *Backend) error {
+	return optionFunc(func(o *options) {
 		if tag == "" || strings.ContainsAny(tag, "{}") {
-			return fmt.Errorf("redisbackend: hash tag %q is empty or contains '{' or '}'", tag)
+			o.fail(fmt.Errorf("redisbackend: WithHashTag(%q): the tag is empty or contains '{' or '}'", tag))
+			return
 		}
-		b.tag = tag
-		return nil
-	}
+		o.tag = tag
+	})
 }
 
 // WithSpread gives every bucket its own hash tag, a digest of its limit
@@ -167,10 +205,9 @@ func WithHashTag(tag string) Option {
 // buckets. On a single server the spread changes nothing but key names,
 // which is why it is not the default.
 func WithSpread() Option {
-	return func(b *Backend) error {
-		b.layout = layoutSpread
-		return nil
-	}
+	return optionFunc(func(o *options) {
+		o.layout = layoutSpread
+	})
 }
 
 // WithPin is WithSpread where pin chooses the tag of some buckets: the
@@ -192,14 +229,14 @@ func WithSpread() Option {
 // answer for the same bucket. Every process of a fleet must use the same
 // pin function, or they will not share buckets.
 func WithPin(pin func(Bucket) string) Option {
-	return func(b *Backend) error {
+	return optionFunc(func(o *options) {
 		if pin == nil {
-			return errors.New("redisbackend: nil pin function")
+			o.fail(errors.New("redisbackend: WithPin(nil): the pin function is nil"))
+			return
 		}
-		b.layout = layoutSpread
-		b.pin = pin
-		return nil
-	}
+		o.layout = layoutSpread
+		o.pin = pin
+	})
 }
 
 // WithClock makes the backend read decision time from now instead of the
@@ -208,23 +245,22 @@ func WithPin(pin func(Bucket) string) Option {
 // simulations. Key expiry still follows the server's clock, so the injected
 // clock must not run slower than real time.
 func WithClock(now func() time.Time) Option {
-	return func(b *Backend) error {
-		b.clock = now
-		return nil
-	}
+	return optionFunc(func(o *options) {
+		o.clock = now
+	})
 }
 
 // WithTimeout bounds each call to Redis (default 50 ms). The bound applies
 // to reading the reply only if the client was created with
 // ContextTimeoutEnabled: true (go-redis otherwise uses its ReadTimeout).
 func WithTimeout(d time.Duration) Option {
-	return func(b *Backend) error {
+	return optionFunc(func(o *options) {
 		if d <= 0 {
-			return fmt.Errorf("redisbackend: timeout %v is not positive", d)
+			o.fail(fmt.Errorf("redisbackend: WithTimeout(%v): the timeout is not positive", d))
+			return
 		}
-		b.timeout = d
-		return nil
-	}
+		o.timeout = d
+	})
 }
 
 // WithProbeInterval sets how long after Redis fails the backend stops
@@ -233,13 +269,13 @@ func WithTimeout(d time.Duration) Option {
 // Redis (a write, which also pays what the fallback decided); when it
 // succeeds, every call goes back to Redis. 0 probes on every call.
 func WithProbeInterval(d time.Duration) Option {
-	return func(b *Backend) error {
+	return optionFunc(func(o *options) {
 		if d < 0 {
-			return fmt.Errorf("redisbackend: probe interval %v is negative", d)
+			o.fail(fmt.Errorf("redisbackend: WithProbeInterval(%v): the interval is negative", d))
+			return
 		}
-		b.probe = d
-		return nil
-	}
+		o.probe = d
+	})
 }
 
 // WithLocalFallback makes the backend decide with in-process buckets while
@@ -266,13 +302,13 @@ func WithProbeInterval(d time.Duration) Option {
 // locally, and each event's Err is a *NodeError naming it (see the package
 // documentation, "Redis Cluster").
 func WithLocalFallback(share float64) Option {
-	return func(b *Backend) error {
+	return optionFunc(func(o *options) {
 		if !(share > 0 && share <= 1) {
-			return fmt.Errorf("redisbackend: fallback share %v is not in (0, 1]", share)
+			o.fail(fmt.Errorf("redisbackend: WithLocalFallback(%v): the share is not in (0, 1]", share))
+			return
 		}
-		b.share = share
-		return nil
-	}
+		o.share = share
+	})
 }
 
 // WithMaxBatch sets how many concurrent decisions of this process may go
@@ -282,13 +318,13 @@ func WithLocalFallback(share float64) Option {
 // evaluated atomically and in order. Under concurrency this saves round
 // trips and server time per decision; a lone caller never waits.
 func WithMaxBatch(n int) Option {
-	return func(b *Backend) error {
+	return optionFunc(func(o *options) {
 		if n < 1 {
-			return fmt.Errorf("redisbackend: max batch %d is not positive", n)
+			o.fail(fmt.Errorf("redisbackend: WithMaxBatch(%d): the batch size is not positive", n))
+			return
 		}
-		b.maxBatch = n
-		return nil
-	}
+		o.maxBatch = n
+	})
 }
 
 // New returns a Backend on client (a *redis.Client, *redis.ClusterClient or
@@ -297,16 +333,12 @@ func New(client redis.UniversalClient, opts ...Option) (*Backend, error) {
 	if client == nil {
 		return nil, errors.New("redisbackend: nil client")
 	}
-	b := &Backend{client: client, prefix: defaultPrefix, timeout: defaultTimeout, probe: defaultProbe, start: time.Now(),
-		maxBatch: defaultBatch}
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(b); err != nil {
-			return nil, err
-		}
+	o := newOptions(opts)
+	if o.err != nil {
+		return nil, o.err
 	}
+	b := &Backend{client: client, prefix: o.prefix, tag: o.tag, layout: o.layout, pin: o.pin, clock: o.clock,
+		timeout: o.timeout, probe: o.probe, share: o.share, maxBatch: o.maxBatch, start: time.Now()}
 	_, b.isCluster = client.(*redis.ClusterClient)
 	if b.layout == layoutSpread {
 		if b.tag != "" {

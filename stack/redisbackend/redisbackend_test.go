@@ -167,17 +167,31 @@ func TestKeysExpireWhenFull(t *testing.T) {
 func TestOptionsAreValidated(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer c.Close()
-	for name, o := range map[string]redisbackend.Option{
-		"prefix with brace": redisbackend.WithKeyPrefix("a{b"),
-		"empty tag":         redisbackend.WithHashTag(""),
-		"zero timeout":      redisbackend.WithTimeout(0),
-		"negative probe":    redisbackend.WithProbeInterval(-time.Second),
-		"share 0":           redisbackend.WithLocalFallback(0),
-		"share above 1":     redisbackend.WithLocalFallback(1.5),
+	// Each error names the option and the value it was given, from New
+	// and from NewPaceStore, which takes the same options.
+	for name, tc := range map[string]struct {
+		o    redisbackend.Option
+		want string
+	}{
+		"prefix with brace": {redisbackend.WithKeyPrefix("a{b"), `redisbackend: WithKeyPrefix("a{b")`},
+		"empty tag":         {redisbackend.WithHashTag(""), `redisbackend: WithHashTag("")`},
+		"nil pin":           {redisbackend.WithPin(nil), "redisbackend: WithPin(nil)"},
+		"zero timeout":      {redisbackend.WithTimeout(0), "redisbackend: WithTimeout(0s)"},
+		"negative probe":    {redisbackend.WithProbeInterval(-time.Second), "redisbackend: WithProbeInterval(-1s)"},
+		"share 0":           {redisbackend.WithLocalFallback(0), "redisbackend: WithLocalFallback(0)"},
+		"share above 1":     {redisbackend.WithLocalFallback(1.5), "redisbackend: WithLocalFallback(1.5)"},
+		"zero batch":        {redisbackend.WithMaxBatch(0), "redisbackend: WithMaxBatch(0)"},
 	} {
-		if _, err := redisbackend.New(c, o); err == nil || !strings.Contains(err.Error(), "redisbackend:") {
-			t.Errorf("%s: err = %v", name, err)
+		if _, err := redisbackend.New(c, redisbackend.WithKeyPrefix("ok"), tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: New: err = %v, want it to contain %q", name, err, tc.want)
 		}
+		if _, err := redisbackend.NewPaceStore(c, tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: NewPaceStore: err = %v, want it to contain %q", name, err, tc.want)
+		}
+	}
+	// The first invalid option is the one reported.
+	if _, err := redisbackend.New(c, redisbackend.WithTimeout(-1), redisbackend.WithMaxBatch(0)); err == nil || !strings.Contains(err.Error(), "WithTimeout(-1ns)") {
+		t.Errorf("two invalid options: err = %v, want the first (WithTimeout)", err)
 	}
 	if _, err := redisbackend.New(nil); err == nil {
 		t.Error("nil client accepted")
