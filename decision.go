@@ -76,10 +76,10 @@ type Decision struct {
 	Shadowed []string
 
 	// Evaluated lists every bucket checked for this request as
-	// "<limit key>#<metric>" ("per-caller/caller=alice#requests", the
-	// limit key as in LimitKey, escaped the same way; see package stack,
-	// "Names of limits and buckets"), in the order they were evaluated
-	// (stricter first), once each.
+	// "<rateLimitId>:<metric>:<value>[,<value>…]" ("per-caller:requests:alice",
+	// the gateway's form), each part escaped as in LimitKey (see package
+	// stack, "Names of limits and buckets"), in the order they were
+	// evaluated (stricter first), once each.
 	//
 	// It is nil unless the context given to Allow or Reserve came from
 	// WithEvaluated: building it allocates, so engines skip it otherwise.

@@ -303,7 +303,7 @@ func (s *Set) AllowActionAt(t time.Time, action string, resources int) (sluice.D
 // actionKey renders the LimitKey of action in category,
 // "<category>/action=<action>", with the escaping of every limit key in
 // sluice (see package stack, "Names of limits and buckets"): a category or
-// action holding '/', ',', '=', '#' or '%' cannot render as another's.
+// action holding '/', ',', '=', ':' or '%' cannot render as another's.
 func actionKey(category, action string) string {
 	var buf [128]byte
 	b := limitkey.AppendEscaped(buf[:0], category)

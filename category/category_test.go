@@ -201,7 +201,7 @@ func TestLimitKeyEscapes(t *testing.T) {
 	for action, want := range map[string]string{
 		"c":          "a%2Faction%3Db/action=c",
 		"b/action=c": "a/action=b%2Faction%3Dc",
-		"x,y#z%":     "a/action=x%2Cy%23z%25",
+		"x,y:z%":     "a/action=x%2Cy%3Az%25",
 		"un=known":   "a/action=un%3Dknown", // the default category's path
 	} {
 		d, err := s.AllowActionAt(t0, action, 1)

@@ -23,7 +23,7 @@ func ExampleWrap() {
 			ResolvedValues: []string{"my-target", "alice"},
 		}
 		if sluice.EvaluatedRequested(ctx) {
-			d.Evaluated = []string{"per-caller-rpm/caller=alice#requests", "per-target-rps/targetName=my-target#requests"}
+			d.Evaluated = []string{"per-caller-rpm:requests:alice", "per-target-rps:requests:my-target"}
 		}
 		return d, nil
 	})
@@ -42,5 +42,5 @@ func ExampleWrap() {
 	// aws.agentcore.gateway.throttle.customer.metric = requests
 	// aws.agentcore.gateway.throttle.customer.matched_entry = my-target,alice
 	// aws.agentcore.gateway.throttle.customer.resolved_values = my-target,alice
-	// aws.agentcore.gateway.throttle.customer.evaluated = ["per-caller-rpm/caller=alice#requests","per-target-rps/targetName=my-target#requests"]
+	// aws.agentcore.gateway.throttle.customer.evaluated = ["per-caller-rpm:requests:alice","per-target-rps:requests:my-target"]
 }

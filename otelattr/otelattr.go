@@ -6,13 +6,13 @@
 //	<namespace>.metric           the exhausted metric            (throttled only)
 //	<namespace>.matched_entry    the matched entry's values, "," (throttled only)
 //	<namespace>.resolved_values  the request's values, ","       (throttled only)
-//	<namespace>.evaluated        every bucket checked, in evaluation order, as "<limit key>#<metric>"
+//	<namespace>.evaluated        every bucket checked, in evaluation order, as "{rateLimitId}:{metric}:{v1,v2,…}"
 //
 // The evaluated entries are Decision.Evaluated as the engine wrote it
-// ("per-caller/caller=alice#requests"): a limit key, in which separators
-// inside names and values are percent-encoded so that no two buckets read
-// alike, and the metric. The format is documented once, in package stack
-// ("Names of limits and buckets").
+// ("per-caller:requests:alice", the gateway's form), in which separators
+// inside ids and values are percent-encoded so that no two buckets read
+// alike. The format is documented once, in package stack ("Names of limits
+// and buckets").
 //
 // The evaluated attribute is Decision.Evaluated, which engines fill only when
 // called with a context from sluice.WithEvaluated. Wrap does that whenever

@@ -34,7 +34,7 @@ func (f *fakeEngine) Allow(ctx context.Context, keys sluice.Keys) (sluice.Decisi
 	caller, _ := keys.Get("caller")
 	d := sluice.Decision{Allowed: f.allowed > 0}
 	if asked {
-		d.Evaluated = []string{"per-caller-rpm/caller=" + caller + "#requests", "per-target-rps/targetName=" + target + "#requests"}
+		d.Evaluated = []string{"per-caller-rpm:requests:" + caller, "per-target-rps:requests:" + target}
 	}
 	if d.Allowed {
 		f.allowed--
@@ -79,7 +79,7 @@ func TestWrapRecordsGatewayNames(t *testing.T) {
 	if len(spans) != 2 {
 		t.Fatalf("%d spans recorded", len(spans))
 	}
-	evaluated := []string{"per-caller-rpm/caller=alice#requests", "per-target-rps/targetName=my-target#requests"}
+	evaluated := []string{"per-caller-rpm:requests:alice", "per-target-rps:requests:my-target"}
 	wantAllowed := map[string]any{
 		"aws.agentcore.gateway.throttle.customer.decision":  "allowed",
 		"aws.agentcore.gateway.throttle.customer.evaluated": evaluated,

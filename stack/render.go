@@ -75,11 +75,21 @@ func appendLimitKey(b []byte, it *item, keys *sluice.Keys) []byte {
 	return b
 }
 
-// evaluatedName renders an Evaluated entry: "<limit key>#<metric>".
+// evaluatedName renders an Evaluated entry:
+// "<rateLimitId>:<metric>:<value>[,<value>…]".
 func evaluatedName(it *item, keys *sluice.Keys) string {
-	b := appendLimitKey(make([]byte, 0, 64), it, keys)
-	b = append(b, limitkey.SepMetric)
-	return string(limitkey.AppendEscaped(b, it.rb.metric))
+	b := limitkey.AppendEscaped(make([]byte, 0, 64), it.rb.lim.id)
+	b = append(b, limitkey.SepField)
+	b = limitkey.AppendEscaped(b, it.rb.metric)
+	b = append(b, limitkey.SepField)
+	for k, name := range it.rb.lim.keys {
+		if k > 0 {
+			b = append(b, limitkey.SepDim)
+		}
+		v, _ := keys.Get(name)
+		b = limitkey.AppendEscaped(b, v)
+	}
+	return string(b)
 }
 
 // appendBucketKey1 is appendBucketKey for a single value.

@@ -53,12 +53,14 @@
 //     "<rateLimitId>/<key>=<value>[,<key>=<value>…]": the limit, its
 //     dimension keys and the request's values for them, in the limit's
 //     dimension-key order ("per-caller/caller=alice").
-//   - Each of Decision.Evaluated is a limit key and the bucket's metric,
-//     "<limit key>#<metric>" ("per-caller/caller=alice#requests").
+//   - Each of Decision.Evaluated names a bucket the gateway's way,
+//     "<rateLimitId>:<metric>:<value>[,<value>…]": the limit, the bucket's
+//     metric and the request's values in dimension-key order
+//     ("per-caller:requests:alice").
 //
-// Inside names and values the separators ',' '=' '/' '#' and the escape
-// character '%' are percent-encoded (%2C %3D %2F %23 %25) and every other
-// byte is kept, so values without those characters render as they are,
+// Inside ids, names and values the separators ',' '=' '/' ':' and the
+// escape character '%' are percent-encoded (%2C %3D %2F %3A %25) and every
+// other byte is kept, so values without those characters render as they are,
 // and two different limits, requests or metrics never render the same
 // name: splitting at the separators and decoding the escapes gives the
 // parts back. category.Set writes its limit keys

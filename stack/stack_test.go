@@ -161,7 +161,7 @@ func TestEvaluatedOnlyWhenAsked(t *testing.T) {
 		t.Errorf("Evaluated built without being asked: %q", d.Evaluated)
 	}
 	d, _ = s.Allow(sluice.WithEvaluated(context.Background()), keys)
-	want := []string{"per-caller-rpm/caller=alice#requests", "per-target-rps/targetName=my-target#requests"}
+	want := []string{"per-caller-rpm:requests:alice", "per-target-rps:requests:my-target"}
 	if !slices.Equal(d.Evaluated, want) {
 		t.Errorf("Evaluated = %q, want %q", d.Evaluated, want)
 	}
@@ -371,7 +371,7 @@ func TestEvaluatedInEvaluationOrder(t *testing.T) {
 				Requests: []stack.Rate{{Rate: 1, Period: "second"}, {Rate: 30, Period: "minute"}}}}},
 	}}, clock)
 	d, _ := s.Allow(sluice.WithEvaluated(context.Background()), sluice.NewKeys("targetName", "my-target", "caller", "alice"))
-	want := []string{"per-target-rps/targetName=my-target#requests", "per-caller-rpm/caller=alice#requests"}
+	want := []string{"per-target-rps:requests:my-target", "per-caller-rpm:requests:alice"}
 	if !slices.Equal(d.Evaluated, want) {
 		t.Errorf("Evaluated = %q, want %q", d.Evaluated, want)
 	}
@@ -485,7 +485,7 @@ func TestLimitsSharingDimensionKeys(t *testing.T) {
 	if err != nil || !d.Allowed {
 		t.Fatal(d, err)
 	}
-	want := []string{"shallow/a=x,b=z#requests", "deep/a=x,b=z#requests"}
+	want := []string{"shallow:requests:x,z", "deep:requests:x,z"}
 	if !slices.Equal(d.Evaluated, want) {
 		t.Errorf("Evaluated = %q, want %q", d.Evaluated, want)
 	}
@@ -495,7 +495,7 @@ func TestLimitsSharingDimensionKeys(t *testing.T) {
 		t.Errorf("a request without b was evaluated against %q", d.Evaluated)
 	}
 	d, _ = s.Allow(sluice.WithEvaluated(context.Background()), sluice.NewKeys("a", "p", "b", "y"))
-	if want := []string{"deep/a=p,b=y#requests"}; !slices.Equal(d.Evaluated, want) {
+	if want := []string{"deep:requests:p,y"}; !slices.Equal(d.Evaluated, want) {
 		t.Errorf("Evaluated = %q, want %q", d.Evaluated, want)
 	}
 }
