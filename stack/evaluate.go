@@ -405,7 +405,7 @@ func addItem(items []item, rb *rateBucket, k0, k1 int32, tokens int, conns bool)
 	return items
 }
 
-// evaluatedList renders "<limit key>#<metric>" for each item (see
+// evaluatedList renders "<rateLimitId>:<metric>:<values>" for each item (see
 // evaluatedName), in evaluation order (the order the seed's example shows:
 // the stricter limit first), once each: two rates of one metric of one
 // limit are one entry.
