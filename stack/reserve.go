@@ -185,14 +185,13 @@ func (s *Stack) ReserveAt(ctx context.Context, t time.Time, keys sluice.Keys, es
 // without connections limits, or a Stack with a Backend (which does not
 // enforce them), costs exactly an Allow and returns sluice.NoReservation; so
 // does a request no connections limit applies to.
-func (s *Stack) ReserveSlots(ctx context.Context, keys sluice.Keys) (sluice.Reservation, sluice.Decision, error) {
+func (s *Stack) ReserveSlots(ctx context.Context, keys sluice.Keys) (r sluice.Reservation, d sluice.Decision, err error) {
 	c := s.cfg.Load()
 	if s.backend != nil || !c.conns {
-		var d sluice.Decision
-		if err := ctx.Err(); err != nil {
-			return sluice.NoReservation, d, err
+		// Decided into the result itself, as Allow does: no Decision copied.
+		if err = ctx.Err(); err == nil {
+			err = s.evaluate(ctx, c, &keys, s.now(), 0, nil, &d)
 		}
-		err := s.evaluate(ctx, c, &keys, s.now(), 0, nil, &d)
 		return sluice.NoReservation, d, err
 	}
 	return s.reserve(ctx, s.now(), &keys, 0, true)
