@@ -63,13 +63,22 @@ func limitKey(it *item, keys *sluice.Keys) string {
 func appendLimitKey(b []byte, it *item, keys *sluice.Keys) []byte {
 	b = limitkey.AppendEscaped(b, it.rb.lim.id) // unchanged: an id has no separator (Validate)
 	b = append(b, limitkey.SepID)
+	return appendDims(b, it, keys, true)
+}
+
+// appendDims appends the request's values for it's limit, escaped and
+// separated by ',', each after its dimension key and '=' when named (a
+// limit key) or alone (an Evaluated entry).
+func appendDims(b []byte, it *item, keys *sluice.Keys, named bool) []byte {
 	for k, name := range it.rb.lim.keys {
 		if k > 0 {
 			b = append(b, limitkey.SepDim)
 		}
+		if named {
+			b = limitkey.AppendEscaped(b, name)
+			b = append(b, limitkey.SepValue)
+		}
 		v, _ := keys.Get(name)
-		b = limitkey.AppendEscaped(b, name)
-		b = append(b, limitkey.SepValue)
 		b = limitkey.AppendEscaped(b, v)
 	}
 	return b
@@ -82,14 +91,7 @@ func evaluatedName(it *item, keys *sluice.Keys) string {
 	b = append(b, limitkey.SepField)
 	b = limitkey.AppendEscaped(b, it.rb.metric)
 	b = append(b, limitkey.SepField)
-	for k, name := range it.rb.lim.keys {
-		if k > 0 {
-			b = append(b, limitkey.SepDim)
-		}
-		v, _ := keys.Get(name)
-		b = limitkey.AppendEscaped(b, v)
-	}
-	return string(b)
+	return string(appendDims(b, it, keys, false))
 }
 
 // appendBucketKey1 is appendBucketKey for a single value.
