@@ -96,6 +96,46 @@ var oneLimitSides = []oneLimitSide{
 			return err == nil && d.Allowed
 		}, func() {}
 	}},
+	{"floor", func() (func(string) bool, func()) {
+		// What any per-caller limiter must do, with nothing around it: one
+		// monotonic clock read (sluice's and go-limiter's clock), one Go
+		// map lookup of the caller, and one GCRA step on its state, on one
+		// goroutine with no lock. Not a usable limiter (it is not safe for
+		// concurrent use and never forgets a caller); the cost below which
+		// no correct one can go, and what every other side is measured
+		// against in BENCHMARKS.md.
+		base := time.Now()
+		const interval = int64(time.Second / 10) // 10 a second,
+		const tolerance = 100_000_000 * interval // burst 10⁸
+		m := map[string]*int64{}
+		return func(c string) bool {
+			now := int64(time.Since(base))
+			tat := m[c]
+			if tat == nil {
+				tat = new(int64)
+				*tat = now
+				m[strings.Clone(c)] = tat
+			}
+			t := max(*tat, now) + interval
+			if t-now > tolerance {
+				return false
+			}
+			*tat = t
+			return true
+		}, func() {}
+	}},
+	{"clock", func() (func(string) bool, func()) {
+		// The clock read alone (the floor's first step), for the
+		// breakdown: every side but api-only pays it once.
+		base := time.Now()
+		var last time.Duration
+		return func(c string) bool {
+			d := time.Since(base)
+			ok := d >= last && c != ""
+			last = d
+			return ok
+		}, func() {}
+	}},
 	{"table-only", func() (func(string) bool, func()) {
 		// The floor under the engine: the same bucket, taken from a
 		// bucket.Table directly.
