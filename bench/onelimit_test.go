@@ -28,6 +28,13 @@ import (
 // Every side reads the real clock, every request is admitted (a burst no
 // run drains), and the callers are visited in a scrambled order (a stride
 // coprime with their number), every one of them seen before the timed part.
+//
+// Each library reads its default clock: sluice one monotonic reading
+// (time.Since, the "clock" side), go-limiter and x/time/rate time.Now's wall
+// and monotonic pair ("clock-now", nearly twice the cost on this machine).
+// "sluice-now" is sluice on time.Now, the two compared on one clock; "floor"
+// (clock, map lookup, GCRA step, no lock), "api-only" and "table-only" split
+// the decision into what no limiter avoids, the API's shape and the bucket.
 
 // oneLimitJSON is the per-caller limit as a gateway definition: 600 a
 // minute, burst 10⁸.
@@ -44,6 +51,21 @@ type oneLimitSide struct {
 var oneLimitSides = []oneLimitSide{
 	{"sluice", func() (func(string) bool, func()) {
 		s, err := stack.Load([]byte(oneLimitJSON))
+		if err != nil {
+			panic(err)
+		}
+		var l sluice.Limiter = s
+		ctx := context.Background()
+		return func(c string) bool {
+			d, err := l.Allow(ctx, sluice.NewKeys("caller", c))
+			return err == nil && d.Allowed
+		}, func() {}
+	}},
+	{"sluice-now", func() (func(string) bool, func()) {
+		// sluice on go-limiter's and x/time/rate's clock (time.Now, a
+		// wall and a monotonic reading) instead of its default (one
+		// monotonic reading): the two limiters compared on one clock.
+		s, err := stack.Load([]byte(oneLimitJSON), stack.WithClock(time.Now))
 		if err != nil {
 			panic(err)
 		}
@@ -126,7 +148,7 @@ var oneLimitSides = []oneLimitSide{
 	}},
 	{"clock", func() (func(string) bool, func()) {
 		// The clock read alone (the floor's first step), for the
-		// breakdown: every side but api-only pays it once.
+		// breakdown: sluice's default clock, one monotonic read.
 		base := time.Now()
 		var last time.Duration
 		return func(c string) bool {
@@ -134,6 +156,17 @@ var oneLimitSides = []oneLimitSide{
 			ok := d >= last && c != ""
 			last = d
 			return ok
+		}, func() {}
+	}},
+	{"clock-now", func() (func(string) bool, func()) {
+		// time.Now alone: the wall and the monotonic reading, the clock
+		// x/time/rate's Allow reads and go-limiter reads (it links
+		// time.now, time.Now's core). "golimiter − clock-now" against
+		// "sluice − clock" compares the two limiters without their clocks.
+		var sum int64
+		return func(c string) bool {
+			sum += time.Now().UnixNano() // kept, so the read is not dropped
+			return c != "" && sum != 0
 		}, func() {}
 	}},
 	{"table-only", func() (func(string) bool, func()) {
@@ -170,7 +203,7 @@ func BenchmarkOneLimit(b *testing.B) {
 				allows[j] = allow
 			}
 			b.ReportAllocs()
-			interleave(b, 15, oneLimitSides[1].name, func(j int, k int) {
+			interleave(b, 15, "golimiter", func(j int, k int) {
 				if !allows[j](callers[(k*stride)%n]) {
 					b.Fatal("denied")
 				}
