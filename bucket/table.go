@@ -407,6 +407,25 @@ func (p *params) tryTakeLocked(s *atomic.Int64, ns int64, n int, g *Grant) (ok b
 	return true, p.divUnit(p.tau - (newTat - now))
 }
 
+// allowLocked is tryTakeLocked reporting only whether the take succeeded,
+// for Allow and AllowN: the same plain read and write under the shard's
+// lock, without the compare-and-swap loop of params.allow and without
+// working out what remains.
+func (p *params) allowLocked(s *atomic.Int64, ns int64, n int) bool {
+	if p.inf || n <= 0 || int64(n) > p.n || n > p.burst {
+		ok, _ := p.allow(s, nil, ns, n)
+		return ok
+	}
+	now := p.nsToTicks(ns)
+	w := (*int64)(unsafe.Pointer(s)) // the lock orders every access
+	newTat := max(*w, now) + int64(n)*p.unit
+	if newTat-now > p.tau {
+		return false
+	}
+	*w = newTat
+	return true
+}
+
 // locate is slotFor for a take of n, creating d's bucket when such a take
 // can change it, and starting again while a Reconfigure makes the answer
 // stale (see stale). With inf set the Table is unlimited and nothing is
@@ -470,7 +489,7 @@ func (t *Table) allow(d digest, ns int64, n int) bool {
 		if n > 0 {
 			s.raise(ns) // a take: see Grant
 		}
-		ok, _ = p.allow(&s.slots[i].tat, nil, ns, n)
+		ok = p.allowLocked(&s.slots[i].tat, ns, n)
 	case !create:
 		ok = t.peek(s, p, ns, n).OK
 	}
