@@ -218,6 +218,9 @@ func UnaryServerInterceptor(l sluice.Limiter, keys KeyFunc, opts ...Option) grpc
 		if err != nil {
 			return nil, statusErr(err, func(md metadata.MD) error { return grpc.SetTrailer(ctx, md) })
 		}
+		if !slots.Held() {
+			return handler(ctx, req) // nothing to release: no defer to run
+		}
 		defer slots.Release() // frees connection slots, also on panic
 		return handler(ctx, req)
 	}
