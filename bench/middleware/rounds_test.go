@@ -116,6 +116,21 @@ func compare(b *testing.B, title string, sides []side) {
 	fmt.Print(out.String())
 }
 
+// runAlone runs each side on its own as a sub-benchmark named after it,
+// warmed first (when it has a warm-up), without the rounds of compare.
+func runAlone(b *testing.B, sides []side) {
+	for _, s := range sides {
+		b.Run(s.name, func(b *testing.B) {
+			b.ReportAllocs()
+			if s.warm != nil {
+				s.warm()
+			}
+			b.ResetTimer()
+			s.fn(b)
+		})
+	}
+}
+
 // roundRatios returns xs[r]/ys[r] for every round r; nil when a value is
 // unknown (negative).
 func roundRatios(xs, ys []float64) []float64 {
