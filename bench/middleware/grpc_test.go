@@ -137,6 +137,10 @@ func BenchmarkGRPC(b *testing.B) {
 	compare(b, "gRPC unary call over bufconn", sides)
 }
 
+// sideKeyFunc is grpcCallerKeys as grpclimit calls it, through a function
+// value (a package variable: the compiler cannot make the call direct).
+var sideKeyFunc grpclimit.KeyFunc = grpcCallerKeys
+
 // interceptorSides are the sides of BenchmarkGRPCInterceptor: grpcSides'
 // three, then two that split sluice's cost against a floor, all called
 // directly with the incoming-metadata contexts ctxs in turn and every call
@@ -145,6 +149,9 @@ func BenchmarkGRPC(b *testing.B) {
 //   - keyfunc: the metadata read both limiters resolve their key with, and
 //     nothing else; what any limiter keyed this way pays. sluice − keyfunc
 //     and ratelimit − keyfunc are the limiters' own costs (see compare).
+//   - keys: keyfunc, and the sluice.Keys built from it as grpclimit gets
+//     them, returned by a KeyFunc called through a function value; keys −
+//     keyfunc is what the API's 224-byte Keys costs before any limiting.
 //   - allow: the same stack's Allow with the key read from metadata, in an
 //     interceptor of two lines; sluice − allow is grpclimit's own path.
 //   - table: the metadata read and one take from a bucket.Table with the
@@ -162,6 +169,14 @@ func interceptorSides(ctxs []context.Context) []side {
 	}{
 		{floorSide, func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			keySink += len(mdCaller(ctx))
+			return h(ctx, req)
+		}},
+		{"keys", func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			k, err := sideKeyFunc(ctx, info.FullMethod)
+			if err != nil {
+				return nil, err
+			}
+			keySink += k.Len()
 			return h(ctx, req)
 		}},
 		{"allow", func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
