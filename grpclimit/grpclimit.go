@@ -147,9 +147,9 @@ func newLimiter(l sluice.Limiter, keys KeyFunc, opts []Option) *limiter {
 }
 
 // admit decides one call for StreamServerInterceptor (the unary interceptor
-// has the same code written out), through the
-// sluice.Admitter, so a limiter that holds connection slots (a stack does)
-// holds them for the call's length. It returns the Slots to release when
+// has the same code written out), through the sluice.Admitter, so a
+// limiter that holds connection slots (a stack does) holds them for the
+// call's length. It returns the Slots to release when
 // the call ends (they hold nothing unless the call is let through) and
 // nil to let the call through; the *ThrottledError of a throttled call
 // (the caller sends its pushback trailer); or the status error of a call

@@ -182,8 +182,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.admit(w, r, &d)
 		return
 	}
-	// The Decision is declared at its call, not before the branch: each
-	// path then copies it once, and none zeroes it first.
+	// The Decision is declared at its call, not ahead of the branch, where
+	// it was zeroed on every request whichever path then assigned it.
 	slots, d, err := h.adm.Admit(ctx, keys)
 	if err != nil || !d.Allowed {
 		h.refuse(w, r, &d, err)
