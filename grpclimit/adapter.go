@@ -33,7 +33,7 @@ type adapter struct{ lim *limiter }
 // (the interceptor reports it as ResourceExhausted too).
 func (a adapter) Limit(ctx context.Context) error {
 	method, _ := grpc.Method(ctx)
-	_, err := a.lim.check(ctx, method, false)
+	err := a.lim.allow(ctx, method)
 	if te, ok := err.(*slerrors.ThrottledError); ok {
 		_ = grpc.SetTrailer(ctx, pushback(te))
 	}

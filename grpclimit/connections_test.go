@@ -60,3 +60,47 @@ func TestStreamHoldsConnectionSlot(t *testing.T) {
 		}
 	}
 }
+
+// A unary call holds its connections slot while its handler runs (a second
+// call of the same caller from inside it is denied), and gives it back when
+// the handler returns and when it panics. The interceptor defers the
+// release only when a slot is held: this checks that branch, which the
+// allocation test's call without a connections limit does not take.
+func TestUnaryHoldsConnectionSlot(t *testing.T) {
+	s, err := stack.New(stack.Config{RateLimits: []stack.RateLimit{{
+		RateLimitID: "in-flight", DimensionKeys: []string{"caller"},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Connections: []stack.Rate{{Rate: 1, Period: "second"}}}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	icpt := grpclimit.UnaryServerInterceptor(s, ctxCaller)
+	ctx := context.WithValue(context.Background(), callerCtxKey{}, "alice")
+	info := &grpc.UnaryServerInfo{FullMethod: "/pkg.Svc/Call"}
+	ok := func(context.Context, any) (any, error) { return nil, nil }
+	var inner error
+	nested := func(ctx context.Context, _ any) (any, error) {
+		_, inner = icpt(ctx, nil, info, ok)
+		return nil, nil
+	}
+	if _, err := icpt(ctx, nil, info, nested); err != nil {
+		t.Fatalf("first call: %v", err)
+	}
+	if status.Code(inner) != codes.ResourceExhausted {
+		t.Fatalf("a call while the caller's only slot is held: %v, want ResourceExhausted", inner)
+	}
+	if _, err := icpt(ctx, nil, info, ok); err != nil {
+		t.Fatalf("after the first call returned: %v", err)
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the handler's panic did not reach the caller")
+			}
+		}()
+		_, _ = icpt(ctx, nil, info, func(context.Context, any) (any, error) { panic("handler") })
+	}()
+	if _, err := icpt(ctx, nil, info, ok); err != nil {
+		t.Fatalf("after a handler panicked: %v", err)
+	}
+}

@@ -188,6 +188,15 @@ func TestFailurePolicies(t *testing.T) {
 	if _, err := closed.Check(asCaller("bad"), &healthpb.HealthCheckRequest{}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("key error: %v, want InvalidArgument", err)
 	}
+	// Fail-open runs the handler and returns what it returns: over the
+	// wire above, an interceptor that skipped it and answered nil, nil
+	// would pass too.
+	icpt := grpclimit.UnaryServerInterceptor(broken, grpclimit.MethodKey("method"))
+	resp, err := icpt(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: "/pkg.Svc/Call"},
+		func(context.Context, any) (any, error) { return "handled", nil })
+	if resp != "handled" || err != nil {
+		t.Errorf("fail-open, interceptor called directly: %v, %v; want the handler's answer", resp, err)
+	}
 }
 
 func TestPermanentDenial(t *testing.T) {

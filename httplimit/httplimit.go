@@ -173,34 +173,27 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.cfg.respond(w, r, &KeyError{err})
 		return
 	}
-	// The request holds its connection slots, if any, until the next
-	// handler returns.
-	var (
-		slots sluice.Slots
-		d     sluice.Decision
-	)
 	if h.cfg.noReserve {
-		d, err = h.l.Allow(ctx, keys)
-	} else {
-		slots, d, err = h.adm.Admit(ctx, keys)
-	}
-	if err != nil {
-		if h.cfg.failClosed {
-			h.cfg.respond(w, r, &LimiterError{err})
+		d, err := h.l.Allow(ctx, keys)
+		if err != nil || !d.Allowed {
+			h.refuse(w, r, &d, err)
 			return
 		}
-		h.next.ServeHTTP(w, r)
+		h.admit(w, r, &d)
 		return
 	}
-	if !d.Allowed {
-		te, _ := slerrors.AsThrottled(d.Err())
-		h.throttle(w, r, te)
+	// The Decision is declared at its call, not ahead of the branch, where
+	// it was zeroed on every request whichever path then assigned it.
+	slots, d, err := h.adm.Admit(ctx, keys)
+	if err != nil || !d.Allowed {
+		h.refuse(w, r, &d, err)
 		return
 	}
 	if slots.Held() {
-		// A deferred release runs on a normal return and while a panic
-		// unwinds; the panic then goes on to net/http (or the caller's
-		// recover).
+		// The request holds its connection slots until the next handler
+		// returns. A deferred release runs on a normal return and while a
+		// panic unwinds; the panic then goes on to net/http (or the
+		// caller's recover).
 		defer slots.Release()
 	}
 	h.admit(w, r, &d)
@@ -211,6 +204,22 @@ func (h *handler) admit(w http.ResponseWriter, r *http.Request, d *sluice.Decisi
 		h.policies.SetRateLimitHeaders(w.Header(), slerrors.NewQuota(d.LimitID, d.Limit, d.Remaining, d.Window))
 	}
 	h.next.ServeHTTP(w, r)
+}
+
+// refuse answers a request that was not admitted: with err (the Limiter
+// failed), through the ErrorResponder when fail-closed and by the next
+// handler when fail-open; otherwise d is a denial, answered as throttled.
+func (h *handler) refuse(w http.ResponseWriter, r *http.Request, d *sluice.Decision, err error) {
+	if err != nil {
+		if h.cfg.failClosed {
+			h.cfg.respond(w, r, &LimiterError{err})
+			return
+		}
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	te, _ := slerrors.AsThrottled(d.Err())
+	h.throttle(w, r, te)
 }
 
 func (h *handler) throttle(w http.ResponseWriter, r *http.Request, te *slerrors.ThrottledError) {

@@ -26,7 +26,11 @@ func (d discardW) WriteHeader(int)             {}
 //
 //	go test -run '^$' -bench HTTPParts -benchtime 200ms -rounds 5
 func BenchmarkHTTPParts(b *testing.B) {
-	reqs := requests()
+	compare(b, "HTTP parts, no recorder", partsSides(requests()))
+}
+
+// partsSides are the sides of BenchmarkHTTPParts.
+func partsSides(reqs []*http.Request) []side {
 	s := perCallerStack()
 	next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 	var sides []side
@@ -73,5 +77,15 @@ func BenchmarkHTTPParts(b *testing.B) {
 			}
 		}
 	}, nil})
-	compare(b, "HTTP parts, no recorder", sides)
+	return sides
+}
+
+// BenchmarkHandlerSide runs each side of BenchmarkHTTPParts on its own, as
+// BenchmarkInterceptorSide does for the gRPC interceptors (instruction
+// counts: the difference of two runs of different lengths):
+//
+//	go test -c && GOGC=off GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off GOMAXPROCS=1 valgrind --tool=callgrind \
+//	  ./middleware.test -test.run '^$' -test.bench 'HandlerSide/full$' -test.benchtime 200000x
+func BenchmarkHandlerSide(b *testing.B) {
+	runAlone(b, partsSides(requests()))
 }

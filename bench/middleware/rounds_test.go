@@ -13,6 +13,11 @@ import (
 
 var rounds = flag.Int("rounds", 5, "interleaved rounds per comparison benchmark")
 
+// floorSide names the side of a comparison, if any, that does only what
+// every limiter in it does alike (read the caller's key): compare then also
+// reports each side's cost over it against the peer's.
+const floorSide = "keyfunc"
+
 // side is one contestant of a comparison: fn runs b.N requests, warm
 // (optional) makes its state what a long run would find (every caller's
 // bucket created).
@@ -91,7 +96,39 @@ func compare(b *testing.B, title string, sides []side) {
 			out.WriteString("\n")
 		}
 	}
+	if f := slices.IndexFunc(sides, func(s side) bool { return s.name == floorSide }); f > 1 {
+		// The costs over the floor: what each limiter adds to the work
+		// every limiter of the comparison does alike.
+		for i := 2; i < len(sides); i++ {
+			if i == f {
+				continue
+			}
+			over := func(xs []float64) float64 { return median(xs) - median(ns[f]) }
+			perRound := make([]float64, len(ns[i]))
+			for r := range perRound {
+				perRound[r] = (ns[i][r] - ns[f][r]) / (ns[1][r] - ns[f][r])
+			}
+			fmt.Fprintf(&out, "%s − %s ÷ %s − %s: %.0f / %.0f ns = %.2f× (per round %.2f×, %.2f–%.2f)\n",
+				sides[i].name, floorSide, sides[1].name, floorSide, over(ns[i]), over(ns[1]), over(ns[i])/over(ns[1]),
+				median(perRound), slices.Min(perRound), slices.Max(perRound))
+		}
+	}
 	fmt.Print(out.String())
+}
+
+// runAlone runs each side on its own as a sub-benchmark named after it,
+// warmed first (when it has a warm-up), without the rounds of compare.
+func runAlone(b *testing.B, sides []side) {
+	for _, s := range sides {
+		b.Run(s.name, func(b *testing.B) {
+			b.ReportAllocs()
+			if s.warm != nil {
+				s.warm()
+			}
+			b.ResetTimer()
+			s.fn(b)
+		})
+	}
 }
 
 // roundRatios returns xs[r]/ys[r] for every round r; nil when a value is
