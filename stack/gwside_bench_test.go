@@ -2,7 +2,6 @@ package stack_test
 
 import (
 	"context"
-	"runtime"
 	"testing"
 
 	"golang.org/x/time/rate"
@@ -23,14 +22,15 @@ import (
 // decision:
 //
 //	go test -c ./stack/ -o stack.test
-//	GODEBUG=asyncpreemptoff=1 GOMAXPROCS=1 valgrind --tool=callgrind \
+//	GOGC=off GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off GOMAXPROCS=1 valgrind --tool=callgrind \
 //	    ./stack.test -test.run '^$' -test.bench 'GatewaySide/sluice$' -test.benchtime 300000x
 //
-// (and the same at 100000x); or, with --toggle-collect='*runSide' and
-// GOGC=off (no collection cycle's work lands in the loop), count the timed
-// loop alone and divide by the count. Sides: sluice (Stack.Allow through the
-// sluice.Limiter interface), spec-api, spec-match, specialist and
-// xrate-maps, as in BenchmarkGatewayGap.
+// and the same at 100000x. GOGC=off keeps the collector's work, whose
+// share of the run depends on timing, out of the difference; cpu.rdtscp=off
+// keeps the runtime from RDTSCP, which valgrind 3.19 does not decode.
+// Sides: sluice (Stack.Allow through the sluice.Limiter interface),
+// spec-api, spec-match, specialist and xrate-maps, as in
+// BenchmarkGatewayGap.
 func BenchmarkGatewaySide(b *testing.B) {
 	keys := newBenchKeys()
 	lim := rate.Limit(10_000_000.0 / 60)
@@ -82,21 +82,12 @@ func BenchmarkGatewaySide(b *testing.B) {
 				for i := range len(keys.callers) {
 					op(i)
 				}
-				runtime.GC() // the warm-up's garbage is not collected in the timed loop
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
-			runSide(b.N, op)
+			for i := range b.N {
+				op(i)
+			}
 		})
-	}
-}
-
-// runSide is BenchmarkGatewaySide's timed loop, a function of its own so
-// that callgrind can count it alone (--toggle-collect='*runSide').
-//
-//go:noinline
-func runSide(n int, op func(int)) {
-	for i := range n {
-		op(i)
 	}
 }
