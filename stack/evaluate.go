@@ -97,6 +97,15 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 			if s.evaluateSingles(ctx, c, keys, t, tokens, d) {
 				return nil
 			}
+		case c.ordered != nil:
+			switch s.evaluateOrdered(ctx, c, keys, t, tokens, d) {
+			case orderedAllowed:
+				return nil
+			case orderedOther:
+				if s.evaluateDirect(ctx, c, keys, t, tokens, d) {
+					return nil
+				}
+			}
 		case c.direct != nil:
 			if s.evaluateDirect(ctx, c, keys, t, tokens, d) {
 				return nil
