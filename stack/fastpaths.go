@@ -278,8 +278,9 @@ func (s *Stack) evaluateOrdered(ctx context.Context, c *compiled, keys *sluice.K
 		tight *rateBucket
 		left  int64
 	)
-	for si := range c.ordered {
-		st := &c.ordered[si]
+	steps := c.ordered
+	for si := range steps {
+		st := &steps[si]
 		if present&st.mask != st.mask {
 			continue // a missing dimension skips the limit
 		}
@@ -302,18 +303,14 @@ func (s *Stack) evaluateOrdered(ctx context.Context, c *compiled, keys *sluice.K
 		if l.single {
 			he, key = &l.hot[l.all], dv[l.dim[0]&(inlineDims-1)]
 		} else {
-			var (
-				vals   [inlineDims]string
-				hashes [inlineDims]uint64
-			)
+			var vals [inlineDims]string
 			nk := len(l.keys)
 			for k, di := range l.dim {
 				vals[k] = dv[di&(inlineDims-1)]
 			}
-			for k := range l.depth {
-				hashes[k] = match.Hash(vals[k])
-			}
-			idx, ok := l.matcher.MatchHashed(vals[:nk], hashes[:l.depth])
+			// Match hashes the values itself: one call from this loop, not
+			// one per value besides (each saving and reloading its state).
+			idx, ok := l.matcher.Match(vals[:nk])
 			if !ok {
 				continue // no entry: the limit does not apply
 			}
