@@ -305,16 +305,20 @@ func (s *Stack) evaluateOrdered(ctx context.Context, c *compiled, keys *sluice.K
 		} else {
 			var vals [inlineDims]string
 			nk := len(l.keys)
-			for k, di := range l.dim {
-				vals[k] = dv[di&(inlineDims-1)]
+			v := dv[:nk]
+			if !st.inPlace {
+				for k, di := range l.dim {
+					vals[k] = dv[di&(inlineDims-1)]
+				}
+				v = vals[:nk]
 			}
 			// Match hashes the values itself: one call from this loop, not
 			// one per value besides (each saving and reloading its state).
-			idx, ok := l.matcher.Match(vals[:nk])
+			idx, ok := l.matcher.Match(v)
 			if !ok {
 				continue // no entry: the limit does not apply
 			}
-			he, key = &l.hot[idx], vals[nk-1] // the key of a wildcard entry's buckets
+			he, key = &l.hot[idx], v[nk-1] // the key of a wildcard entry's buckets
 		}
 		for j := -1; j < len(he.more); j++ {
 			rb := he.rb

@@ -427,8 +427,10 @@ func orderedPlan(c *compiled) ([]orderedStep, uint64) {
 		l := sp.l
 		st := &out[i]
 		st.l = l
-		for _, di := range l.dim {
+		st.inPlace = true
+		for k, di := range l.dim {
 			st.mask |= 1 << uint(di)
+			st.inPlace = st.inPlace && int(di) == k
 		}
 		if l.single {
 			if h := &l.hot[l.all]; h.rb != nil && h.rb.kind != kindConnections && len(h.more) == 0 {
@@ -448,6 +450,9 @@ type orderedStep struct {
 	// dimension di: taken with no entry to look up and no rates to walk.
 	rb *rateBucket
 	di int32
+	// inPlace is set when l's keys are dimensions 0, 1, … in order: the
+	// request's values of them are matched where they were resolved.
+	inPlace bool
 }
 
 // before orders evaluation: customer before service limits, more dimension
