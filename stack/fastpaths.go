@@ -260,10 +260,23 @@ func (s *Stack) evaluateOrdered(ctx context.Context, c *compiled, keys *sluice.K
 		dv      [inlineDims]string
 		present uint64
 	)
+	next, nk := 0, keys.Len()
 	for di, name := range c.dims { // at most inlineDims (orderedPlan)
-		v, ok := keys.Get(name)
+		// Requests usually list their keys in one order, often the
+		// configuration's: the pair after the last one found is tried
+		// first, then all of them (Keys.Get).
+		var v string
+		var ok bool
+		if next < nk {
+			if kv := keys.At(next); kv.Name == name {
+				v, ok = kv.Value, true
+				next++
+			}
+		}
 		if !ok {
-			continue
+			if v, ok = keys.Get(name); !ok {
+				continue
+			}
 		}
 		bit := uint64(1) << uint(di)
 		if len(v) > rawMax && c.keyDims&bit != 0 {
