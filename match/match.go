@@ -464,11 +464,33 @@ func (m *Matcher) Match(values []string) (int, bool) {
 	if len(values) != len(m.keys) {
 		return 0, false
 	}
-	var hs [MaxKeys]uint64
+	// MatchHashed's loop, with each prefix hash computed once as the
+	// values are hashed (no second call, no hashes to fold again).
+	var pre [MaxKeys + 1]uint64
 	for k := range m.top {
-		hs[k] = Hash(values[k])
+		pre[k+1] = mix(pre[k], Hash(values[k]))
 	}
-	return m.MatchHashed(values, hs[:m.top])
+	for p := m.top; p >= 1; p-- {
+		if lv := m.levels[p]; lv != nil {
+			if s, ok := lv.slot(pre[p]); ok {
+				e := m.enc[s.i-1]
+				if !m.noArena {
+					e = m.arena[s.off:]
+				}
+				if encodes(e, values[:p]) {
+					return int(s.i - 1), true
+				}
+			}
+		} else if ex := m.exact[p]; ex != nil {
+			if i, ok := lookupEncoded(ex, values[:p]); ok {
+				return int(i), true
+			}
+		}
+	}
+	if m.all >= 0 {
+		return int(m.all), true
+	}
+	return 0, false
 }
 
 // MatchHashed is Match with the values' hashes given: hashes[k] must be
