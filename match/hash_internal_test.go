@@ -51,7 +51,7 @@ func TestHashReadsEveryByte(t *testing.T) {
 // hashes.
 func TestMatchConfirmsEveryLength(t *testing.T) {
 	var entries [][]string
-	for _, n := range []int{1, 7, 8, 16, 17, 126, 127, 128, 129, 300} {
+	for _, n := range []int{1, 3, 4, 7, 8, 12, 16, 17, 126, 127, 128, 129, 300} {
 		entries = append(entries, []string{strings.Repeat("a", n), strings.Repeat("b", n)})
 	}
 	m, err := New([]string{"k1", "k2"}, entries)

@@ -576,11 +576,25 @@ func encodes(e string, values []string) bool {
 	for _, v := range values {
 		// A value under 128 bytes has a one-byte length: compared without
 		// decoding a varint.
-		if len(v) < 0x80 && len(e) > len(v) && e[0] == byte(len(v)) {
-			if e[1:1+len(v)] != v {
-				return false
+		if n := len(v); n < 0x80 && len(e) > n && e[0] == byte(n) {
+			w := e[1 : 1+n]
+			// A value of 4 to 16 bytes by two overlapping word loads each
+			// (== calls memequal, saving this loop's registers around it).
+			switch {
+			case n >= 8 && n <= 16:
+				if le64(w) != le64(v) || le64(w[n-8:]) != le64(v[n-8:]) {
+					return false
+				}
+			case n >= 4 && n < 8:
+				if le32(w) != le32(v) || le32(w[n-4:]) != le32(v[n-4:]) {
+					return false
+				}
+			default:
+				if w != v {
+					return false
+				}
 			}
-			e = e[1+len(v):]
+			e = e[1+n:]
 			continue
 		}
 		n, shift := uint64(0), uint(0)
