@@ -21,7 +21,9 @@ import (
 // (paced by each shard's operation count, which the shortcut changes)
 // drop different full buckets, a difference in memory, not in limits.
 func TestDirectRandomConfigsDecideAsTheGeneralPath(t *testing.T) {
-	dims := []string{"a", "b", "c", "d"}
+	// Names of one length that differ in their last byte (5 bytes) or
+	// their first (13 bytes): evaluateOrdered compares such names by words.
+	dims := []string{"org-a", "org-b", "target-name-x", "uarget-name-x"}
 	long := strings.Repeat("L", 40)
 	huge := strings.Repeat("H", 200)
 	vals := []string{"x", "y", long, huge, strings.Repeat("y", 128)}
