@@ -468,7 +468,28 @@ func (m *Matcher) Match(values []string) (int, bool) {
 	// values are hashed (no second call, no hashes to fold again).
 	var pre [MaxKeys + 1]uint64
 	for k := range m.top {
-		pre[k+1] = mix(pre[k], Hash(values[k]))
+		// Hash, written out: too large to inline, and a call here saves
+		// and reloads this loop's state. TestMatchConfirmsEveryLength
+		// finds entries built with Hash through Match at every length.
+		v := values[k]
+		var h uint64
+		if len(v) > 16 {
+			h = maphash.String(seed, v)
+		} else {
+			var a, b uint64
+			switch {
+			case len(v) >= 8:
+				a, b = le64(v), le64(v[len(v)-8:])
+			case len(v) >= 4:
+				a, b = uint64(le32(v)), uint64(le32(v[len(v)-4:]))
+			case len(v) > 0:
+				a = uint64(v[0])<<16 | uint64(v[len(v)>>1])<<8 | uint64(v[len(v)-1])
+			}
+			hi, lo := bits.Mul64(a^hashKeys[0], b^hashKeys[1])
+			hi, lo = bits.Mul64(lo^hashKeys[2]^uint64(len(v)), hi^hashKeys[3])
+			h = hi ^ lo
+		}
+		pre[k+1] = mix(pre[k], h)
 	}
 	for p := m.top; p >= 1; p-- {
 		if lv := m.levels[p]; lv != nil {
