@@ -314,14 +314,21 @@ func (s *Stack) evaluateOrdered(ctx context.Context, c *compiled, keys *sluice.K
 		if rb := st.rb; rb != nil { // a single limit with one rate
 			key := dv[st.di&(inlineDims-1)]
 			tk := &taken[n]
-			ok, rem := rb.table.get().TryTakeGrant(t, key, rb.cost(tokens), &tk.g)
+			g := &tk.g
+			if si == len(steps)-1 {
+				g = nil // nothing after the last can refuse: no give-back
+			}
+			ok, rem := rb.table.get().TryTakeGrant(t, key, rb.cost(tokens), g)
 			if !ok {
 				giveBackOrdered(taken[:n])
 				return orderedRefused
 			}
 			tk.rb, tk.key = rb, key
 			n++
-			tight, left = tighter(tight, left, rb, rem)
+			// tighter, knowing rb is no connections bucket.
+			if !rb.shadow && (tight == nil || rem < left) {
+				tight, left = rb, rem
+			}
 			continue
 		}
 		l := st.l

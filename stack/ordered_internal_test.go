@@ -51,6 +51,44 @@ func TestOrderedGivesBackOnRefusal(t *testing.T) {
 	}
 }
 
+// A single limit taken before another single limit that refuses gives its
+// token back too: only the last step of a plan is taken without a grant
+// (nothing after it can refuse).
+func TestOrderedGivesBackSingleBeforeSingle(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	hourly := func(burst int64) []Rate { return []Rate{{Rate: 1, Period: PeriodHour, Burst: burst}} }
+	s, err := New(Config{RateLimits: []RateLimit{
+		// A matched limit no request here matches: the plan is ordered, not
+		// a singles plan.
+		{RateLimitID: "per-tool", DimensionKeys: []string{"targetName", "toolName"}, Entries: []Entry{
+			{Dimensions: map[string]string{"targetName": "t", "toolName": "other"}, Requests: hourly(10)},
+		}},
+		{RateLimitID: "per-target", DimensionKeys: []string{"targetName"}, Entries: []Entry{
+			{Dimensions: map[string]string{"targetName": "*"}, Requests: hourly(10)},
+		}},
+		{RateLimitID: "per-caller", DimensionKeys: []string{"caller"}, Entries: []Entry{
+			{Dimensions: map[string]string{"caller": "*"}, Requests: hourly(1)},
+		}},
+	}}, WithClock(func() time.Time { return at }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := s.cfg.Load().ordered; len(o) != 3 || o[1].rb == nil || o[2].rb == nil || o[1].l.id != "per-target" {
+		t.Fatalf("not the ordered plan this test is about: %+v", o)
+	}
+	ctx := context.Background()
+	for i := range 4 { // the first admitted, three refused by per-caller
+		d, _ := s.Allow(ctx, sluice.NewKeys("targetName", "t", "toolName", "x", "caller", "c1"))
+		if d.Allowed != (i == 0) {
+			t.Fatalf("request %d: %+v", i, d)
+		}
+	}
+	d, _ := s.Allow(ctx, sluice.NewKeys("targetName", "t", "toolName", "x"))
+	if !d.Allowed || d.LimitID != "per-target" || d.Remaining != 8 {
+		t.Errorf("per-target after 1 admitted and 3 refused requests: %+v, want 8 remaining", d)
+	}
+}
+
 // Two limits whose buckets interleave in rank (the same number of keys,
 // one with entries both stricter and looser than the other) make no
 // ordered plan: taken limit by limit, the looser entry's bucket would come
