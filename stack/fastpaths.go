@@ -239,9 +239,9 @@ const (
 )
 
 // evaluateOrdered decides a request against an ordered plan (see
-// compiled.ordered) when every bucket admits it. The request's dimension
-// values are resolved in one pass over keys; then each limit's entry is
-// matched and its buckets taken at once, in the plan's order, which is the
+// compiled.ordered) when every bucket admits it. Each distinct dimension's
+// value is looked up once; then each limit's entry is matched and its
+// buckets taken at once, in the plan's order, which is the
 // rank order the general path takes them in (so a request that a bucket
 // refuses has created none of the per-value buckets ranked after it). A
 // Table's key is the value itself: a value beyond rawMax, whose key is a
