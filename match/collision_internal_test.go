@@ -38,6 +38,13 @@ func TestCollisionFallbackMatchesTheSame(t *testing.T) {
 			if a != b || aok != bok || !aok {
 				t.Fatalf("Match(%q): hashed %d %v, fallback %d %v", v, a, aok, b, bok)
 			}
+			// Match has its own copy of MatchHashed's loop: both decide alike.
+			hs := []uint64{Hash(v[0]), Hash(v[1]), Hash(v[2])}
+			for _, m := range []*Matcher{hashed, forced} {
+				if c, cok := m.MatchHashed(v, hs); c != a || cok != aok {
+					t.Fatalf("MatchHashed(%q) = %d %v, Match %d %v", v, c, cok, a, aok)
+				}
+			}
 			if e := entries[a]; ExactPrefix(e) > 0 && e[0] != v[0] {
 				t.Fatalf("Match(%q) = entry %q", v, e)
 			}

@@ -59,8 +59,48 @@ type Matcher struct {
 // callers cannot choose values that collide.
 var seed = maphash.MakeSeed()
 
+// hashKeys key Hash's short-value form, drawn from seed.
+var hashKeys = [4]uint64{
+	maphash.String(seed, "k0"), maphash.String(seed, "k1"), maphash.String(seed, "k2"), maphash.String(seed, "k3"),
+}
+
 // Hash returns the hash of one value that MatchHashed expects.
-func Hash(v string) uint64 { return maphash.String(seed, v) }
+//
+// A value of up to 16 bytes (most dimension values: target and tool names,
+// short caller ids) is read as two overlapping little-endian words and its
+// length, and hashed by two keyed 64×64→128-bit multiplications (as
+// wyhash does): a third of the instructions of a maphash call, with the
+// same process-random keying. Longer values go to maphash.
+func Hash(v string) uint64 {
+	if len(v) > 16 {
+		return maphash.String(seed, v)
+	}
+	var a, b uint64
+	switch {
+	case len(v) >= 8:
+		a, b = le64(v), le64(v[len(v)-8:])
+	case len(v) >= 4:
+		a, b = uint64(le32(v)), uint64(le32(v[len(v)-4:]))
+	case len(v) > 0: // 1–3 bytes: first, middle, last (with the length, distinct)
+		a = uint64(v[0])<<16 | uint64(v[len(v)>>1])<<8 | uint64(v[len(v)-1])
+	}
+	hi, lo := bits.Mul64(a^hashKeys[0], b^hashKeys[1])
+	hi, lo = bits.Mul64(lo^hashKeys[2]^uint64(len(v)), hi^hashKeys[3])
+	return hi ^ lo
+}
+
+// le64 is the little-endian word of s's first 8 bytes (len(s) ≥ 8).
+func le64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// le32 is the little-endian word of s's first 4 bytes (len(s) ≥ 4).
+func le32(s string) uint32 {
+	_ = s[3]
+	return uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24
+}
 
 // mix folds a value's hash h into the running hash of a prefix. The
 // rotation and the odd multiplier make it order-dependent: (a, b) and
@@ -424,11 +464,54 @@ func (m *Matcher) Match(values []string) (int, bool) {
 	if len(values) != len(m.keys) {
 		return 0, false
 	}
-	var hs [MaxKeys]uint64
+	// MatchHashed's loop, with each prefix hash computed once as the
+	// values are hashed (no second call, no hashes to fold again).
+	var pre [MaxKeys + 1]uint64
 	for k := range m.top {
-		hs[k] = Hash(values[k])
+		// Hash, written out: too large to inline, and a call here saves
+		// and reloads this loop's state. TestMatchConfirmsEveryLength
+		// finds entries built with Hash through Match at every length.
+		v := values[k]
+		var h uint64
+		if len(v) > 16 {
+			h = maphash.String(seed, v)
+		} else {
+			var a, b uint64
+			switch {
+			case len(v) >= 8:
+				a, b = le64(v), le64(v[len(v)-8:])
+			case len(v) >= 4:
+				a, b = uint64(le32(v)), uint64(le32(v[len(v)-4:]))
+			case len(v) > 0:
+				a = uint64(v[0])<<16 | uint64(v[len(v)>>1])<<8 | uint64(v[len(v)-1])
+			}
+			hi, lo := bits.Mul64(a^hashKeys[0], b^hashKeys[1])
+			hi, lo = bits.Mul64(lo^hashKeys[2]^uint64(len(v)), hi^hashKeys[3])
+			h = hi ^ lo
+		}
+		pre[k+1] = mix(pre[k], h)
 	}
-	return m.MatchHashed(values, hs[:m.top])
+	for p := m.top; p >= 1; p-- {
+		if lv := m.levels[p]; lv != nil {
+			if s, ok := lv.slot(pre[p]); ok {
+				e := m.enc[s.i-1]
+				if !m.noArena {
+					e = m.arena[s.off:]
+				}
+				if encodes(e, values[:p]) {
+					return int(s.i - 1), true
+				}
+			}
+		} else if ex := m.exact[p]; ex != nil {
+			if i, ok := lookupEncoded(ex, values[:p]); ok {
+				return int(i), true
+			}
+		}
+	}
+	if m.all >= 0 {
+		return int(m.all), true
+	}
+	return 0, false
 }
 
 // MatchHashed is Match with the values' hashes given: hashes[k] must be
@@ -441,13 +524,13 @@ func (m *Matcher) MatchHashed(values []string, hashes []uint64) (int, bool) {
 	if len(values) != len(m.keys) || len(hashes) < m.top {
 		return 0, false
 	}
-	var pre [MaxKeys + 1]uint64
-	for p := 1; p <= m.top; p++ {
-		pre[p] = mix(pre[p-1], hashes[p-1])
-	}
 	for p := m.top; p >= 1; p-- {
 		if lv := m.levels[p]; lv != nil {
-			if s, ok := lv.slot(pre[p]); ok {
+			// The prefix hash computed level by level, most specific first:
+			// most requests hit the first level with entries, and a
+			// configuration has few levels (no array of every prefix to
+			// clear and fill).
+			if s, ok := lv.slot(prefixHash(hashes[:p])); ok {
 				e := m.enc[s.i-1]
 				if !m.noArena {
 					e = m.arena[s.off:] // the entry's encoding starts here
@@ -512,6 +595,29 @@ func (m *Matcher) MatchEncoded(values []string, pre []uint64, enc []byte, ends [
 // encode).
 func encodes(e string, values []string) bool {
 	for _, v := range values {
+		// A value under 128 bytes has a one-byte length: compared without
+		// decoding a varint.
+		if n := len(v); n < 0x80 && len(e) > n && e[0] == byte(n) {
+			w := e[1 : 1+n]
+			// A value of 4 to 16 bytes by two overlapping word loads each
+			// (== calls memequal, saving this loop's registers around it).
+			switch {
+			case n >= 8 && n <= 16:
+				if le64(w) != le64(v) || le64(w[n-8:]) != le64(v[n-8:]) {
+					return false
+				}
+			case n >= 4 && n < 8:
+				if le32(w) != le32(v) || le32(w[n-4:]) != le32(v[n-4:]) {
+					return false
+				}
+			default:
+				if w != v {
+					return false
+				}
+			}
+			e = e[1+n:]
+			continue
+		}
 		n, shift := uint64(0), uint(0)
 		for {
 			if len(e) == 0 || shift > 63 {

@@ -17,6 +17,15 @@ import (
 // has listed them in rank order; taken as visited, each such request would
 // create its per-caller bucket before meeting the block.
 func TestBlockedRequestsCreateNoBuckets(t *testing.T) {
+	// As it is, the configuration is an ordered plan (evaluateOrdered);
+	// with a looser "*" org entry, whose rank falls after per-caller's,
+	// the two limits' ranks interleave and evaluateDirect decides.
+	for _, ordered := range []bool{true, false} {
+		t.Run(map[bool]string{true: "ordered", false: "direct"}[ordered], func(t *testing.T) { blockedRequestsCreateNoBuckets(t, ordered) })
+	}
+}
+
+func blockedRequestsCreateNoBuckets(t *testing.T, ordered bool) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	cfg := Config{RateLimits: []RateLimit{
 		{RateLimitID: "per-caller", DimensionKeys: []string{"caller"}, Entries: []Entry{
@@ -26,13 +35,17 @@ func TestBlockedRequestsCreateNoBuckets(t *testing.T) {
 			{Dimensions: map[string]string{"org": "bad"}, Requests: []Rate{{Rate: 0, Period: PeriodSecond}}},
 		}},
 	}}
+	if !ordered {
+		cfg.RateLimits[1].Entries = append(cfg.RateLimits[1].Entries,
+			Entry{Dimensions: map[string]string{"org": "*"}, Requests: []Rate{{Rate: 1000, Period: PeriodSecond}}})
+	}
 	for _, general := range []bool{true, false} {
 		s, err := New(cfg, WithClock(func() time.Time { return at }), WithMaxBuckets(100))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s.cfg.Load().direct == nil {
-			t.Fatal("not a direct plan")
+		if c := s.cfg.Load(); c.direct == nil || (c.ordered != nil) != ordered {
+			t.Fatalf("not the plan this test is about: direct %v, ordered %v", c.direct != nil, c.ordered != nil)
 		}
 		ctx := context.Background()
 		if general {

@@ -13,14 +13,22 @@ import (
 
 // Under concurrency (and concurrent reloads that keep the state), with the
 // clock frozen, no bucket admits beyond its burst, and the refunds of the
-// direct path's fallbacks leak nothing: after the storm every bucket has
+// direct and ordered paths' fallbacks leak nothing: after the storm every bucket has
 // exactly burst − admitted left.
 func TestDirectConcurrentNeverOverAdmits(t *testing.T) {
+	// With the pair entry (o, *) the plan is ordered (evaluateOrdered);
+	// with (*, *) its bucket key is a digest and evaluateDirect decides.
+	for _, pairOrg := range []string{"o", "*"} {
+		t.Run("pair org "+pairOrg, func(t *testing.T) { directConcurrentNeverOverAdmits(t, pairOrg) })
+	}
+}
+
+func directConcurrentNeverOverAdmits(t *testing.T, pairOrg string) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	now := func() time.Time { return at }
 	cfg := Config{RateLimits: []RateLimit{
 		{RateLimitID: "pair", DimensionKeys: []string{"org", "caller"}, Entries: []Entry{
-			{Dimensions: map[string]string{"org": "o", "caller": "*"}, Requests: []Rate{{Rate: 1, Period: PeriodMinute, Burst: 7}}},
+			{Dimensions: map[string]string{"org": pairOrg, "caller": "*"}, Requests: []Rate{{Rate: 1, Period: PeriodMinute, Burst: 7}}},
 		}},
 		{RateLimitID: "org", DimensionKeys: []string{"org"}, Entries: []Entry{
 			{Dimensions: map[string]string{"org": "o"}, Requests: []Rate{{Rate: 1, Period: PeriodMinute, Burst: 40}}},
@@ -34,8 +42,8 @@ func TestDirectConcurrentNeverOverAdmits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.cfg.Load().direct == nil {
-		t.Fatal("not a direct plan")
+	if c := s.cfg.Load(); c.direct == nil || (c.ordered != nil) != (pairOrg == "o") {
+		t.Fatalf("not the plan this test is about: direct %v, ordered %v", c.direct != nil, c.ordered != nil)
 	}
 	const callers = 10
 	var admitted [callers]atomic.Int64

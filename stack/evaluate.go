@@ -97,12 +97,35 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 			if s.evaluateSingles(ctx, c, keys, t, tokens, d) {
 				return nil
 			}
+		case c.ordered != nil:
+			return s.evaluateAfterOrdered(ctx, c, keys, t, tokens, s.evaluateOrdered(ctx, c, keys, t, tokens, d), d)
 		case c.direct != nil:
 			if s.evaluateDirect(ctx, c, keys, t, tokens, d) {
 				return nil
 			}
 		}
 	}
+	return s.evaluateGeneral(ctx, c, keys, t, tokens, r, d)
+}
+
+// evaluateAfterOrdered finishes the decision of a request evaluateOrdered
+// returned res for: nothing to do when it was admitted, evaluateDirect
+// for a value that needs a digest key, the general path for a refusal
+// (Allow calls evaluateOrdered itself, one call fewer on its hot path).
+func (s *Stack) evaluateAfterOrdered(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, res int, d *sluice.Decision) error {
+	switch res {
+	case orderedAllowed:
+		return nil
+	case orderedOther:
+		if s.evaluateDirect(ctx, c, keys, t, tokens, d) {
+			return nil
+		}
+	}
+	return s.evaluateGeneral(ctx, c, keys, t, tokens, nil, d)
+}
+
+// evaluateGeneral is evaluate without the shortcuts.
+func (s *Stack) evaluateGeneral(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, r *reservation, d *sluice.Decision) error {
 	if c.big {
 		// More than the stack buffers hold: pooled buffers, so that large
 		// configurations do not allocate per request either.

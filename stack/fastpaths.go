@@ -1,9 +1,11 @@
 package stack
 
-// The two shortcuts of evaluate for admitted requests of common
-// configuration shapes: per-value limits only (evaluateSingles) and
-// matched configurations of a few buckets (evaluateDirect). Each decides
-// exactly as the general path would, and hands a denial back to it.
+// The shortcuts of evaluate for admitted requests of common configuration
+// shapes: per-value limits only (evaluateSingles), matched configurations
+// of a few buckets (evaluateDirect), and among those the ones whose
+// buckets come in rank order limit by limit (evaluateOrdered). Each
+// decides exactly as the general path would, and hands a denial back to
+// it.
 
 import (
 	"context"
@@ -219,4 +221,192 @@ plan:
 	}
 	allowed(d, tight, left)
 	return true
+}
+
+// orderedTake is a bucket evaluateOrdered took: what to give back if a
+// later one refuses.
+type orderedTake struct {
+	rb  *rateBucket
+	key string // a Table's key (the request's value), none for a shared bucket
+	g   bucket.Grant
+}
+
+// Outcomes of evaluateOrdered.
+const (
+	orderedAllowed = iota // decided: allowed, d filled
+	orderedRefused        // a bucket refused (nothing is left taken): the general path decides
+	orderedOther          // a value needs a digest key: evaluateDirect decides
+)
+
+// evaluateOrdered decides a request against an ordered plan (see
+// compiled.ordered) when every bucket admits it. Each distinct dimension's
+// value is looked up once; then each limit's entry is matched and its
+// buckets taken at once, in the plan's order, which is the
+// rank order the general path takes them in (so a request that a bucket
+// refuses has created none of the per-value buckets ranked after it). A
+// Table's key is the value itself: a value beyond rawMax, whose key is a
+// digest, is left to evaluateDirect before anything is taken. On the first
+// refusal it gives back what it took and leaves d untouched, and evaluate
+// decides the request again on the general path (as evaluateDirect does).
+// It leaves a request whose context asks for the evaluated list to
+// evaluateDirect, which hands it on.
+func (s *Stack) evaluateOrdered(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, d *sluice.Decision) int {
+	if sluice.EvaluatedRequested(ctx) {
+		return orderedOther
+	}
+	// Each distinct dimension looked up once (a limit's keys are indices
+	// into dv), whatever the number of limits that share it.
+	var (
+		dv      [inlineDims]string
+		present uint64
+	)
+	next, nk := 0, keys.Len()
+	for di, name := range c.dims { // at most inlineDims (orderedPlan)
+		// Requests usually list their keys in one order, often the
+		// configuration's: the pair after the last one found is tried
+		// first, then all of them (Keys.Get).
+		var v string
+		var ok bool
+		if next < nk {
+			kv := keys.At(next)
+			// kv.Name == name, a name of 4 to 16 bytes compared by two
+			// overlapping word loads from each (== calls memequal, which
+			// saves and reloads every live register here around it).
+			same := false
+			switch n := len(name); {
+			case n != len(kv.Name):
+			case n >= 8 && n <= 16:
+				same = le64(kv.Name) == le64(name) && le64(kv.Name[n-8:]) == le64(name[n-8:])
+			case n >= 4 && n < 8:
+				same = le32(kv.Name) == le32(name) && le32(kv.Name[n-4:]) == le32(name[n-4:])
+			default:
+				same = kv.Name == name
+			}
+			if same {
+				v, ok = kv.Value, true
+				next++
+			}
+		}
+		if !ok {
+			if v, ok = keys.Get(name); !ok {
+				continue
+			}
+		}
+		bit := uint64(1) << uint(di)
+		if len(v) > rawMax && c.keyDims&bit != 0 {
+			return orderedOther // its bucket key would be a digest
+		}
+		dv[di&(inlineDims-1)] = v
+		present |= bit
+	}
+	var (
+		taken [inlineItems]orderedTake
+		n     int
+		tight *rateBucket
+		left  int64
+	)
+	steps := c.ordered
+	for si := range steps {
+		st := &steps[si]
+		if present&st.mask != st.mask {
+			continue // a missing dimension skips the limit
+		}
+		if rb := st.rb; rb != nil { // a single limit with one rate
+			key := dv[st.di&(inlineDims-1)]
+			tk := &taken[n]
+			g := &tk.g
+			if si == len(steps)-1 {
+				g = nil // nothing after the last can refuse: no give-back
+			}
+			ok, rem := rb.table.get().TryTakeGrant(t, key, rb.cost(tokens), g)
+			if !ok {
+				giveBackOrdered(taken[:n])
+				return orderedRefused
+			}
+			tk.rb, tk.key = rb, key
+			n++
+			// tighter, knowing rb is no connections bucket.
+			if !rb.shadow && (tight == nil || rem < left) {
+				tight, left = rb, rem
+			}
+			continue
+		}
+		l := st.l
+		var he *hotEntry
+		var key string
+		if l.single {
+			he, key = &l.hot[l.all], dv[l.dim[0]&(inlineDims-1)]
+		} else {
+			var vals [inlineDims]string
+			nk := len(l.keys)
+			v := dv[:nk]
+			if !st.inPlace {
+				for k, di := range l.dim {
+					vals[k] = dv[di&(inlineDims-1)]
+				}
+				v = vals[:nk]
+			}
+			// Match hashes the values itself: one call from this loop, not
+			// one per value besides (each saving and reloading its state).
+			idx, ok := l.matcher.Match(v)
+			if !ok {
+				continue // no entry: the limit does not apply
+			}
+			he, key = &l.hot[idx], v[nk-1] // the key of a wildcard entry's buckets
+		}
+		for j := -1; j < len(he.more); j++ {
+			rb := he.rb
+			if j >= 0 {
+				rb = he.more[j]
+			}
+			if rb == nil || rb.kind == kindConnections {
+				continue // enforced by Reserve only
+			}
+			tk := &taken[n]
+			var ok bool
+			var rem int64
+			if rb.shared != nil {
+				ok, rem = rb.shared.TryTakeGrant(t, rb.cost(tokens), &tk.g)
+			} else {
+				ok, rem = rb.table.get().TryTakeGrant(t, key, rb.cost(tokens), &tk.g)
+			}
+			if !ok {
+				giveBackOrdered(taken[:n])
+				return orderedRefused
+			}
+			tk.rb, tk.key = rb, key
+			n++
+			tight, left = tighter(tight, left, rb, rem)
+		}
+	}
+	allowed(d, tight, left)
+	return orderedAllowed
+}
+
+// giveBackOrdered gives back what evaluateOrdered took, the last first
+// (see item.refund).
+func giveBackOrdered(taken []orderedTake) {
+	for j := len(taken) - 1; j >= 0; j-- {
+		tk := &taken[j]
+		k := int(tk.g.Outstanding())
+		if tk.rb.shared != nil {
+			_ = tk.rb.shared.GiveBack(&tk.g, k)
+		} else {
+			_ = tk.rb.table.get().GiveBack(tk.key, &tk.g, k)
+		}
+	}
+}
+
+// le64 is the little-endian word of s's first 8 bytes (len(s) ≥ 8): the
+// compiler makes it one load.
+func le64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// le32 is the little-endian word of s's first 4 bytes (len(s) ≥ 4).
+func le32(s string) uint32 {
+	_ = s[3]
+	return uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24
 }

@@ -4,6 +4,7 @@ package stack
 // how a reload carries the buckets of the limits that keep their id.
 
 import (
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -47,6 +48,14 @@ type compiled struct {
 	// lists the limits evaluateDirect visits: c.order, less the limits with
 	// only connections buckets.
 	direct []*limit
+	// ordered, set when the direct plan's buckets are in rank order limit
+	// by limit and every bucket key is one value (see orderedPlan), lists
+	// the limits evaluateOrdered visits: the direct plan's, by rank.
+	ordered []orderedStep
+	// keyDims has bit i set when dimension i's value is some ordered
+	// limit's bucket key (a value beyond rawMax then needs a digest, which
+	// evaluateOrdered leaves to evaluateDirect).
+	keyDims uint64
 }
 
 // singleLimit is one limit of a compiled.singles plan.
@@ -313,6 +322,7 @@ func compileValid(cfg Config, prev *compiled, now time.Time, withKeys bool, budg
 	c.conns = hasConnections(c)
 	c.singles = singlesPlan(c)
 	c.direct = directPlan(c)
+	c.ordered, c.keyDims = orderedPlan(c)
 	for _, l := range c.limits {
 		for _, di := range l.dim[:l.depth] {
 			if di < 64 {
@@ -361,6 +371,88 @@ func directPlan(c *compiled) []*limit {
 		}
 	}
 	return out
+}
+
+// orderedPlan returns the limits of c's direct plan sorted by rank, when
+// visiting them in that order and each entry's rates in their order takes
+// the buckets in rank order (every bucket of a limit ranks before every
+// bucket of the next), and when each wildcard entry's bucket key is one
+// value (only its last value is "*"); also the dimensions whose values are
+// such keys (bit i for dimension i). Nil when c has another shape or more
+// distinct dimensions than evaluateOrdered resolves at once.
+//
+// Such a plan needs no list of buckets put in order before the takes:
+// evaluateOrdered takes each as it matches it, in the order the general
+// path takes them.
+func orderedPlan(c *compiled) ([]orderedStep, uint64) {
+	if c.direct == nil || len(c.dims) > inlineDims {
+		return nil, 0
+	}
+	type span struct {
+		l      *limit
+		lo, hi int32 // the ranks of the limit's buckets Allow takes
+	}
+	spans := make([]span, 0, len(c.direct))
+	var keyDims uint64
+	for _, l := range c.direct {
+		sp := span{l: l, lo: math.MaxInt32, hi: -1}
+		nk := len(l.keys)
+		for _, en := range l.entries {
+			if en.exact < nk-1 {
+				return nil, 0 // two "*" or more: the bucket key is a digest
+			}
+			if en.exact == nk-1 {
+				keyDims |= 1 << uint(l.dim[nk-1])
+			}
+			last := int32(-1)
+			for _, rb := range en.rates {
+				if rb.kind == kindConnections {
+					continue // enforced by Reserve only
+				}
+				if rb.rank < last {
+					return nil, 0 // an entry's rates out of rank order
+				}
+				last = rb.rank
+				sp.lo, sp.hi = min(sp.lo, rb.rank), max(sp.hi, rb.rank)
+			}
+		}
+		spans = append(spans, sp)
+	}
+	slices.SortFunc(spans, func(a, b span) int { return int(a.lo) - int(b.lo) })
+	out := make([]orderedStep, len(spans))
+	for i, sp := range spans {
+		if i > 0 && spans[i-1].hi >= sp.lo {
+			return nil, 0 // two limits' buckets interleave in rank
+		}
+		l := sp.l
+		st := &out[i]
+		st.l = l
+		st.inPlace = true
+		for k, di := range l.dim {
+			st.mask |= 1 << uint(di)
+			st.inPlace = st.inPlace && int(di) == k
+		}
+		if l.single {
+			if h := &l.hot[l.all]; h.rb != nil && h.rb.kind != kindConnections && len(h.more) == 0 {
+				st.rb, st.di = h.rb, l.dim[0]
+			}
+		}
+	}
+	return out, keyDims
+}
+
+// orderedStep is one limit of an ordered plan.
+type orderedStep struct {
+	l    *limit
+	mask uint64 // bit i set for each dimension i of l (all below inlineDims)
+	// rb, for a single limit (one key, the all-wildcard entry) with one
+	// rate Allow takes, is that rate's bucket, keyed by the value of
+	// dimension di: taken with no entry to look up and no rates to walk.
+	rb *rateBucket
+	di int32
+	// inPlace is set when l's keys are dimensions 0, 1, … in order: the
+	// request's values of them are matched where they were resolved.
+	inPlace bool
 }
 
 // before orders evaluation: customer before service limits, more dimension

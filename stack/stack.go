@@ -298,7 +298,15 @@ func (c *compiled) config() Config {
 // is done; httplimit, grpclimit and mcplimit do that for you.
 func (s *Stack) Allow(ctx context.Context, keys sluice.Keys) (d sluice.Decision, err error) {
 	if err = ctx.Err(); err == nil {
-		err = s.evaluate(ctx, s.cfg.Load(), &keys, s.now(), 0, nil, &d)
+		c, t := s.cfg.Load(), s.now()
+		if c.ordered != nil && s.backend == nil {
+			// evaluate's first step, one call fewer on the hot path.
+			if res := s.evaluateOrdered(ctx, c, &keys, t, 0, &d); res != orderedAllowed {
+				err = s.evaluateAfterOrdered(ctx, c, &keys, t, 0, res, &d)
+			}
+			return d, err
+		}
+		err = s.evaluate(ctx, c, &keys, t, 0, nil, &d)
 	}
 	return d, err
 }
