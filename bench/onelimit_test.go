@@ -120,12 +120,12 @@ var oneLimitSides = []oneLimitSide{
 	}},
 	{"floor", func() (func(string) bool, func()) {
 		// What any per-caller limiter must do, with nothing around it: one
-		// monotonic clock read (sluice's and go-limiter's clock), one Go
-		// map lookup of the caller, and one GCRA step on its state, on one
-		// goroutine with no lock. Not a usable limiter (it is not safe for
-		// concurrent use and never forgets a caller); the cost below which
-		// no correct one can go, and what every other side is measured
-		// against in BENCHMARKS.md.
+		// monotonic clock read (sluice's default clock, the cheaper of the
+		// two here), one Go map lookup of the caller, and one GCRA step on
+		// its state, on one goroutine with no lock. Not a usable limiter
+		// (it is not safe for concurrent use and never forgets a caller):
+		// the cost below which no correct one can go, which BENCHMARKS.md
+		// sets against issue 25's goals.
 		base := time.Now()
 		const interval = int64(time.Second / 10) // 10 a second,
 		const tolerance = 100_000_000 * interval // burst 10⁸
