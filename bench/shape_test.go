@@ -25,7 +25,7 @@ import (
 //	keys3       a Keys of three inline pairs (128 bytes), the same Decision
 //	small       the same Keys, a Decision of the allow path's fields only
 //	            (Allowed, RetryAfter, LimitID, Limit, Remaining, Window, and
-//	            a pointer to the rest: 72 bytes)
+//	            a pointer to the rest: 64 bytes)
 //	keys3-small both smaller
 //	string      go-limiter's shape: the caller as a string in, a bool out
 //
