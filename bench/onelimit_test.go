@@ -49,33 +49,11 @@ type oneLimitSide struct {
 }
 
 var oneLimitSides = []oneLimitSide{
-	{"sluice", func() (func(string) bool, func()) {
-		s, err := stack.Load([]byte(oneLimitJSON))
-		if err != nil {
-			panic(err)
-		}
-		var l sluice.Limiter = s
-		ctx := context.Background()
-		return func(c string) bool {
-			d, err := l.Allow(ctx, sluice.NewKeys("caller", c))
-			return err == nil && d.Allowed
-		}, func() {}
-	}},
-	{"sluice-now", func() (func(string) bool, func()) {
-		// sluice on go-limiter's and x/time/rate's clock (time.Now, a
-		// wall and a monotonic reading) instead of its default (one
-		// monotonic reading): the two limiters compared on one clock.
-		s, err := stack.Load([]byte(oneLimitJSON), stack.WithClock(time.Now))
-		if err != nil {
-			panic(err)
-		}
-		var l sluice.Limiter = s
-		ctx := context.Background()
-		return func(c string) bool {
-			d, err := l.Allow(ctx, sluice.NewKeys("caller", c))
-			return err == nil && d.Allowed
-		}, func() {}
-	}},
+	{"sluice", func() (func(string) bool, func()) { return stackSide() }},
+	// sluice on go-limiter's and x/time/rate's clock (time.Now, a wall and a
+	// monotonic reading) instead of its default (one monotonic reading):
+	// the two limiters compared on one clock.
+	{"sluice-now", func() (func(string) bool, func()) { return stackSide(stack.WithClock(time.Now)) }},
 	{"golimiter", func() (func(string) bool, func()) {
 		st, err := memorystore.New(&memorystore.Config{Tokens: 100_000_000, Interval: time.Hour})
 		if err != nil {
@@ -175,6 +153,21 @@ var oneLimitSides = []oneLimitSide{
 		t := bucket.NewTable(10, 100_000_000)
 		return t.Allow, func() {}
 	}},
+}
+
+// stackSide is sluice's side: a Stack loaded from oneLimitJSON with opts,
+// deciding through sluice.Limiter.Allow as a middleware would.
+func stackSide(opts ...stack.Option) (func(string) bool, func()) {
+	s, err := stack.Load([]byte(oneLimitJSON), opts...)
+	if err != nil {
+		panic(err)
+	}
+	var l sluice.Limiter = s
+	ctx := context.Background()
+	return func(c string) bool {
+		d, err := l.Allow(ctx, sluice.NewKeys("caller", c))
+		return err == nil && d.Allowed
+	}, func() {}
 }
 
 // BenchmarkOneLimit: one per-caller limit, 10,000 and 100,000 callers.

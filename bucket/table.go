@@ -11,6 +11,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/time/rate"
+
+	"github.com/sluicehq/sluice/internal/words"
 )
 
 // Table is a set of buckets, one per key, all with the same rate and burst:
@@ -189,8 +191,8 @@ func (t *Table) digestString(key string) digest {
 	if len(key) <= shortKey {
 		var a, b uint64
 		if len(key) >= 8 {
-			a = le64(key)
-			b = le64(key[len(key)-8:]) >> ((16 - len(key)) * 8)
+			a = words.Le64(key)
+			b = words.Le64(key[len(key)-8:]) >> ((16 - len(key)) * 8)
 		} else {
 			for i := 0; i < len(key); i++ {
 				a |= uint64(key[i]) << (8 * i)
@@ -253,13 +255,6 @@ func mix(x uint64) uint64 {
 	x *= 0xc4ceb9fe1a85ec53
 	x ^= x >> 33
 	return x
-}
-
-// le64 is the little-endian word of s's first 8 bytes (len(s) ≥ 8).
-func le64(s string) uint64 {
-	_ = s[7]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
 // nonzero keeps a digest away from (0, 0), which marks an empty slot.

@@ -217,7 +217,10 @@ func UnaryServerInterceptor(l sluice.Limiter, keys KeyFunc, opts ...Option) grpc
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		// admit's body, written out: the call to it, its frame and its
 		// results cost 24 of the ≈ 1,850 instructions of an admitted call
-		// (callgrind, bench/middleware BenchmarkInterceptorSide). Streams,
+		// (callgrind, bench/middleware BenchmarkInterceptorSide), but
+		// 1.17–1.23 × the interceptor's wall time (the interceptor calling
+		// admit against this one, alternated: scripts/abbench.sh,
+		// GRPCInterceptor, 4 rounds; the cause was not found). Streams,
 		// decided once each, call it.
 		keys, err := lim.keys(ctx, info.FullMethod)
 		if err != nil {

@@ -38,7 +38,7 @@ func TestCollisionFallbackMatchesTheSame(t *testing.T) {
 			if a != b || aok != bok || !aok {
 				t.Fatalf("Match(%q): hashed %d %v, fallback %d %v", v, a, aok, b, bok)
 			}
-			// Match has its own copy of MatchHashed's loop: both decide alike.
+			// Match and MatchHashed (the hashes given) decide alike.
 			hs := []uint64{Hash(v[0]), Hash(v[1]), Hash(v[2])}
 			for _, m := range []*Matcher{hashed, forced} {
 				if c, cok := m.MatchHashed(v, hs); c != a || cok != aok {

@@ -21,6 +21,8 @@ import (
 	"math/bits"
 	"strconv"
 	"strings"
+
+	"github.com/sluicehq/sluice/internal/words"
 )
 
 // Wildcard is the entry value that matches any value of its dimension.
@@ -75,31 +77,23 @@ func Hash(v string) uint64 {
 	if len(v) > 16 {
 		return maphash.String(seed, v)
 	}
+	return shortHash(v)
+}
+
+// shortHash is Hash of a value of up to 16 bytes.
+func shortHash(v string) uint64 {
 	var a, b uint64
 	switch {
 	case len(v) >= 8:
-		a, b = le64(v), le64(v[len(v)-8:])
+		a, b = words.Le64(v), words.Le64(v[len(v)-8:])
 	case len(v) >= 4:
-		a, b = uint64(le32(v)), uint64(le32(v[len(v)-4:]))
+		a, b = uint64(words.Le32(v)), uint64(words.Le32(v[len(v)-4:]))
 	case len(v) > 0: // 1–3 bytes: first, middle, last (with the length, distinct)
 		a = uint64(v[0])<<16 | uint64(v[len(v)>>1])<<8 | uint64(v[len(v)-1])
 	}
 	hi, lo := bits.Mul64(a^hashKeys[0], b^hashKeys[1])
 	hi, lo = bits.Mul64(lo^hashKeys[2]^uint64(len(v)), hi^hashKeys[3])
 	return hi ^ lo
-}
-
-// le64 is the little-endian word of s's first 8 bytes (len(s) ≥ 8).
-func le64(s string) uint64 {
-	_ = s[7]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
-}
-
-// le32 is the little-endian word of s's first 4 bytes (len(s) ≥ 4).
-func le32(s string) uint32 {
-	_ = s[3]
-	return uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24
 }
 
 // mix folds a value's hash h into the running hash of a prefix. The
@@ -464,54 +458,11 @@ func (m *Matcher) Match(values []string) (int, bool) {
 	if len(values) != len(m.keys) {
 		return 0, false
 	}
-	// MatchHashed's loop, with each prefix hash computed once as the
-	// values are hashed (no second call, no hashes to fold again).
-	var pre [MaxKeys + 1]uint64
+	var pre [MaxKeys + 1]uint64 // each prefix hash folded once, as the values are hashed
 	for k := range m.top {
-		// Hash, written out: too large to inline, and a call here saves
-		// and reloads this loop's state. TestMatchConfirmsEveryLength
-		// finds entries built with Hash through Match at every length.
-		v := values[k]
-		var h uint64
-		if len(v) > 16 {
-			h = maphash.String(seed, v)
-		} else {
-			var a, b uint64
-			switch {
-			case len(v) >= 8:
-				a, b = le64(v), le64(v[len(v)-8:])
-			case len(v) >= 4:
-				a, b = uint64(le32(v)), uint64(le32(v[len(v)-4:]))
-			case len(v) > 0:
-				a = uint64(v[0])<<16 | uint64(v[len(v)>>1])<<8 | uint64(v[len(v)-1])
-			}
-			hi, lo := bits.Mul64(a^hashKeys[0], b^hashKeys[1])
-			hi, lo = bits.Mul64(lo^hashKeys[2]^uint64(len(v)), hi^hashKeys[3])
-			h = hi ^ lo
-		}
-		pre[k+1] = mix(pre[k], h)
+		pre[k+1] = mix(pre[k], Hash(values[k]))
 	}
-	for p := m.top; p >= 1; p-- {
-		if lv := m.levels[p]; lv != nil {
-			if s, ok := lv.slot(pre[p]); ok {
-				e := m.enc[s.i-1]
-				if !m.noArena {
-					e = m.arena[s.off:]
-				}
-				if encodes(e, values[:p]) {
-					return int(s.i - 1), true
-				}
-			}
-		} else if ex := m.exact[p]; ex != nil {
-			if i, ok := lookupEncoded(ex, values[:p]); ok {
-				return int(i), true
-			}
-		}
-	}
-	if m.all >= 0 {
-		return int(m.all), true
-	}
-	return 0, false
+	return m.matchPrefixes(values, &pre)
 }
 
 // MatchHashed is Match with the values' hashes given: hashes[k] must be
@@ -524,13 +475,21 @@ func (m *Matcher) MatchHashed(values []string, hashes []uint64) (int, bool) {
 	if len(values) != len(m.keys) || len(hashes) < m.top {
 		return 0, false
 	}
+	var pre [MaxKeys + 1]uint64
+	for k := range m.top {
+		pre[k+1] = mix(pre[k], hashes[k])
+	}
+	return m.matchPrefixes(values, &pre)
+}
+
+// matchPrefixes is Match and MatchHashed given the prefix hashes of values
+// (pre[p] of the first p values, for p ≤ Depth()): each level with entries,
+// most specific first, then the all-wildcard entry. A hash hit is confirmed
+// against the entry's encoding in the arena, value by value.
+func (m *Matcher) matchPrefixes(values []string, pre *[MaxKeys + 1]uint64) (int, bool) {
 	for p := m.top; p >= 1; p-- {
 		if lv := m.levels[p]; lv != nil {
-			// The prefix hash computed level by level, most specific first:
-			// most requests hit the first level with entries, and a
-			// configuration has few levels (no array of every prefix to
-			// clear and fill).
-			if s, ok := lv.slot(prefixHash(hashes[:p])); ok {
+			if s, ok := lv.slot(pre[p]); ok {
 				e := m.enc[s.i-1]
 				if !m.noArena {
 					e = m.arena[s.off:] // the entry's encoding starts here
@@ -603,11 +562,11 @@ func encodes(e string, values []string) bool {
 			// (== calls memequal, saving this loop's registers around it).
 			switch {
 			case n >= 8 && n <= 16:
-				if le64(w) != le64(v) || le64(w[n-8:]) != le64(v[n-8:]) {
+				if words.Le64(w) != words.Le64(v) || words.Le64(w[n-8:]) != words.Le64(v[n-8:]) {
 					return false
 				}
 			case n >= 4 && n < 8:
-				if le32(w) != le32(v) || le32(w[n-4:]) != le32(v[n-4:]) {
+				if words.Le32(w) != words.Le32(v) || words.Le32(w[n-4:]) != words.Le32(v[n-4:]) {
 					return false
 				}
 			default:

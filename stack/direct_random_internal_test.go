@@ -13,9 +13,10 @@ import (
 
 // Random direct-plan configurations (up to four keys, exact and wildcard
 // entries, every other configuration with at most one "*" per entry so
-// that many are ordered plans, decided by evaluateOrdered; several rates, tokens, connections, rate 0, shadow and service
-// limits, values beyond 32 and 128 bytes, "*" and "" as request values,
-// token debt left by reservations) decide every request as the general
+// that many are ordered plans, decided by evaluateOrdered; several rates,
+// tokens, connections, rate 0, shadow and service limits, values beyond
+// 32 and 128 bytes, "*" and "" as request values, token debt left by
+// reservations) decide every request as the general
 // path does, with and without a bucket budget. With a budget, reservations
 // are left out: a charge beyond the bound makes the two Stacks' reclaims
 // (paced by each shard's operation count, which the shortcut changes)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/bucket"
+	"github.com/sluicehq/sluice/internal/words"
 	"github.com/sluicehq/sluice/match"
 )
 
@@ -276,9 +277,9 @@ func (s *Stack) evaluateOrdered(ctx context.Context, c *compiled, keys *sluice.K
 			switch n := len(name); {
 			case n != len(kv.Name):
 			case n >= 8 && n <= 16:
-				same = le64(kv.Name) == le64(name) && le64(kv.Name[n-8:]) == le64(name[n-8:])
+				same = words.Le64(kv.Name) == words.Le64(name) && words.Le64(kv.Name[n-8:]) == words.Le64(name[n-8:])
 			case n >= 4 && n < 8:
-				same = le32(kv.Name) == le32(name) && le32(kv.Name[n-4:]) == le32(name[n-4:])
+				same = words.Le32(kv.Name) == words.Le32(name) && words.Le32(kv.Name[n-4:]) == words.Le32(name[n-4:])
 			default:
 				same = kv.Name == name
 			}
@@ -395,18 +396,4 @@ func giveBackOrdered(taken []orderedTake) {
 			_ = tk.rb.table.get().GiveBack(tk.key, &tk.g, k)
 		}
 	}
-}
-
-// le64 is the little-endian word of s's first 8 bytes (len(s) ≥ 8): the
-// compiler makes it one load.
-func le64(s string) uint64 {
-	_ = s[7]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
-}
-
-// le32 is the little-endian word of s's first 4 bytes (len(s) ≥ 4).
-func le32(s string) uint32 {
-	_ = s[3]
-	return uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24
 }

@@ -1,6 +1,7 @@
 package lincheck
 
 import (
+	"math"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -47,6 +48,17 @@ var forms = []form{
 	{name: "Table.TakeN+GiveBack", table: true, make: func(r rate.Limit, b int) target { return tableTake{bucket.NewTable(r, b)} }},
 	{name: "Table.GrantFor+GiveBack", table: true, make: func(r rate.Limit, b int) target { return tableGrantFor{bucket.NewTable(r, b)} }},
 	{name: "Table.TryTakeGrantBytes+GiveBackBytes", table: true, make: func(r rate.Limit, b int) target { return tableBytes{bucket.NewTable(r, b)} }},
+	{name: "Table.AllowN+GrantFor+GiveBack", table: true, make: func(r rate.Limit, b int) target { return tableAllow{bucket.NewTable(r, b)} }},
+}
+
+// remainingUnknown is the remaining a take reports when its form does not
+// say (AllowN reports only whether it took): the check of Remaining is
+// skipped.
+const remainingUnknown = math.MinInt64
+
+// takeDecision is the Decision a take of a target records.
+func takeDecision(ok bool, remaining int64) Decision {
+	return Decision{OK: ok, Remaining: remaining, RemainingUnknown: remaining == remainingUnknown}
 }
 
 type bucketTry struct{ b *bucket.Bucket }
@@ -117,3 +129,15 @@ func (x tableBytes) take(key string, at time.Time, n int) (bool, int64, grant) {
 func (x tableBytes) giveBack(key string, g *grant, n int) error {
 	return x.t.GiveBackBytes([]byte(key), &g.g, n)
 }
+
+// tableAllow takes with AllowN, the Table's take under its shard's lock
+// without a compare-and-swap, which reports no remaining.
+type tableAllow struct{ t *bucket.Table }
+
+func (x tableAllow) take(key string, at time.Time, n int) (bool, int64, grant) {
+	if !x.t.AllowN(at, key, n) {
+		return false, remainingUnknown, grant{}
+	}
+	return true, remainingUnknown, grant{at: at, g: x.t.GrantFor(at, key, n)}
+}
+func (x tableAllow) giveBack(key string, g *grant, n int) error { return x.t.GiveBack(key, &g.g, n) }

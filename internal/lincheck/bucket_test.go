@@ -98,7 +98,7 @@ func recordTarget(tg target, keys int, w workload, seed uint64) []porcupine.Oper
 				out := cl.do(in, func() any {
 					ok, rem, gr := tg.take(tableKeys[key], at(t), n)
 					g = gr
-					return Decision{OK: ok, Remaining: rem}
+					return takeDecision(ok, rem)
 				}).(Decision)
 				if out.OK && in.Holds {
 					hs = append(hs, held{id: in.ID, key: key, g: g, left: int64(n)})

@@ -87,7 +87,7 @@ func replayRegression(tg target, r regression) ([]porcupine.Operation, []keptDec
 		out := cl.do(Decide{ID: s.id, At: s.at, Items: []Item{{N: int64(s.n)}}, Holds: s.hold}, func() any {
 			ok, rem, gr := tg.take(tableKeys[0], at(s.at), s.n)
 			g = gr
-			return Decision{OK: ok, Remaining: rem}
+			return takeDecision(ok, rem)
 		}).(Decision)
 		if out.OK {
 			kept = append(kept, keptDecision{at: s.at, units: int64(s.n)})
