@@ -434,8 +434,8 @@ func (p *params) reserve(s, h *atomic.Int64, t time.Time, n int, limit time.Dura
 	ns := nsOf(t)
 	now := p.nsToTicks(ns)
 	inc := int64(n) * p.unit // n ≤ burst checked by the caller
+	tat := s.Load()
 	for {
-		tat := s.Load()
 		if tat == sealed {
 			return 0, Grant{}, false, true
 		}
@@ -459,6 +459,7 @@ func (p *params) reserve(s, h *atomic.Int64, t time.Time, n int, limit time.Dura
 		if s.CompareAndSwap(tat, newTat) {
 			return wait, Grant{p: p, at: due, end: newTat, n: int64(n)}, true, false
 		}
+		tat = reread(s)
 	}
 }
 

@@ -281,6 +281,16 @@ func raise(h *atomic.Int64, ns int64) {
 	}
 }
 
+// reread returns the state s holds after a compare-and-swap on it failed:
+// another take wrote it in between, so the bucket is contended. It reads
+// with an atomic add of zero, which takes the cache line for writing at
+// once, where a load would bring the line in shared and the next
+// compare-and-swap would have to take it again: on two cores the retry
+// then loses the line to the other core less often. The first read of a
+// take stays a load, so that refusals, which write nothing, keep the line
+// shared between the cores that read it.
+func reread(s *atomic.Int64) int64 { return s.Add(0) }
+
 // take tries to take n tokens at t from state s, raising the high-water
 // instant h first (nil: the caller keeps it). It reports ok=false with
 // retry=true when s is sealed and the caller must reload and retry. A
@@ -291,8 +301,8 @@ func (p *params) take(s, h *atomic.Int64, ns int64, n int) (res Result, retry bo
 		return Result{OK: true, Remaining: p.n}, false
 	}
 	now := p.nsToTicks(ns)
+	tat := s.Load()
 	for {
-		tat := s.Load()
 		if tat == sealed {
 			return Result{}, true
 		}
@@ -333,6 +343,7 @@ func (p *params) take(s, h *atomic.Int64, ns int64, n int) (res Result, retry bo
 			return Result{OK: true, Remaining: p.divUnit(p.tau - (newTat - now)),
 				Grant: Grant{p: p, at: ns, end: newTat, n: int64(n)}}, false
 		}
+		tat = reread(s)
 	}
 }
 
@@ -360,8 +371,8 @@ func (p *params) tryTake(s, h *atomic.Int64, ns int64, n int, g *Grant) (ok bool
 	}
 	now := p.nsToTicks(ns)
 	inc := int64(n) * p.unit
+	tat := s.Load()
 	for {
-		tat := s.Load()
 		if tat == sealed {
 			return false, 0, true
 		}
@@ -380,6 +391,7 @@ func (p *params) tryTake(s, h *atomic.Int64, ns int64, n int, g *Grant) (ok bool
 			}
 			return true, p.divUnit(p.tau - (newTat - now)), false
 		}
+		tat = reread(s)
 	}
 }
 
@@ -400,8 +412,8 @@ func (p *params) allow(s, h *atomic.Int64, ns int64, n int) (ok, retry bool) {
 	}
 	now := p.nsToTicks(ns)
 	inc := int64(n) * p.unit
+	tat := s.Load()
 	for {
-		tat := s.Load()
 		if tat == sealed {
 			return false, true
 		}
@@ -413,6 +425,7 @@ func (p *params) allow(s, h *atomic.Int64, ns int64, n int) (ok, retry bool) {
 		if s.CompareAndSwap(tat, newTat) {
 			return true, false
 		}
+		tat = reread(s)
 	}
 }
 
@@ -432,8 +445,8 @@ func (p *params) charge(s, h *atomic.Int64, ns int64, n int) bool {
 	}
 	now := p.nsToTicks(ns)
 	inc := mulSat(int64(n), p.unit, maxDebt)
+	tat := s.Load()
 	for {
-		tat := s.Load()
 		if tat == sealed {
 			return false
 		}
@@ -446,6 +459,7 @@ func (p *params) charge(s, h *atomic.Int64, ns int64, n int) bool {
 		if s.CompareAndSwap(tat, newTat) {
 			return true
 		}
+		tat = reread(s)
 	}
 }
 
