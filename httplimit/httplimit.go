@@ -167,19 +167,14 @@ type handler struct {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.cfg.noReserve {
+		h.serveAllow(w, r)
+		return
+	}
 	ctx := r.Context() // read first: its cache miss overlaps the key function's
 	keys, err := h.keys(r)
 	if err != nil {
 		h.cfg.respond(w, r, &KeyError{err})
-		return
-	}
-	if h.cfg.noReserve {
-		d, err := h.l.Allow(ctx, keys)
-		if err != nil || !d.Allowed {
-			h.refuse(w, r, &d, err)
-			return
-		}
-		h.admit(w, r, &d)
 		return
 	}
 	// The Decision is declared at its call, not ahead of the branch, where
@@ -195,6 +190,25 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// panic unwinds; the panic then goes on to net/http (or the
 		// caller's recover).
 		defer slots.Release()
+	}
+	h.admit(w, r, &d)
+}
+
+// serveAllow is ServeHTTP with WithoutReserve: Allow, holding nothing. It
+// is a function of its own so that ServeHTTP's frame holds one Keys and one
+// Decision, not two of each (45–65 instructions fewer a request, counted by
+// callgrind on bench/middleware's BenchmarkHandlerSide).
+func (h *handler) serveAllow(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	keys, err := h.keys(r)
+	if err != nil {
+		h.cfg.respond(w, r, &KeyError{err})
+		return
+	}
+	d, err := h.l.Allow(ctx, keys)
+	if err != nil || !d.Allowed {
+		h.refuse(w, r, &d, err)
+		return
 	}
 	h.admit(w, r, &d)
 }
