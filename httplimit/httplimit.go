@@ -196,7 +196,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // serveAllow is ServeHTTP with WithoutReserve: Allow, holding nothing. It
 // is a function of its own so that ServeHTTP's frame holds one Keys and one
-// Decision, not two of each (45–65 instructions fewer a request, counted by
+// Decision, not two of each (43–66 instructions fewer a request, counted by
 // callgrind on bench/middleware's BenchmarkHandlerSide).
 func (h *handler) serveAllow(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()

@@ -44,6 +44,7 @@ var forms = []form{
 	{name: "Bucket.TryTakeGrant+GiveBack", make: func(r rate.Limit, b int) target { return bucketTry{bucket.New(r, b)} }},
 	{name: "Bucket.TakeN+GiveBack", make: func(r rate.Limit, b int) target { return bucketTake{bucket.New(r, b)} }},
 	{name: "Bucket.GrantFor+GiveBack", make: func(r rate.Limit, b int) target { return bucketGrantFor{bucket.New(r, b)} }},
+	{name: "Bucket.AllowN+GrantFor+GiveBack", make: func(r rate.Limit, b int) target { return bucketAllow{bucket.New(r, b)} }},
 	{name: "Table.TryTakeGrant+GiveBack", table: true, make: func(r rate.Limit, b int) target { return tableTry{bucket.NewTable(r, b)} }},
 	{name: "Table.TakeN+GiveBack", table: true, make: func(r rate.Limit, b int) target { return tableTake{bucket.NewTable(r, b)} }},
 	{name: "Table.GrantFor+GiveBack", table: true, make: func(r rate.Limit, b int) target { return tableGrantFor{bucket.NewTable(r, b)} }},
@@ -88,6 +89,18 @@ func (x bucketGrantFor) take(_ string, at time.Time, n int) (bool, int64, grant)
 	return true, rem, grant{at: at, g: x.b.GrantFor(at, n)}
 }
 func (x bucketGrantFor) giveBack(_ string, g *grant, n int) error { return x.b.GiveBack(&g.g, n) }
+
+// bucketAllow takes with AllowN, the lock-free take without a report
+// (Bucket.Allow's path), which reports no remaining.
+type bucketAllow struct{ b *bucket.Bucket }
+
+func (x bucketAllow) take(_ string, at time.Time, n int) (bool, int64, grant) {
+	if !x.b.AllowN(at, n) {
+		return false, remainingUnknown, grant{}
+	}
+	return true, remainingUnknown, grant{at: at, g: x.b.GrantFor(at, n)}
+}
+func (x bucketAllow) giveBack(_ string, g *grant, n int) error { return x.b.GiveBack(&g.g, n) }
 
 type tableTry struct{ t *bucket.Table }
 
