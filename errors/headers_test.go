@@ -58,21 +58,27 @@ func TestSetRateLimitHeadersMatchesHeaderSet(t *testing.T) {
 	}
 }
 
-// The cached path writes the numbers itself: every digit count, and the
-// values around each power of ten, come out as strconv writes them.
+// The cached path writes the numbers itself: every value below 10,000,
+// every digit count, and the values around each power of ten come out as
+// strconv writes them.
 func TestPolicyCacheNumbers(t *testing.T) {
 	var cache slerrors.PolicyCache
+	var values []int64
+	for v := int64(0); v < 10_000; v++ {
+		values = append(values, v)
+	}
 	for n := int64(1); n > 0 && n <= 1e16; n *= 10 {
-		for _, v := range []int64{n - 1, n, n + 1} {
-			q := slerrors.Quota{Policy: "p", Limit: 1e16, Remaining: v, Window: time.Minute, Reset: time.Duration(v) * time.Second}
-			if v > 1e9 {
-				q.Reset = time.Duration(v) // nanoseconds: rounded up to whole seconds
-			}
-			h := http.Header{}
-			cache.SetRateLimitHeaders(h, q)
-			if want := wantHeaders(q); !reflect.DeepEqual(h, want) {
-				t.Errorf("%+v: %q, want %q", q, h, want)
-			}
+		values = append(values, n-1, n, n+1)
+	}
+	for _, v := range values {
+		q := slerrors.Quota{Policy: "p", Limit: 1e16, Remaining: v, Window: time.Minute, Reset: time.Duration(v) * time.Second}
+		if v > 1e9 {
+			q.Reset = time.Duration(v) // nanoseconds: rounded up to whole seconds
+		}
+		h := http.Header{}
+		cache.SetRateLimitHeaders(h, q)
+		if want := wantHeaders(q); !reflect.DeepEqual(h, want) {
+			t.Errorf("%+v: %q, want %q", q, h, want)
 		}
 	}
 }

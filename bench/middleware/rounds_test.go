@@ -43,6 +43,7 @@ func compare(b *testing.B, title string, sides []side) {
 	ns := make([][]float64, len(sides))
 	cpu := make([][]float64, len(sides)) // process CPU time per op; -1 where unknown
 	allocs := make([][]float64, len(sides))
+	ran := make([]bool, len(sides)) // false: -bench filtered the side out
 	for r := range *rounds {
 		for k := range sides {
 			// Each round starts one side later, so that no side always
@@ -51,6 +52,7 @@ func compare(b *testing.B, title string, sides []side) {
 			s := sides[i]
 			var perOp, cpuPerOp, allocsPerOp float64
 			b.Run(fmt.Sprintf("round=%d/side=%s", r+1, s.name), func(b *testing.B) {
+				ran[i] = true
 				b.ReportAllocs()
 				var m0, m1 runtime.MemStats
 				runtime.ReadMemStats(&m0)
@@ -70,6 +72,11 @@ func compare(b *testing.B, title string, sides []side) {
 			cpu[i] = append(cpu[i], cpuPerOp)
 			allocs[i] = append(allocs[i], allocsPerOp)
 		}
+	}
+	if slices.Contains(ran, false) {
+		// A side run alone (to profile it, say) has nothing to compare.
+		fmt.Printf("\n%s: some sides filtered out by -bench, no comparison\n", title)
+		return
 	}
 	var out strings.Builder
 	fmt.Fprintf(&out, "\n%s: %d rounds, medians\n%-12s %10s %10s %8s %12s %12s\n", title, *rounds, "side", "ns/op", "cpu ns/op", "allocs", "added ns", "added allocs")
