@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/go-chi/httprate"
+	"golang.org/x/time/rate"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/bucket"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/stack"
 )
@@ -124,15 +126,19 @@ var keySink int
 // what is sluice's own: the key function alone ("key": the request's
 // header read while the request is cold, and the Keys built), the two
 // RateLimit fields set from constants ("fields": two entries in the
-// response's header map, which the recorder's snapshot copies), and
-// httplimit over a limiter that decides at once ("instant": key, fields
-// rendered, and the middleware's own path). sluice − instant is the
-// engine's share.
+// response's header map, which the recorder's snapshot copies), both
+// ("keyfields"), both with one take from a bucket.Table of the caller's
+// bucket ("floor": what no middleware with this contract avoids), and httplimit over a limiter that decides at once ("instant":
+// key, fields rendered, and the middleware's own path). sluice − instant
+// is the engine's share; sluice − floor is all that sluice adds to it.
 //
 //	go test -run '^$' -bench HTTPFloor -benchtime 300ms -rounds 7
 func BenchmarkHTTPFloor(b *testing.B) {
 	reqs := requests()
 	next := http.HandlerFunc(typed)
+	// The floor's Table: the per-caller limit's rate and burst, on the
+	// Table's own clock (a monotonic read, as the Stack's default).
+	tab := bucket.NewTable(rate.Limit(1), 1_000_000)
 	sides := httpSides(next)[1:] // httprate, sluice
 	sides = append([]struct {
 		name string
@@ -148,6 +154,23 @@ func BenchmarkHTTPFloor(b *testing.B) {
 			next.ServeHTTP(w, r)
 		})},
 		{"fields", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h := w.Header()
+			h["Ratelimit-Policy"], h["Ratelimit"] = constPolicy, constRateLimit
+			next.ServeHTTP(w, r)
+		})},
+		{"keyfields", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			k, _ := callerKeys(r)
+			keySink += k.Len()
+			h := w.Header()
+			h["Ratelimit-Policy"], h["Ratelimit"] = constPolicy, constRateLimit
+			next.ServeHTTP(w, r)
+		})},
+		{"floor", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			v := r.Header.Get(apiKeyHeader)
+			if !tab.Allow(v) {
+				w.WriteHeader(http.StatusTooManyRequests)
+				return
+			}
 			h := w.Header()
 			h["Ratelimit-Policy"], h["Ratelimit"] = constPolicy, constRateLimit
 			next.ServeHTTP(w, r)
