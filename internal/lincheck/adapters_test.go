@@ -26,6 +26,12 @@ type target interface {
 	giveBack(key string, g *grant, n int) error
 }
 
+// charger is a target that can also charge: take n at at unconditionally,
+// into debt if need be.
+type charger interface {
+	charge(key string, at time.Time, n int)
+}
+
 // form is one public way of taking and giving back.
 type form struct {
 	name  string
@@ -70,6 +76,7 @@ func (x bucketTry) take(_ string, at time.Time, n int) (bool, int64, grant) {
 	return ok, rem, g
 }
 func (x bucketTry) giveBack(_ string, g *grant, n int) error { return x.b.GiveBack(&g.g, n) }
+func (x bucketTry) charge(_ string, at time.Time, n int)     { x.b.ChargeN(at, n) }
 
 type bucketTake struct{ b *bucket.Bucket }
 
@@ -78,6 +85,7 @@ func (x bucketTake) take(_ string, at time.Time, n int) (bool, int64, grant) {
 	return res.OK, res.Remaining, grant{at: at, g: res.Grant}
 }
 func (x bucketTake) giveBack(_ string, g *grant, n int) error { return x.b.GiveBack(&g.g, n) }
+func (x bucketTake) charge(_ string, at time.Time, n int)     { x.b.ChargeN(at, n) }
 
 type bucketGrantFor struct{ b *bucket.Bucket }
 
@@ -89,6 +97,7 @@ func (x bucketGrantFor) take(_ string, at time.Time, n int) (bool, int64, grant)
 	return true, rem, grant{at: at, g: x.b.GrantFor(at, n)}
 }
 func (x bucketGrantFor) giveBack(_ string, g *grant, n int) error { return x.b.GiveBack(&g.g, n) }
+func (x bucketGrantFor) charge(_ string, at time.Time, n int)     { x.b.ChargeN(at, n) }
 
 // bucketAllow takes with AllowN, the lock-free take without a report
 // (Bucket.Allow's path), which reports no remaining.
@@ -101,6 +110,7 @@ func (x bucketAllow) take(_ string, at time.Time, n int) (bool, int64, grant) {
 	return true, remainingUnknown, grant{at: at, g: x.b.GrantFor(at, n)}
 }
 func (x bucketAllow) giveBack(_ string, g *grant, n int) error { return x.b.GiveBack(&g.g, n) }
+func (x bucketAllow) charge(_ string, at time.Time, n int)     { x.b.ChargeN(at, n) }
 
 type tableTry struct{ t *bucket.Table }
 
@@ -110,6 +120,7 @@ func (x tableTry) take(key string, at time.Time, n int) (bool, int64, grant) {
 	return ok, rem, g
 }
 func (x tableTry) giveBack(key string, g *grant, n int) error { return x.t.GiveBack(key, &g.g, n) }
+func (x tableTry) charge(key string, at time.Time, n int)     { x.t.ChargeN(at, key, n) }
 
 type tableTake struct{ t *bucket.Table }
 
@@ -118,6 +129,7 @@ func (x tableTake) take(key string, at time.Time, n int) (bool, int64, grant) {
 	return res.OK, res.Remaining, grant{at: at, g: res.Grant}
 }
 func (x tableTake) giveBack(key string, g *grant, n int) error { return x.t.GiveBack(key, &g.g, n) }
+func (x tableTake) charge(key string, at time.Time, n int)     { x.t.ChargeN(at, key, n) }
 
 type tableGrantFor struct{ t *bucket.Table }
 
@@ -131,6 +143,7 @@ func (x tableGrantFor) take(key string, at time.Time, n int) (bool, int64, grant
 func (x tableGrantFor) giveBack(key string, g *grant, n int) error {
 	return x.t.GiveBack(key, &g.g, n)
 }
+func (x tableGrantFor) charge(key string, at time.Time, n int) { x.t.ChargeN(at, key, n) }
 
 type tableBytes struct{ t *bucket.Table }
 
@@ -142,6 +155,7 @@ func (x tableBytes) take(key string, at time.Time, n int) (bool, int64, grant) {
 func (x tableBytes) giveBack(key string, g *grant, n int) error {
 	return x.t.GiveBackBytes([]byte(key), &g.g, n)
 }
+func (x tableBytes) charge(key string, at time.Time, n int) { x.t.ChargeBytes(at, []byte(key), n) }
 
 // tableAllow takes with AllowN, the Table's take under its shard's lock
 // without a compare-and-swap, which reports no remaining.
@@ -154,3 +168,4 @@ func (x tableAllow) take(key string, at time.Time, n int) (bool, int64, grant) {
 	return true, remainingUnknown, grant{at: at, g: x.t.GrantFor(at, key, n)}
 }
 func (x tableAllow) giveBack(key string, g *grant, n int) error { return x.t.GiveBack(key, &g.g, n) }
+func (x tableAllow) charge(key string, at time.Time, n int)     { x.t.ChargeN(at, key, n) }

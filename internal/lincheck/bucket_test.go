@@ -27,6 +27,9 @@ type workload struct {
 	burst        int
 	step         int64 // the shared clock advances by up to this much per take (µs)
 	stale        int64 // a quarter of the takes use an instant up to this much older
+	// charges makes about one take in six a charge (ChargeN) of one or two
+	// tokens instead, on a target that has one (see charger).
+	charges bool
 }
 
 var bucketLoad = workload{callers: 6, ops: 24, burst: 4, step: 700, stale: 3000}
@@ -88,6 +91,18 @@ func recordTarget(tg target, keys int, w workload, seed uint64) []porcupine.Oper
 				if rng.IntN(4) == 0 {
 					t = max(0, t-rng.Int64N(w.stale))
 				}
+				if ch, ok := tg.(charger); ok && w.charges && rng.IntN(6) == 0 {
+					// A charge takes unconditionally, into debt if need be:
+					// the specification's settlement above an estimate,
+					// at a known instant.
+					n, key := 1+rng.IntN(2), rng.IntN(keys)
+					in := Give{ID: int(ids.Add(1)), At: t, Charges: []Item{{B: key, N: int64(n)}}, ChargeLo: t, ChargeHi: t, Last: true}
+					cl.do(in, func() any {
+						ch.charge(tableKeys[key], at(t), n)
+						return nil
+					})
+					continue
+				}
 				n := 1 + rng.IntN(w.burst)
 				if rng.IntN(20) == 0 {
 					n = w.burst + 1
@@ -112,6 +127,48 @@ func recordTarget(tg target, keys int, w workload, seed uint64) []porcupine.Oper
 	close(start)
 	wg.Wait()
 	return rec.history()
+}
+
+// TestLinearizableCharges records histories like TestLinearizableBuckets
+// with charges among the takes (Bucket.ChargeN's compare-and-swap loop,
+// Table.ChargeN and ChargeBytes under the shard's lock), on every form
+// known to be safe: a charge that lost a concurrent take's update, or
+// that a take overwrote, admits more than the specification allows.
+func TestLinearizableCharges(t *testing.T) {
+	seeds := seedsFor(60)
+	w := bucketLoad
+	w.charges = true
+	for _, f := range forms {
+		if f.unsafe {
+			continue
+		}
+		t.Run(f.name, func(t *testing.T) {
+			keys := 1
+			if f.table {
+				keys = len(tableKeys)
+			}
+			tg := f.make(testRate, w.burst)
+			if _, ok := tg.(charger); !ok {
+				t.Fatalf("%s: no charge adapter", f.name)
+			}
+			charged := 0
+			for seed := range uint64(seeds) {
+				h := recordTarget(f.make(testRate, w.burst), keys, w, seed)
+				for _, op := range h {
+					if g, ok := op.Input.(Give); ok && len(g.Charges) > 0 {
+						charged++
+					}
+				}
+				checkOutputs(t, h)
+				if res, msg := check(t, targetSpec(keys, w.burst), h, f.name+"-charges-seed"+strconv.FormatUint(seed, 10)); res != porcupine.Ok {
+					t.Error(msg)
+				}
+			}
+			if charged < seeds {
+				t.Errorf("%d charges in %d histories: the workload hardly charges", charged, seeds)
+			}
+		})
+	}
 }
 
 // instantSlack is the tolerance on exactness, in µs: a Bucket keeps its
