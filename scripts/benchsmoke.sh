@@ -19,10 +19,34 @@ measure() {
 	(cd "$mod" && go test -run '^$' -bench "$bench" -benchtime "${n}x" . 2>/dev/null) |
 		awk -v mod="$mod" '/^Benchmark/ { name=$1; sub(/-[0-9]+$/, "", name); for (i = 3; i < NF; i++) if ($(i+1) ~ /\// && $(i+1) !~ /\/op$/) print mod, name, $(i+1), $i }'
 }
+# The middlewares: the ratio lines their comparison prints, per request for
+# httplimit ÷ httprate and of the cost added to the bare handler for
+# grpclimit ÷ ratelimit (issue 25's two rows).
+middleware() {
+	(cd bench/middleware && go test -run '^$' -bench 'GRPCInterceptor$|HTTP$/handler=typed' -benchtime 100ms -rounds 3 . 2>/dev/null) |
+		awk '/^HTTP, handler typed:/ { sec = "http" }
+			/^gRPC interceptor alone:/ { sec = "grpc" }
+			sec == "http" && $1 == "sluice" && $3 == "httprate:" { print "bench/middleware BenchmarkHTTP/handler=typed sluice/httprate-per-request", $4 + 0 }
+			sec == "grpc" && $1 == "sluice" && $3 == "ratelimit:" { print "bench/middleware BenchmarkGRPCInterceptor sluice/ratelimit-added", $7 + 0 }'
+}
+# One contended bucket: the median of sluice's rounds ÷ the median of uber's.
+contended() {
+	local out
+	out=$(cd bench && go test -run '^$' -bench 'OneBucketParallel$' -benchtime 100ms -rounds 5 . 2>/dev/null)
+	med() { # side
+		grep "^BenchmarkOneBucketParallel/$1[-#]" <<<"$out" | awk '{ print $3 }' | sort -g |
+			awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
+	}
+	local s u
+	s=$(med sluice) u=$(med uber)
+	[ -n "$s" ] && [ -n "$u" ] && awk -v s="$s" -v u="$u" 'BEGIN { printf "bench BenchmarkOneBucketParallel sluice/uber %.2f\n", s / u }'
+}
 results=$( {
 	measure stack 'BenchmarkOneLimit$' 30000
 	measure stack 'BenchmarkGateway$/real' 20000
 	measure bench 'BenchmarkOneLimit$' 30000
+	middleware
+	contended
 } )
 if [ -z "$results" ]; then
 	echo "benchsmoke: warning: no benchmark produced a ratio"
