@@ -13,7 +13,7 @@
 #
 #   bash scripts/cgcount.sh DIR BENCH [N] [TEST FLAGS...]
 #   bash scripts/cgcount.sh bench/middleware 'HTTPFloor$/round=1/side=sluice$' 50000 -rounds 1
-#   bash scripts/cgcount.sh bucket 'TableTake$' 200000
+#   bash scripts/cgcount.sh bucket 'AllowN$/sluice$' 200000
 #
 # DIR is the package directory (a nested module's package too); BENCH must
 # select one benchmark (one side of bench/middleware's comparisons, with
@@ -23,6 +23,10 @@
 # operations of an HTTP request.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ $# -lt 2 ]; then
+	echo "usage: bash scripts/cgcount.sh DIR BENCH [N] [TEST FLAGS...]" >&2
+	exit 2
+fi
 dir=$1 bench=$2 n=${3:-100000}
 shift $(($# < 3 ? $# : 3))
 command -v valgrind >/dev/null || { echo "cgcount: needs valgrind" >&2; exit 2; }
@@ -35,8 +39,13 @@ run() { # iterations, test flags
 	(cd "$dir" && GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off GOMAXPROCS=1 valgrind --tool=callgrind \
 		--cache-sim=yes --I1=32768,8,64 --D1=32768,8,64 --LL=2097152,16,64 \
 		--callgrind-out-file="$tmp/cg.$it" "$tmp/b.test" -test.run '^$' -test.bench "$bench" \
-		-test.benchtime "${it}x" "$@" >/dev/null 2>"$tmp/err.$it") ||
-		{ cat "$tmp/err.$it" >&2; exit 1; }
+		-test.benchtime "${it}x" "$@" >"$tmp/out.$it" 2>"$tmp/err.$it") ||
+		{ cat "$tmp/out.$it" "$tmp/err.$it" >&2; exit 1; }
+	if [ "$(grep -c '^Benchmark.*/op' "$tmp/out.$it")" -ne 1 ]; then
+		echo "cgcount: $bench must select exactly one benchmark; it ran:" >&2
+		grep '^Benchmark' "$tmp/out.$it" >&2 || echo "(none)" >&2
+		exit 1
+	fi
 	grep '^summary:' "$tmp/cg.$it" | cut -d' ' -f2-
 }
 a=$(run "$n" "$@")
