@@ -29,17 +29,14 @@ middleware() {
 			sec == "http" && $1 == "sluice" && $3 == "httprate:" { print "bench/middleware BenchmarkHTTP/handler=typed sluice/httprate-per-request", $4 + 0 }
 			sec == "grpc" && $1 == "sluice" && $3 == "ratelimit:" { print "bench/middleware BenchmarkGRPCInterceptor sluice/ratelimit-added", $7 + 0 }'
 }
-# One contended bucket: the median of sluice's rounds ÷ the median of uber's.
+# One contended bucket: sluice's median ÷ uber's, as bench/cmd/benchtab
+# tabulates the rounds (the uber column's ratio).
 contended() {
-	local out
-	out=$(cd bench && go test -run '^$' -bench 'OneBucketParallel$' -benchtime 100ms -rounds 5 . 2>/dev/null)
-	med() { # side
-		grep "^BenchmarkOneBucketParallel/$1[-#]" <<<"$out" | awk '{ print $3 }' | sort -g |
-			awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
-	}
-	local s u
-	s=$(med sluice) u=$(med uber)
-	[ -n "$s" ] && [ -n "$u" ] && awk -v s="$s" -v u="$u" 'BEGIN { printf "bench BenchmarkOneBucketParallel sluice/uber %.2f\n", s / u }'
+	(cd bench && go test -run '^$' -bench 'OneBucketParallel$' -benchtime 100ms -rounds 5 . 2>/dev/null) |
+		go run ./bench/cmd/benchtab |
+		awk -F'|' '/OneBucketParallel — median/ { on = 1; next }
+			on && /^\| case/ { for (i = 1; i <= NF; i++) if ($i ~ /^ *uber *$/) col = i; next }
+			on && col && /^\| [^-]/ { if (match($col, /\([0-9.]+\)/)) print "bench BenchmarkOneBucketParallel sluice/uber", substr($col, RSTART + 1, RLENGTH - 2); exit }'
 }
 results=$( {
 	measure stack 'BenchmarkOneLimit$' 30000

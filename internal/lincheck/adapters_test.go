@@ -32,6 +32,15 @@ type charger interface {
 	charge(key string, at time.Time, n int)
 }
 
+// onBucket and onTable hold the subject of an adapter, and charge it.
+type onBucket struct{ b *bucket.Bucket }
+
+func (x onBucket) charge(_ string, at time.Time, n int) { x.b.ChargeN(at, n) }
+
+type onTable struct{ t *bucket.Table }
+
+func (x onTable) charge(key string, at time.Time, n int) { x.t.ChargeN(at, key, n) }
+
 // form is one public way of taking and giving back.
 type form struct {
 	name  string
@@ -47,15 +56,15 @@ type form struct {
 // and count, given back through the Bucket or the Table (by string
 // or by bytes).
 var forms = []form{
-	{name: "Bucket.TryTakeGrant+GiveBack", make: func(r rate.Limit, b int) target { return bucketTry{bucket.New(r, b)} }},
-	{name: "Bucket.TakeN+GiveBack", make: func(r rate.Limit, b int) target { return bucketTake{bucket.New(r, b)} }},
-	{name: "Bucket.GrantFor+GiveBack", make: func(r rate.Limit, b int) target { return bucketGrantFor{bucket.New(r, b)} }},
-	{name: "Bucket.AllowN+GrantFor+GiveBack", make: func(r rate.Limit, b int) target { return bucketAllow{bucket.New(r, b)} }},
-	{name: "Table.TryTakeGrant+GiveBack", table: true, make: func(r rate.Limit, b int) target { return tableTry{bucket.NewTable(r, b)} }},
-	{name: "Table.TakeN+GiveBack", table: true, make: func(r rate.Limit, b int) target { return tableTake{bucket.NewTable(r, b)} }},
-	{name: "Table.GrantFor+GiveBack", table: true, make: func(r rate.Limit, b int) target { return tableGrantFor{bucket.NewTable(r, b)} }},
-	{name: "Table.TryTakeGrantBytes+GiveBackBytes", table: true, make: func(r rate.Limit, b int) target { return tableBytes{bucket.NewTable(r, b)} }},
-	{name: "Table.AllowN+GrantFor+GiveBack", table: true, make: func(r rate.Limit, b int) target { return tableAllow{bucket.NewTable(r, b)} }},
+	{name: "Bucket.TryTakeGrant+GiveBack", make: func(r rate.Limit, b int) target { return bucketTry{onBucket{bucket.New(r, b)}} }},
+	{name: "Bucket.TakeN+GiveBack", make: func(r rate.Limit, b int) target { return bucketTake{onBucket{bucket.New(r, b)}} }},
+	{name: "Bucket.GrantFor+GiveBack", make: func(r rate.Limit, b int) target { return bucketGrantFor{onBucket{bucket.New(r, b)}} }},
+	{name: "Bucket.AllowN+GrantFor+GiveBack", make: func(r rate.Limit, b int) target { return bucketAllow{onBucket{bucket.New(r, b)}} }},
+	{name: "Table.TryTakeGrant+GiveBack", table: true, make: func(r rate.Limit, b int) target { return tableTry{onTable{bucket.NewTable(r, b)}} }},
+	{name: "Table.TakeN+GiveBack", table: true, make: func(r rate.Limit, b int) target { return tableTake{onTable{bucket.NewTable(r, b)}} }},
+	{name: "Table.GrantFor+GiveBack", table: true, make: func(r rate.Limit, b int) target { return tableGrantFor{onTable{bucket.NewTable(r, b)}} }},
+	{name: "Table.TryTakeGrantBytes+GiveBackBytes", table: true, make: func(r rate.Limit, b int) target { return tableBytes{onTable{bucket.NewTable(r, b)}} }},
+	{name: "Table.AllowN+GrantFor+GiveBack", table: true, make: func(r rate.Limit, b int) target { return tableAllow{onTable{bucket.NewTable(r, b)}} }},
 }
 
 // remainingUnknown is the remaining a take reports when its form does not
@@ -68,7 +77,7 @@ func takeDecision(ok bool, remaining int64) Decision {
 	return Decision{OK: ok, Remaining: remaining, RemainingUnknown: remaining == remainingUnknown}
 }
 
-type bucketTry struct{ b *bucket.Bucket }
+type bucketTry struct{ onBucket }
 
 func (x bucketTry) take(_ string, at time.Time, n int) (bool, int64, grant) {
 	g := grant{at: at}
@@ -76,18 +85,16 @@ func (x bucketTry) take(_ string, at time.Time, n int) (bool, int64, grant) {
 	return ok, rem, g
 }
 func (x bucketTry) giveBack(_ string, g *grant, n int) error { return x.b.GiveBack(&g.g, n) }
-func (x bucketTry) charge(_ string, at time.Time, n int)     { x.b.ChargeN(at, n) }
 
-type bucketTake struct{ b *bucket.Bucket }
+type bucketTake struct{ onBucket }
 
 func (x bucketTake) take(_ string, at time.Time, n int) (bool, int64, grant) {
 	res := x.b.TakeN(at, n)
 	return res.OK, res.Remaining, grant{at: at, g: res.Grant}
 }
 func (x bucketTake) giveBack(_ string, g *grant, n int) error { return x.b.GiveBack(&g.g, n) }
-func (x bucketTake) charge(_ string, at time.Time, n int)     { x.b.ChargeN(at, n) }
 
-type bucketGrantFor struct{ b *bucket.Bucket }
+type bucketGrantFor struct{ onBucket }
 
 func (x bucketGrantFor) take(_ string, at time.Time, n int) (bool, int64, grant) {
 	ok, rem := x.b.TryTakeN(at, n)
@@ -97,11 +104,10 @@ func (x bucketGrantFor) take(_ string, at time.Time, n int) (bool, int64, grant)
 	return true, rem, grant{at: at, g: x.b.GrantFor(at, n)}
 }
 func (x bucketGrantFor) giveBack(_ string, g *grant, n int) error { return x.b.GiveBack(&g.g, n) }
-func (x bucketGrantFor) charge(_ string, at time.Time, n int)     { x.b.ChargeN(at, n) }
 
 // bucketAllow takes with AllowN, the lock-free take without a report
 // (Bucket.Allow's path), which reports no remaining.
-type bucketAllow struct{ b *bucket.Bucket }
+type bucketAllow struct{ onBucket }
 
 func (x bucketAllow) take(_ string, at time.Time, n int) (bool, int64, grant) {
 	if !x.b.AllowN(at, n) {
@@ -110,9 +116,8 @@ func (x bucketAllow) take(_ string, at time.Time, n int) (bool, int64, grant) {
 	return true, remainingUnknown, grant{at: at, g: x.b.GrantFor(at, n)}
 }
 func (x bucketAllow) giveBack(_ string, g *grant, n int) error { return x.b.GiveBack(&g.g, n) }
-func (x bucketAllow) charge(_ string, at time.Time, n int)     { x.b.ChargeN(at, n) }
 
-type tableTry struct{ t *bucket.Table }
+type tableTry struct{ onTable }
 
 func (x tableTry) take(key string, at time.Time, n int) (bool, int64, grant) {
 	g := grant{at: at}
@@ -120,18 +125,16 @@ func (x tableTry) take(key string, at time.Time, n int) (bool, int64, grant) {
 	return ok, rem, g
 }
 func (x tableTry) giveBack(key string, g *grant, n int) error { return x.t.GiveBack(key, &g.g, n) }
-func (x tableTry) charge(key string, at time.Time, n int)     { x.t.ChargeN(at, key, n) }
 
-type tableTake struct{ t *bucket.Table }
+type tableTake struct{ onTable }
 
 func (x tableTake) take(key string, at time.Time, n int) (bool, int64, grant) {
 	res := x.t.TakeN(at, key, n)
 	return res.OK, res.Remaining, grant{at: at, g: res.Grant}
 }
 func (x tableTake) giveBack(key string, g *grant, n int) error { return x.t.GiveBack(key, &g.g, n) }
-func (x tableTake) charge(key string, at time.Time, n int)     { x.t.ChargeN(at, key, n) }
 
-type tableGrantFor struct{ t *bucket.Table }
+type tableGrantFor struct{ onTable }
 
 func (x tableGrantFor) take(key string, at time.Time, n int) (bool, int64, grant) {
 	ok, rem := x.t.TryTakeN(at, key, n)
@@ -143,9 +146,8 @@ func (x tableGrantFor) take(key string, at time.Time, n int) (bool, int64, grant
 func (x tableGrantFor) giveBack(key string, g *grant, n int) error {
 	return x.t.GiveBack(key, &g.g, n)
 }
-func (x tableGrantFor) charge(key string, at time.Time, n int) { x.t.ChargeN(at, key, n) }
 
-type tableBytes struct{ t *bucket.Table }
+type tableBytes struct{ onTable }
 
 func (x tableBytes) take(key string, at time.Time, n int) (bool, int64, grant) {
 	g := grant{at: at}
@@ -159,7 +161,7 @@ func (x tableBytes) charge(key string, at time.Time, n int) { x.t.ChargeBytes(at
 
 // tableAllow takes with AllowN, the Table's take under its shard's lock
 // without a compare-and-swap, which reports no remaining.
-type tableAllow struct{ t *bucket.Table }
+type tableAllow struct{ onTable }
 
 func (x tableAllow) take(key string, at time.Time, n int) (bool, int64, grant) {
 	if !x.t.AllowN(at, key, n) {
@@ -168,4 +170,3 @@ func (x tableAllow) take(key string, at time.Time, n int) (bool, int64, grant) {
 	return true, remainingUnknown, grant{at: at, g: x.t.GrantFor(at, key, n)}
 }
 func (x tableAllow) giveBack(key string, g *grant, n int) error { return x.t.GiveBack(key, &g.g, n) }
-func (x tableAllow) charge(key string, at time.Time, n int)     { x.t.ChargeN(at, key, n) }

@@ -129,48 +129,6 @@ func recordTarget(tg target, keys int, w workload, seed uint64) []porcupine.Oper
 	return rec.history()
 }
 
-// TestLinearizableCharges records histories like TestLinearizableBuckets
-// with charges among the takes (Bucket.ChargeN's compare-and-swap loop,
-// Table.ChargeN and ChargeBytes under the shard's lock), on every form
-// known to be safe: a charge that lost a concurrent take's update, or
-// that a take overwrote, admits more than the specification allows.
-func TestLinearizableCharges(t *testing.T) {
-	seeds := seedsFor(60)
-	w := bucketLoad
-	w.charges = true
-	for _, f := range forms {
-		if f.unsafe {
-			continue
-		}
-		t.Run(f.name, func(t *testing.T) {
-			keys := 1
-			if f.table {
-				keys = len(tableKeys)
-			}
-			tg := f.make(testRate, w.burst)
-			if _, ok := tg.(charger); !ok {
-				t.Fatalf("%s: no charge adapter", f.name)
-			}
-			charged := 0
-			for seed := range uint64(seeds) {
-				h := recordTarget(f.make(testRate, w.burst), keys, w, seed)
-				for _, op := range h {
-					if g, ok := op.Input.(Give); ok && len(g.Charges) > 0 {
-						charged++
-					}
-				}
-				checkOutputs(t, h)
-				if res, msg := check(t, targetSpec(keys, w.burst), h, f.name+"-charges-seed"+strconv.FormatUint(seed, 10)); res != porcupine.Ok {
-					t.Error(msg)
-				}
-			}
-			if charged < seeds {
-				t.Errorf("%d charges in %d histories: the workload hardly charges", charged, seeds)
-			}
-		})
-	}
-}
-
 // instantSlack is the tolerance on exactness, in µs: a Bucket keeps its
 // high-water instant in quanta of 1024 ns, rounded up, so a give-back
 // bounded by it (a GrantFor's, or one after a take since) may return up to
@@ -201,7 +159,22 @@ func seedsFor(n int) int {
 // give-backs on a Bucket and a Table (two keys) through every public
 // give-back form, and checks each against the specification. A form known
 // to hand out tokens that were never refilled must be caught on some seed.
-func TestLinearizableBuckets(t *testing.T) {
+func TestLinearizableBuckets(t *testing.T) { checkForms(t, bucketLoad) }
+
+// TestLinearizableCharges is TestLinearizableBuckets with charges among the
+// takes (Bucket.ChargeN's compare-and-swap loop, Table.ChargeN and
+// ChargeBytes under the shard's lock): a charge that lost a concurrent
+// take's update, or that a take overwrote, admits more than the
+// specification allows.
+func TestLinearizableCharges(t *testing.T) {
+	w := bucketLoad
+	w.charges = true
+	checkForms(t, w)
+}
+
+// checkForms records histories of w on every form and checks them; with
+// w.charges, it also checks that the histories did charge.
+func checkForms(t *testing.T, w workload) {
 	seeds := seedsFor(60)
 	for _, f := range forms {
 		t.Run(f.name, func(t *testing.T) {
@@ -209,11 +182,16 @@ func TestLinearizableBuckets(t *testing.T) {
 			if f.table {
 				keys = len(tableKeys)
 			}
-			caught := 0
+			caught, charged := 0, 0
 			for seed := range uint64(seeds) {
-				h := recordTarget(f.make(testRate, bucketLoad.burst), keys, bucketLoad, seed)
+				h := recordTarget(f.make(testRate, w.burst), keys, w, seed)
+				for _, op := range h {
+					if g, ok := op.Input.(Give); ok && len(g.Charges) > 0 {
+						charged++
+					}
+				}
 				checkOutputs(t, h)
-				res, msg := check(t, targetSpec(keys, bucketLoad.burst), h, f.name+"-seed"+strconv.FormatUint(seed, 10))
+				res, msg := check(t, targetSpec(keys, w.burst), h, t.Name()+"-seed"+strconv.FormatUint(seed, 10))
 				switch {
 				case res == porcupine.Illegal && f.unsafe:
 					caught++
@@ -223,6 +201,9 @@ func TestLinearizableBuckets(t *testing.T) {
 			}
 			if f.unsafe {
 				t.Logf("%s: %d of %d histories not linearizable", f.name, caught, seeds)
+			}
+			if w.charges && charged < seeds {
+				t.Errorf("%d charges in %d histories: the form has no charge adapter, or the workload hardly charges", charged, seeds)
 			}
 		})
 	}
