@@ -338,11 +338,13 @@ func TestSourceEnforcementNeverStops(t *testing.T) {
 
 	// Writer: torn writes in small chunks, truncation, rename, directory.
 	// After each step it waits for the poller to finish a refresh that
-	// started after the step, so that every state is seen.
-	var refreshes atomic.Int64
+	// started after the step, and for a decision made after it, so that
+	// every state is seen by both. (Waiting for refreshes alone let the
+	// writer finish all 50 steps before a busy scheduler ran the traffic.)
+	var refreshes, decisions atomic.Int64
 	polled := func() {
-		want := refreshes.Load() + 2
-		for refreshes.Load() < want && ctx.Err() == nil {
+		wantR, wantD := refreshes.Load()+2, decisions.Load()+1
+		for (refreshes.Load() < wantR || decisions.Load() < wantD) && ctx.Err() == nil {
 			runtime.Gosched()
 		}
 	}
@@ -405,8 +407,7 @@ func TestSourceEnforcementNeverStops(t *testing.T) {
 			}
 		}
 	})
-	// Traffic.
-	var decisions atomic.Int64
+	// Traffic. A failure cancels the run: the writer waits on decisions.
 	for g := range 2 {
 		wg.Go(func() {
 			keys := sluice.NewKeys("caller", fmt.Sprint("c", g))
@@ -414,10 +415,12 @@ func TestSourceEnforcementNeverStops(t *testing.T) {
 				d, err := f.st.Allow(context.Background(), keys)
 				if err != nil {
 					t.Errorf("Allow: %v", err)
+					cancel()
 					return
 				}
 				if d.LimitID != "per-caller" {
 					t.Errorf("decision without the configured limit: %+v", d)
+					cancel()
 					return
 				}
 				decisions.Add(1)
@@ -425,8 +428,8 @@ func TestSourceEnforcementNeverStops(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if decisions.Load() == 0 {
-		t.Fatal("no decision was made")
+	if decisions.Load() < 50 {
+		t.Fatalf("%d decisions; the writer waits for one after each of its 50 steps", decisions.Load())
 	}
 	st := f.src.Status()
 	if st.Generation < 30 || st.Errors < 30 {
