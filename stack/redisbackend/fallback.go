@@ -97,7 +97,7 @@ func (lb *localBuckets) renew() {
 		lb.owed = map[string]*owedOp{}
 	}
 	for k, o := range lb.owed {
-		if o.op.Cost <= 0 {
+		if o.op.Cost <= 0 { // a credit is dropped: see takeOwed
 			delete(lb.owed, k)
 			continue
 		}
@@ -106,11 +106,12 @@ func (lb *localBuckets) renew() {
 }
 
 // owedOp is the op of one local bucket (Redis parameters) with, as Cost,
-// the units taken locally and not yet charged to Redis. inMem reports
-// whether the bucket exists (drained) in the current fb.mem; taken is
-// what that bucket has handed out (takes and charges less give-backs), the
-// most a give-back may return to it. fails counts the payments of this
-// debt that Redis refused with an error reply (see pay).
+// the units taken locally and not yet charged to Redis (negative: a credit,
+// see takeOwed). inMem reports whether the bucket exists (drained) in the
+// current fb.mem; taken is what that bucket has handed out (takes and
+// charges less give-backs), the most a give-back may return to it. fails
+// counts the payments of this debt that Redis refused with an error reply
+// (see pay).
 type owedOp struct {
 	op    stack.Op
 	inMem bool
@@ -392,6 +393,13 @@ func (b *Backend) adjustIn(ctx context.Context, at time.Time, lb *localBuckets, 
 }
 
 // takeOwed returns the charges owed to Redis and clears them, under fb.mu.
+// A credit (a negative Cost: units given back after a payment took the debt
+// they were part of, while it is in flight or once it is paid) is kept, to
+// net against that debt if the payment fails and it is owed again (reowe),
+// or else against later charges of the same fallback: dropped, the units
+// would be charged to Redis though given back. A new fallback (renew)
+// drops it: a credit never crosses an outage, so at worst Redis keeps a
+// unit given back, which errs on the side of denying.
 func (b *Backend) takeOwed() []stack.Op { return b.fb.localBuckets.takeOwed() }
 
 func (lb *localBuckets) takeOwed() []stack.Op {
@@ -399,8 +407,8 @@ func (lb *localBuckets) takeOwed() []stack.Op {
 	for _, o := range lb.owed {
 		if o.op.Cost > 0 {
 			ops = append(ops, o.op)
+			o.op.Cost = 0
 		}
-		o.op.Cost = 0
 	}
 	return ops
 }

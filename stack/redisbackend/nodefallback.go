@@ -440,7 +440,12 @@ func (b *Backend) giveBackMixed(ctx context.Context, res []partResult, takenAt t
 			op := r.ops[l]
 			if r.owedIn != nil && !op.Conn {
 				if o := r.owedIn.owed[op.Key]; o != nil {
-					o.op.Cost = max(o.op.Cost-op.Cost, 0)
+					// Not clamped at zero: a probe may have taken the debt
+					// this unit is part of (takeOwed) after the take and
+					// before this give-back. If its payment fails, reowe
+					// adds the whole debt back onto this credit; clamped,
+					// the unit would be charged to Redis though given back.
+					o.op.Cost -= op.Cost
 					o.taken = max(o.taken-op.Cost, 0)
 				}
 			}

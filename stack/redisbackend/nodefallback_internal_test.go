@@ -115,3 +115,74 @@ func TestNodeFlappingBucketsBounded(t *testing.T) {
 		t.Errorf("the fallback keeps %d local buckets, want at most the %d of its latest entry", n, perEntry)
 	}
 }
+
+// A local part given back while a probe's payment of its master's debts is
+// in flight (the probe took the debt, takeOwed, after the part took and
+// before the decision's other part denied) is no longer owed: when the
+// payment fails and the debt is owed again, Redis is charged with the units
+// admitted locally, not with the one given back as well. So too when a
+// second probe, an interval later, takes the debts while the first is still
+// in flight (a probe may take the backend's timeout, longer than the
+// interval). TestClusterNodeFallback charged one unit too many when this
+// happened under load.
+func TestNodeGiveBackDuringProbe(t *testing.T) {
+	for _, overlap := range []bool{false, true} {
+		t.Run(fmt.Sprint("overlap=", overlap), func(t *testing.T) {
+			b, clock := unreachableBackend(t, WithSpread())
+			ctx := context.Background()
+			op := stack.Op{Key: "k", Rate: 100, Period: time.Second, Burst: 100, Cost: 1}
+			b.fb.mu.Lock()
+			nf := b.enterNode("m", "", errors.New("master failed"))
+			b.fb.mu.Unlock()
+			take := func() *partResult {
+				r := &partResult{ops: []stack.Op{op}, at: clock.Now()}
+				b.takeLocalPart(ctx, nf, r)
+				if r.err != nil || r.out.Denied >= 0 {
+					t.Fatalf("a local take after a second: %+v, %v", r.out, r.err)
+				}
+				return r
+			}
+			owedCost := func(ops []stack.Op) (n int64) {
+				for _, o := range ops {
+					n += o.Cost
+				}
+				return n
+			}
+			b.fb.mu.Lock()
+			err := b.ensureIn(&nf.localBuckets, ctx, clock.Now(), []stack.Op{op}) // empty at this instant
+			b.fb.mu.Unlock()
+			if err != nil {
+				t.Fatal(err)
+			}
+			clock.Advance(time.Second)
+			take()
+			r := take()
+			// A probe takes the debts and pays them, through the cluster.
+			b.fb.mu.Lock()
+			paying := nf.takeOwed()
+			b.fb.mu.Unlock()
+			if n := owedCost(paying); n != 2 {
+				t.Fatalf("the probe pays %d, want the 2 taken", n)
+			}
+			// The decision's other part denied: r is given back.
+			b.giveBackMixed(ctx, []partResult{*r}, clock.Now())
+			var second []stack.Op
+			if overlap {
+				b.fb.mu.Lock()
+				second = nf.takeOwed()
+				b.fb.mu.Unlock()
+			}
+			take() // the unit given back, taken again
+			// The master cannot be reached: the payments fail, and what they
+			// carried is owed again (as payParts does).
+			b.fb.mu.Lock()
+			nf.reowe(paying)
+			nf.reowe(second)
+			owed := owedCost(nf.takeOwed())
+			b.fb.mu.Unlock()
+			if owed != 2 {
+				t.Errorf("owes %d after 2 local admissions (3 takes, one given back), want 2", owed)
+			}
+		})
+	}
+}
