@@ -8,9 +8,12 @@ package redistest
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
@@ -28,6 +31,7 @@ type Server struct {
 
 	args []string
 	cmd  *exec.Cmd
+	log  string // the server's output, appended to at each start
 }
 
 // RequireServer returns the path of redis-server, skipping the test when
@@ -47,25 +51,59 @@ func RequireServer(t testing.TB) string {
 // Start starts a redis-server with --save "" --appendonly no on a free
 // port of 127.0.0.1 and waits until it answers PING; the test's cleanup
 // kills it. Extra arguments go to redis-server (with extra arguments,
-// SLUICE_REDIS_ADDR is not used).
+// SLUICE_REDIS_ADDR is not used). A server that exits at once (its port
+// taken between the choice and its bind, or, with --cluster-enabled, its
+// cluster bus port, 10000 higher) is started again on another port, up to
+// startTries times; the test fails with the server's own output after that.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
 	if addr := os.Getenv("SLUICE_REDIS_ADDR"); addr != "" && len(extra) == 0 {
 		return &Server{Addr: addr, External: true}
 	}
 	RequireServer(t)
+	cluster := slices.Contains(extra, "--cluster-enabled")
+	dir := t.TempDir()
+	var err error
+	for range startTries {
+		var port int
+		if port, err = freePort(cluster); err != nil {
+			continue
+		}
+		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), log: filepath.Join(dir, "redis-server.log")}
+		s.args = append([]string{"--save", "", "--appendonly", "no", "--port", strconv.Itoa(port),
+			"--bind", "127.0.0.1", "--dir", dir}, extra...)
+		if err = s.start(); err == nil {
+			t.Cleanup(s.Stop)
+			return s
+		}
+	}
+	t.Fatalf("redistest: %v", err)
+	return nil
+}
+
+// startTries is how many ports Start tries.
+const startTries = 5
+
+// freePort returns a port of 127.0.0.1 that nothing listens on now; with
+// cluster, one whose cluster bus port (10000 higher) is free too.
+func freePort(cluster bool) (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
+	defer l.Close()
 	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port)}
-	s.args = append([]string{"--save", "", "--appendonly", "no", "--port", strconv.Itoa(port),
-		"--bind", "127.0.0.1", "--dir", t.TempDir()}, extra...)
-	s.Restart(t)
-	t.Cleanup(s.Stop)
-	return s
+	if cluster {
+		if port > 65535-10000 {
+			return 0, fmt.Errorf("port %d: its cluster bus port would be over 65535", port)
+		}
+		bus, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+10000))
+		if err != nil {
+			return 0, fmt.Errorf("port %d: its cluster bus port is taken: %w", port, err)
+		}
+		bus.Close()
+	}
+	return port, nil
 }
 
 // Restart starts the server again on the same port after Stop, and waits
@@ -75,10 +113,32 @@ func (s *Server) Restart(t testing.TB) {
 	if s.External {
 		t.Fatal("redistest: cannot restart the server of SLUICE_REDIS_ADDR")
 	}
-	s.cmd = exec.Command("redis-server", s.args...)
-	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("starting redis-server: %v", err)
+	if err := s.start(); err != nil {
+		t.Fatalf("redistest: %v", err)
 	}
+}
+
+// start runs redis-server with s.args and waits until it answers PING. It
+// fails with the server's output when the server exits first, or does not
+// answer within 5 seconds.
+func (s *Server) start() error {
+	// The output goes to a file, not a pipe: Wait would also wait for a
+	// child the server forks (a replica's sync) that holds the pipe open.
+	log, err := os.OpenFile(s.log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	out := func() string {
+		b, _ := os.ReadFile(s.log)
+		return tail(string(b))
+	}
+	cmd := exec.Command("redis-server", s.args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting redis-server: %w", err)
+	}
+	s.cmd = cmd
 	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
 	defer c.Close()
 	deadline := time.Now().Add(5 * time.Second)
@@ -87,14 +147,30 @@ func (s *Server) Restart(t testing.TB) {
 		err := c.Ping(ctx).Err()
 		cancel()
 		if err == nil {
-			return
+			return nil
+		}
+		// Exited already? (No goroutine waits for it: tests check that
+		// none is left behind while their servers run.)
+		var ws syscall.WaitStatus
+		if pid, _ := syscall.Wait4(cmd.Process.Pid, &ws, syscall.WNOHANG, nil); pid == cmd.Process.Pid {
+			s.cmd = nil
+			return fmt.Errorf("redis-server on %s exited (status %d) before answering PING; it said:\n%s", s.Addr, ws.ExitStatus(), out())
 		}
 		if time.Now().After(deadline) {
 			s.Stop()
-			t.Fatalf("redis-server on %s did not answer PING: %v", s.Addr, err)
+			return fmt.Errorf("redis-server on %s did not answer PING: %v; it said:\n%s", s.Addr, err, out())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// tail is the end of a server's output, enough to show why it stopped.
+func tail(s string) string {
+	const most = 2000
+	if len(s) > most {
+		s = "…" + s[len(s)-most:]
+	}
+	return s
 }
 
 // Stop kills the server (SIGKILL, as a crash) and waits for it to exit.
