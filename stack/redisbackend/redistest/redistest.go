@@ -62,13 +62,13 @@ func Start(t testing.TB, extra ...string) *Server {
 	}
 	RequireServer(t)
 	cluster := slices.Contains(extra, "--cluster-enabled")
-	dir := t.TempDir()
 	var err error
 	for range startTries {
 		var port int
 		if port, err = freePort(cluster); err != nil {
 			continue
 		}
+		dir := t.TempDir() // each try its own: a cluster node's nodes.conf names its port
 		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), log: filepath.Join(dir, "redis-server.log")}
 		s.args = append([]string{"--save", "", "--appendonly", "no", "--port", strconv.Itoa(port),
 			"--bind", "127.0.0.1", "--dir", dir}, extra...)
@@ -154,6 +154,7 @@ func (s *Server) start() error {
 		var ws syscall.WaitStatus
 		if pid, _ := syscall.Wait4(cmd.Process.Pid, &ws, syscall.WNOHANG, nil); pid == cmd.Process.Pid {
 			s.cmd = nil
+			_ = cmd.Process.Release() // reaped here, not by Wait
 			return fmt.Errorf("redis-server on %s exited (status %d) before answering PING; it said:\n%s", s.Addr, ws.ExitStatus(), out())
 		}
 		if time.Now().After(deadline) {
