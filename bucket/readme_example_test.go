@@ -15,8 +15,8 @@ import (
 )
 
 func Example_comingFromRate() {
-	b := bucket.New(20, 50) // rate.NewLimiter(20, 50): 20 tokens a second, bursts of 50
-	fmt.Println(b.Allow())  // lim.Allow()
+	b := bucket.New(1, 50) // rate.NewLimiter(1, 50): a token a second, bursts of 50
+	fmt.Println(b.Allow()) // lim.Allow()
 
 	if err := b.WaitN(context.Background(), 9); err != nil { // lim.WaitN(ctx, 9): no wait here
 		log.Fatal(err)
@@ -27,7 +27,7 @@ func Example_comingFromRate() {
 	// lim.ReserveN(now, 10) would take the tokens and ask you to wait (or
 	// Cancel); TakeN takes nothing on a denial and says exactly how long.
 	res := b.TakeN(now, 10)
-	fmt.Println(res.OK, res.RetryAfter.Round(100*time.Millisecond))
+	fmt.Println(res.OK, res.RetryAfter.Round(time.Second)) // ten tokens at a token a second
 
 	// More than the burst never fits: an error from WaitN, OverBurst from TakeN.
 	err := b.WaitN(context.Background(), 51)
@@ -35,6 +35,6 @@ func Example_comingFromRate() {
 	// Output:
 	// true
 	// true
-	// false 500ms
+	// false 10s
 	// true true
 }
