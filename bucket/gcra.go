@@ -304,10 +304,9 @@ func reread(s *atomic.Int64) int64 {
 }
 
 // contendedSpin is the wait of reread, in iterations of an empty loop
-// (about a cycle each). BenchmarkOneBucketParallel on a 2-core VM, against
-// no wait: 128 iterations 1.17× the time, 1,024 0.81×, 2,048 0.70×,
-// 4,096 0.61×; 2,048 keeps a contended take's added latency near a
-// microsecond.
+// (about a cycle each): long enough for the winner to take on, short
+// enough that a take that lost waits about a microsecond more. How the
+// choice was measured: BENCHMARKS.md, "Session 11".
 const contendedSpin = 2048
 
 // take tries to take n tokens at t from state s, raising the high-water
