@@ -16,7 +16,8 @@
 #    GOPROXY=file://<that proxy>,<go env GOPROXY> (the usual proxy serves the
 #    third-party modules), it runs go get on the root module and on every
 #    nested released module at VERSION.
-# 3. It checks go list -m: every one at VERSION, none replaced; then vets,
+# 3. It checks go list -m: every one at VERSION, none replaced, each holding
+#    the repository's LICENSE (a nested module's zip carries the root's); then vets,
 #    builds and runs internal/release/testdata/consumer, which uses each
 #    module over loopback (HTTP, gRPC, MCP, Envoy's service, and Redis with a
 #    redis-server it starts itself) and fails when anything is off.
@@ -107,6 +108,12 @@ for m in "${released[@]}"; do
 		fail "go list -m $m"
 	echo "$m $got"
 	[ "$got" = "$version" ] || fail "$m is at \"$got\", want $version"
+done
+echo "== consumer: every module zip holds the license"
+for m in "${released[@]}"; do
+	dir=$(go list -m -f '{{.Dir}}' "$m") || fail "go list -m -f {{.Dir}} $m"
+	[ -f "$dir/LICENSE" ] || fail "$m@$version: the module zip has no LICENSE"
+	cmp -s "$dir/LICENSE" "$root/LICENSE" || fail "$m@$version: its LICENSE is not the repository's"
 done
 if go list -m all | grep -q 'sluicehq/sluice.* v0\.0\.0'; then
 	fail "a v0.0.0 of a sluice module is in the build list"

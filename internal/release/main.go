@@ -341,17 +341,9 @@ func cmdProxy(args []string) error {
 		if m.Dir == "." {
 			prefix = ""
 		}
-		var zfiles []modzip.File
-		for _, f := range files {
-			rel, ok := strings.CutPrefix(f, prefix)
-			if !ok {
-				continue
-			}
-			zf := zipFile{rel: rel, name: filepath.FromSlash(f)}
-			if rel == "go.mod" {
-				zf.data = gomod
-			}
-			zfiles = append(zfiles, zf) // files of nested modules: modzip.Create leaves them out
+		zfiles, err := moduleZipFiles(files, prefix, gomod)
+		if err != nil {
+			return fmt.Errorf("%s: %v", m.Path, err)
 		}
 		esc, err := module.EscapePath(m.Path)
 		if err != nil {
@@ -386,6 +378,42 @@ func cmdProxy(args []string) error {
 		fmt.Printf("proxy: %s@%s (%d files, %d bytes)\n", m.Path, *v, n, zbuf.Len())
 	}
 	return nil
+}
+
+// licenseFile is the license every released module carries, at the root of
+// the repository and of each module zip.
+const licenseFile = "LICENSE"
+
+// moduleZipFiles lists the files of the module whose files in the tree start
+// with prefix ("" for the root module): its own files, go.mod's contents
+// replaced by gomod, and the root's LICENSE for a nested module that has none
+// of its own, as the go command does when it makes a module zip from a
+// repository. A module that would ship without a license is an error.
+func moduleZipFiles(files []string, prefix string, gomod []byte) ([]modzip.File, error) {
+	var zfiles []modzip.File
+	hasLicense := false
+	for _, f := range files {
+		rel, ok := strings.CutPrefix(f, prefix)
+		if !ok {
+			continue
+		}
+		zf := zipFile{rel: rel, name: filepath.FromSlash(f)}
+		if rel == "go.mod" {
+			zf.data = gomod
+		}
+		if rel == licenseFile {
+			hasLicense = true
+		}
+		zfiles = append(zfiles, zf) // files of nested modules: modzip.Create leaves them out
+	}
+	if !hasLicense && prefix != "" && slices.Contains(files, licenseFile) {
+		zfiles = append(zfiles, zipFile{rel: licenseFile, name: licenseFile})
+		hasLicense = true
+	}
+	if !hasLicense {
+		return nil, fmt.Errorf("no %s: neither the module nor the repository's root has one", licenseFile)
+	}
+	return zfiles, nil
 }
 
 // zipEntries counts the files of a module zip, as a check that it reads back.

@@ -79,3 +79,31 @@ func TestChangelog(t *testing.T) {
 		t.Errorf("nextVersion after the release = %q, %v", v, err)
 	}
 }
+
+func TestModuleZipFilesCarryTheLicense(t *testing.T) {
+	paths := func(t *testing.T, files []string, prefix string) []string {
+		t.Helper()
+		zf, err := moduleZipFiles(files, prefix, []byte("module x\n"))
+		if err != nil {
+			t.Fatalf("moduleZipFiles(%q): %v", prefix, err)
+		}
+		var got []string
+		for _, f := range zf {
+			got = append(got, f.Path())
+		}
+		return got
+	}
+	tree := []string{"LICENSE", "go.mod", "doc.go", "grpclimit/go.mod", "grpclimit/grpc.go", "own/LICENSE", "own/go.mod"}
+	if got, want := strings.Join(paths(t, tree, ""), " "), "LICENSE go.mod doc.go grpclimit/go.mod grpclimit/grpc.go own/LICENSE own/go.mod"; got != want {
+		t.Errorf("root module's files = %s, want %s", got, want)
+	}
+	if got, want := strings.Join(paths(t, tree, "grpclimit/"), " "), "go.mod grpc.go LICENSE"; got != want {
+		t.Errorf("a nested module without a license = %s, want %s (the root's LICENSE added)", got, want)
+	}
+	if got, want := strings.Join(paths(t, tree, "own/"), " "), "LICENSE go.mod"; got != want {
+		t.Errorf("a nested module with its own license = %s, want %s (its own, once)", got, want)
+	}
+	if _, err := moduleZipFiles([]string{"go.mod", "sub/go.mod"}, "sub/", nil); err == nil || !strings.Contains(err.Error(), "LICENSE") {
+		t.Errorf("a tree without a license: err = %v, want one naming LICENSE", err)
+	}
+}
