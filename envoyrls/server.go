@@ -96,11 +96,18 @@ type optionFunc func(*options)
 func (f optionFunc) apply(o *options) { f(o) }
 
 // WithBackend decides with b (the Redis backend, for a fleet) instead of in
-// memory.
+// memory. nil means the default, the in-memory backend.
 func WithBackend(b stack.Backend) Option { return optionFunc(func(o *options) { o.backend = b }) }
 
-// WithClock sets the clock decisions are made at (default time.Now).
-func WithClock(now func() time.Time) Option { return optionFunc(func(o *options) { o.now = now }) }
+// WithClock sets the clock decisions are made at. nil means the default,
+// time.Now.
+func WithClock(now func() time.Time) Option {
+	return optionFunc(func(o *options) {
+		if now != nil {
+			o.now = now
+		}
+	})
+}
 
 // WithFailClosed answers OVER_LIMIT when the backend cannot decide. By
 // default the server fails open: OK, with the error in the response's
@@ -112,21 +119,32 @@ func WithFailClosed() Option { return optionFunc(func(o *options) { o.failClosed
 // Server.SetShadowMode.
 func WithShadowMode() Option { return optionFunc(func(o *options) { o.shadow = true }) }
 
-// WithMetrics counts decisions per rule and backend errors with m.
+// WithMetrics counts decisions per rule and backend errors with m. nil
+// means the default: no metrics.
 func WithMetrics(m *otelmetric.Metrics) Option {
 	return optionFunc(func(o *options) { o.metrics = m })
 }
 
 // WithErrorHandler calls h with every backend error (and the backend's
-// notices, such as entering its local fallback).
+// notices, such as entering its local fallback). nil means the default: no
+// handler.
 func WithErrorHandler(h func(error)) Option { return optionFunc(func(o *options) { o.onError = h }) }
 
-// WithMaxBuckets bounds the in-memory backend's live buckets (default
-// DefaultMaxBuckets). It has no effect with WithBackend.
-func WithMaxBuckets(n int) Option { return optionFunc(func(o *options) { o.maxBuckets = n }) }
+// WithMaxBuckets bounds the in-memory backend's live buckets. n ≤ 0 means
+// the default, DefaultMaxBuckets (before v0.1.0, 0 allowed no bucket at all
+// and every request was answered OVER_LIMIT). It has no effect with
+// WithBackend.
+func WithMaxBuckets(n int) Option {
+	return optionFunc(func(o *options) {
+		if n > 0 {
+			o.maxBuckets = n
+		}
+	})
+}
 
 // New returns a Server deciding with cfg. It decides in memory unless
-// WithBackend is given.
+// WithBackend is given. Every option's argument is valid or means "not
+// given" (zero, negative or nil: the default), so New has no error.
 func New(cfg *Config, opts ...Option) *Server {
 	o := options{now: time.Now, maxBuckets: DefaultMaxBuckets}
 	for _, opt := range opts {

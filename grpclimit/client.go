@@ -17,9 +17,10 @@ import (
 // maxPushback is the longest delay a server's answer is believed for.
 const maxPushback = 24 * time.Hour
 
-// ClientKeyFunc names the upstream of a client call: calls with the same
-// name share one pace. The default is the ClientConn's target.
-type ClientKeyFunc func(ctx context.Context, cc *grpc.ClientConn, fullMethod string) string
+// UpstreamFunc names the upstream of a client call: calls with the same
+// name share one pace (pace.UpstreamFunc is the same concept for HTTP).
+// nil means the default, the ClientConn's target.
+type UpstreamFunc func(ctx context.Context, cc *grpc.ClientConn, fullMethod string) string
 
 func targetKey(_ context.Context, cc *grpc.ClientConn, _ string) string { return cc.Target() }
 
@@ -30,19 +31,19 @@ func targetKey(_ context.Context, cc *grpc.ClientConn, _ string) string { return
 // from google.rpc.RetryInfo or the grpc-retry-pushback-ms trailer (a
 // call failing otherwise with a pushback trailer pauses it too). Without
 // a delay, p's default pause applies. A call that cannot wait long enough
-// fails with the *pace.WaitError, before anything is sent. key names the
-// upstream (nil: the ClientConn's target).
+// fails with the *pace.WaitError, before anything is sent. upstream names
+// the upstream (nil: the ClientConn's target).
 //
 // Retrying is left to gRPC's retry policy, which obeys the same pushback.
-func UnaryClientInterceptor(p *pace.Transport, key ClientKeyFunc) grpc.UnaryClientInterceptor {
+func UnaryClientInterceptor(p *pace.Transport, upstream UpstreamFunc) grpc.UnaryClientInterceptor {
 	if p == nil {
 		panic("grpclimit: UnaryClientInterceptor needs a *pace.Transport")
 	}
-	if key == nil {
-		key = targetKey
+	if upstream == nil {
+		upstream = targetKey
 	}
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		name := key(ctx, cc, method)
+		name := upstream(ctx, cc, method)
 		if err := p.Wait(ctx, name); err != nil {
 			return err
 		}
@@ -57,15 +58,15 @@ func UnaryClientInterceptor(p *pace.Transport, key ClientKeyFunc) grpc.UnaryClie
 // UnaryClientInterceptor paces unary calls, and learns from the stream's
 // end: a stream that ends with RESOURCE_EXHAUSTED (or a pushback trailer)
 // pauses its upstream.
-func StreamClientInterceptor(p *pace.Transport, key ClientKeyFunc) grpc.StreamClientInterceptor {
+func StreamClientInterceptor(p *pace.Transport, upstream UpstreamFunc) grpc.StreamClientInterceptor {
 	if p == nil {
 		panic("grpclimit: StreamClientInterceptor needs a *pace.Transport")
 	}
-	if key == nil {
-		key = targetKey
+	if upstream == nil {
+		upstream = targetKey
 	}
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-		name := key(ctx, cc, method)
+		name := upstream(ctx, cc, method)
 		if err := p.Wait(ctx, name); err != nil {
 			return nil, err
 		}

@@ -16,6 +16,7 @@ package grpclimit
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -39,7 +40,8 @@ const PushbackTrailer = "grpc-retry-pushback-ms"
 // KeyFunc resolves the rate-limit keys of a call from its context (which
 // holds the incoming metadata and peer) and its full method name
 // ("/pkg.Service/Method"). An error fails the call with
-// codes.InvalidArgument.
+// codes.InvalidArgument without asking the Limiter, whether the interceptor
+// fails open or closed; the error handler (WithErrorHandler) observes it.
 type KeyFunc func(ctx context.Context, fullMethod string) (sluice.Keys, error)
 
 // MethodKey returns a KeyFunc that puts the full method name under the
@@ -115,6 +117,7 @@ func pushback(te *slerrors.ThrottledError) metadata.MD {
 
 type config struct {
 	failClosed bool
+	onError    func(error)
 }
 
 // Option configures the interceptors and Adapter.
@@ -127,6 +130,15 @@ func (f optionFunc) apply(c *config) { f(c) }
 // WithFailClosed fails a call with codes.Unavailable when the Limiter
 // returns an error, instead of letting it through (fail-open, the default).
 func WithFailClosed() Option { return optionFunc(func(c *config) { c.failClosed = true }) }
+
+// WithErrorHandler sets a function that observes every error the
+// interceptors and Adapter handle without returning it to you: the
+// Limiter's (whether the call then goes through or fails) and the
+// KeyFunc's, for logs and metrics. It must be safe for concurrent use and
+// quick. nil means the default: no handler.
+func WithErrorHandler(f func(error)) Option {
+	return optionFunc(func(c *config) { c.onError = f })
+}
 
 type limiter struct {
 	cfg  config
@@ -157,7 +169,7 @@ func newLimiter(l sluice.Limiter, keys KeyFunc, opts []Option) *limiter {
 func (lim *limiter) admit(ctx context.Context, method string) (sluice.Slots, error) {
 	keys, err := lim.keys(ctx, method)
 	if err != nil {
-		return sluice.Slots{}, keysErr(err)
+		return sluice.Slots{}, lim.keysErr(err)
 	}
 	slots, d, err := lim.adm.Admit(ctx, keys)
 	if err == nil && d.Allowed {
@@ -171,7 +183,7 @@ func (lim *limiter) admit(ctx context.Context, method string) (sluice.Slots, err
 func (lim *limiter) allow(ctx context.Context, method string) error {
 	keys, err := lim.keys(ctx, method)
 	if err != nil {
-		return keysErr(err)
+		return lim.keysErr(err)
 	}
 	d, err := lim.l.Allow(ctx, keys)
 	if err == nil && d.Allowed {
@@ -180,8 +192,12 @@ func (lim *limiter) allow(ctx context.Context, method string) error {
 	return lim.refusal(&d, err)
 }
 
-func keysErr(err error) error {
-	return status.Error(codes.InvalidArgument, "grpclimit: resolving rate-limit keys: "+err.Error())
+func (lim *limiter) keysErr(err error) error {
+	err = status.Error(codes.InvalidArgument, "grpclimit: resolving rate-limit keys: "+err.Error())
+	if lim.cfg.onError != nil {
+		lim.cfg.onError(err)
+	}
+	return err
 }
 
 // refusal is the error of a call that was not let through: nil when the
@@ -191,6 +207,9 @@ func keysErr(err error) error {
 // the 192-byte Decision by pointer so that a denial does not copy it again.
 func (lim *limiter) refusal(d *sluice.Decision, err error) error {
 	if err != nil {
+		if lim.cfg.onError != nil {
+			lim.cfg.onError(fmt.Errorf("grpclimit: rate limiter failed: %w", err))
+		}
 		if lim.cfg.failClosed {
 			return status.Error(codes.Unavailable, "grpclimit: rate limiter failed: "+err.Error())
 		}
@@ -224,7 +243,7 @@ func UnaryServerInterceptor(l sluice.Limiter, keys KeyFunc, opts ...Option) grpc
 		// decided once each, call it.
 		keys, err := lim.keys(ctx, info.FullMethod)
 		if err != nil {
-			return nil, keysErr(err)
+			return nil, lim.keysErr(err)
 		}
 		slots, d, err := lim.adm.Admit(ctx, keys)
 		if err != nil || !d.Allowed {

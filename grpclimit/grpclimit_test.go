@@ -191,11 +191,26 @@ func TestFailurePolicies(t *testing.T) {
 	// Fail-open runs the handler and returns what it returns: over the
 	// wire above, an interceptor that skipped it and answered nil, nil
 	// would pass too.
-	icpt := grpclimit.UnaryServerInterceptor(broken, grpclimit.MethodKey("method"))
+	var observed []error
+	icpt := grpclimit.UnaryServerInterceptor(broken, grpclimit.MethodKey("method"), grpclimit.WithErrorHandler(func(err error) { observed = append(observed, err) }))
 	resp, err := icpt(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: "/pkg.Svc/Call"},
 		func(context.Context, any) (any, error) { return "handled", nil })
 	if resp != "handled" || err != nil {
 		t.Errorf("fail-open, interceptor called directly: %v, %v; want the handler's answer", resp, err)
+	}
+	if len(observed) != 1 || !errors.Is(observed[0], boom) {
+		t.Errorf("fail-open: the error handler observed %v, want the limiter's error", observed)
+	}
+	// A key function's error is observed too, and refuses the call.
+	observed = nil
+	badKey := func(context.Context, string) (sluice.Keys, error) { return sluice.Keys{}, errors.New("no caller") }
+	icpt = grpclimit.UnaryServerInterceptor(broken, badKey, grpclimit.WithErrorHandler(func(err error) { observed = append(observed, err) }))
+	if _, err := icpt(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: "/pkg.Svc/Call"},
+		func(context.Context, any) (any, error) { return "handled", nil }); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("key error: %v, want InvalidArgument", err)
+	}
+	if len(observed) != 1 || status.Code(observed[0]) != codes.InvalidArgument {
+		t.Errorf("key error: the error handler observed %v", observed)
 	}
 }
 

@@ -46,8 +46,10 @@ import (
 )
 
 // KeyFunc resolves the rate-limit keys of a request. An error means the
-// request is malformed for limiting purposes; it is handed to the
-// ErrorResponder wrapped in a *KeyError (400 Bad Request by default). A
+// request is malformed for limiting purposes; the Limiter is not asked, and
+// the error is handed to the ErrorResponder wrapped in a *KeyError (400 Bad
+// Request by default), whether the middleware fails open or closed; the
+// error handler (WithErrorHandler) observes it. A
 // request that simply lacks a dimension should leave it out of the Keys
 // instead: limits on that dimension are then skipped.
 type KeyFunc func(*http.Request) (sluice.Keys, error)
@@ -60,8 +62,9 @@ func (e *KeyError) Error() string { return "httplimit: resolving rate-limit keys
 // Unwrap returns the KeyFunc's error.
 func (e *KeyError) Unwrap() error { return e.Err }
 
-// LimiterError wraps an error returned by the Limiter when the middleware
-// is fail-closed.
+// LimiterError wraps an error returned by the Limiter: the ErrorResponder
+// gets it when the middleware is fail-closed, the error handler
+// (WithErrorHandler) always.
 type LimiterError struct{ Err error }
 
 func (e *LimiterError) Error() string { return "httplimit: rate limiter failed: " + e.Err.Error() }
@@ -72,8 +75,8 @@ func (e *LimiterError) Unwrap() error { return e.Err }
 // ErrorResponder writes the response to a request the middleware could not
 // decide on: err is a *KeyError or a *LimiterError. The request does not
 // reach the next handler, so the ErrorResponder must answer it. (It is not an
-// error handler in the sense of stack.WithErrorHandler, which only observes
-// errors.)
+// error handler: WithErrorHandler, as in every package of sluice, only
+// observes errors.)
 type ErrorResponder func(w http.ResponseWriter, r *http.Request, err error)
 
 // DefaultErrorResponder answers 400 Bad Request to a *KeyError and 503 Service
@@ -93,6 +96,7 @@ type config struct {
 	rpcCode    int
 	failClosed bool
 	respond    ErrorResponder
+	onError    func(error)
 	maxBody    int64
 	noHeaders  bool
 	noReserve  bool
@@ -128,6 +132,16 @@ func WithErrorResponder(f ErrorResponder) Option {
 			c.respond = f
 		}
 	})
+}
+
+// WithErrorHandler sets a function that observes every error the middleware
+// handles: the *KeyError of a key function and the *LimiterError of a
+// Limiter that failed (whether the request then goes through or is answered
+// by the ErrorResponder), for logs and metrics. It must be safe for
+// concurrent use and quick. nil means the default: no handler. Writing the
+// response is the ErrorResponder's job, not the handler's.
+func WithErrorHandler(f func(error)) Option {
+	return optionFunc(func(c *config) { c.onError = f })
 }
 
 // WithoutRateLimitHeaders leaves the RateLimit and RateLimit-Policy fields
@@ -174,7 +188,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context() // read first: its cache miss overlaps the key function's
 	keys, err := h.keys(r)
 	if err != nil {
-		h.cfg.respond(w, r, &KeyError{err})
+		h.keyError(w, r, err)
 		return
 	}
 	// The Decision is declared at its call, not ahead of the branch, where
@@ -202,7 +216,7 @@ func (h *handler) serveAllow(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	keys, err := h.keys(r)
 	if err != nil {
-		h.cfg.respond(w, r, &KeyError{err})
+		h.keyError(w, r, err)
 		return
 	}
 	d, err := h.l.Allow(ctx, keys)
@@ -211,6 +225,15 @@ func (h *handler) serveAllow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.admit(w, r, &d)
+}
+
+// keyError answers a request whose keys could not be resolved.
+func (h *handler) keyError(w http.ResponseWriter, r *http.Request, err error) {
+	ke := &KeyError{err}
+	if h.cfg.onError != nil {
+		h.cfg.onError(ke)
+	}
+	h.cfg.respond(w, r, ke)
 }
 
 func (h *handler) admit(w http.ResponseWriter, r *http.Request, d *sluice.Decision) {
@@ -225,8 +248,12 @@ func (h *handler) admit(w http.ResponseWriter, r *http.Request, d *sluice.Decisi
 // handler when fail-open; otherwise d is a denial, answered as throttled.
 func (h *handler) refuse(w http.ResponseWriter, r *http.Request, d *sluice.Decision, err error) {
 	if err != nil {
+		le := &LimiterError{err}
+		if h.cfg.onError != nil {
+			h.cfg.onError(le)
+		}
 		if h.cfg.failClosed {
-			h.cfg.respond(w, r, &LimiterError{err})
+			h.cfg.respond(w, r, le)
 			return
 		}
 		h.next.ServeHTTP(w, r)

@@ -138,10 +138,15 @@ func TestFailOpenAndClosed(t *testing.T) {
 		return sluice.Decision{}, boom
 	})
 
-	open := httptest.NewServer(httplimit.New(errLimiter, callerKey)(next))
+	observed := make(chan error, 1)
+	open := httptest.NewServer(httplimit.New(errLimiter, callerKey, httplimit.WithErrorHandler(func(err error) { observed <- err }))(next))
 	defer open.Close()
 	if res, _ := get(t, open, "a", ""); res.StatusCode != 200 || calls.Load() != 1 {
 		t.Errorf("fail-open: status %d, handler calls %d", res.StatusCode, calls.Load())
+	}
+	var ole *httplimit.LimiterError
+	if err := <-observed; !errors.As(err, &ole) || !errors.Is(err, boom) {
+		t.Errorf("fail-open: the error handler observed %v, want the *LimiterError", err)
 	}
 
 	closed := httptest.NewServer(httplimit.New(errLimiter, callerKey, httplimit.WithFailClosed())(next))
@@ -166,11 +171,16 @@ func TestFailOpenAndClosed(t *testing.T) {
 
 func TestKeyFuncError(t *testing.T) {
 	var calls atomic.Int32
-	srv := httptest.NewServer(httplimit.New(sluice.Unlimited, callerKey)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { calls.Add(1) })))
+	observed := make(chan error, 1)
+	srv := httptest.NewServer(httplimit.New(sluice.Unlimited, callerKey, httplimit.WithErrorHandler(func(err error) { observed <- err }))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { calls.Add(1) })))
 	defer srv.Close()
 	res, body := get(t, srv, "bad", "")
 	if res.StatusCode != 400 || calls.Load() != 0 || strings.Contains(body, "malformed") {
 		t.Errorf("status %d, handler calls %d, body %q (must not leak the error)", res.StatusCode, calls.Load(), body)
+	}
+	var ke *httplimit.KeyError
+	if err := <-observed; !errors.As(err, &ke) {
+		t.Errorf("the error handler observed %v, want the *KeyError", err)
 	}
 }
 

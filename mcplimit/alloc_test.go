@@ -32,7 +32,7 @@ func TestMiddlewareAllocatesNothing(t *testing.T) {
 		}
 		calls := 0
 		next := func(context.Context, string, mcp.Request) (mcp.Result, error) { calls++; return nil, nil }
-		h := mcplimit.Middleware(s, "t")(next)
+		h := mcplimit.Middleware(s, mcplimit.ToolKeys("t"))(next)
 		req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "read"}}
 		ctx := context.Background()
 		allocs := testing.AllocsPerRun(1000, func() {

@@ -28,7 +28,7 @@ func TestToolCallHoldsConnectionSlot(t *testing.T) {
 		<-release
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
 	})
-	s.AddReceivingMiddleware(mcplimit.Middleware(limits, "my-target", mcplimit.WithJSONRPCCode(429)))
+	s.AddReceivingMiddleware(mcplimit.Middleware(limits, mcplimit.ToolKeys("my-target"), mcplimit.WithJSONRPCCode(429)))
 	cs := connect(t, s)
 
 	first := make(chan error, 1)

@@ -21,7 +21,7 @@ func ExampleMiddleware() {
 	})
 	// The gateway's code is -32003, but the Go SDK's own client reads that
 	// code as "client is closing"; a server for Go clients picks another.
-	server.AddReceivingMiddleware(mcplimit.Middleware(limiter, "my-target", mcplimit.WithJSONRPCCode(429)))
+	server.AddReceivingMiddleware(mcplimit.Middleware(limiter, mcplimit.ToolKeys("my-target"), mcplimit.WithJSONRPCCode(429)))
 
 	ctx := context.Background()
 	st, ct := mcp.NewInMemoryTransports()

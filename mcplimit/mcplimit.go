@@ -22,6 +22,7 @@ package mcplimit
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -37,16 +38,26 @@ const (
 	DimToolName   = "toolName"
 )
 
-// KeyFunc adds dimensions to the keys of a tool call (for instance the
-// caller, from req.Extra.TokenInfo or req.Extra.Header). It receives keys
-// already holding targetName and toolName and returns the keys to use. An
-// error fails the call with JSON-RPC code -32602 (invalid params).
-type KeyFunc func(ctx context.Context, req *mcp.CallToolRequest, keys sluice.Keys) (sluice.Keys, error)
+// KeyFunc resolves the rate-limit keys of a tool call (req.Params is never
+// nil). ToolKeys gives the gateway's keys; a KeyFunc of your own can start
+// from them and add the caller (from req.Extra.TokenInfo or
+// req.Extra.Header) with Keys.With. An error fails the call with JSON-RPC
+// code -32602 (invalid params) without asking the Limiter, whether the
+// middleware fails open or closed; the ErrorHandler observes it.
+type KeyFunc func(ctx context.Context, req *mcp.CallToolRequest) (sluice.Keys, error)
+
+// ToolKeys returns the KeyFunc of the gateway's keys: targetName = target
+// (the server's name) and toolName = the called tool.
+func ToolKeys(target string) KeyFunc {
+	return func(_ context.Context, req *mcp.CallToolRequest) (sluice.Keys, error) {
+		return sluice.NewKeys(DimTargetName, target, DimToolName, req.Params.Name), nil
+	}
+}
 
 type config struct {
 	code       int64
-	keys       KeyFunc
 	failClosed bool
+	onError    func(error)
 }
 
 // Option configures Middleware.
@@ -56,9 +67,11 @@ type optionFunc func(*config)
 
 func (f optionFunc) apply(c *config) { f(c) }
 
-// WithJSONRPCCode sets the error code of a throttled call (default
-// slerrors.DefaultJSONRPCCode, -32003, the gateway's; the MCP specification
-// reserves -32000..-32099, so pick another if -32003 clashes).
+// WithJSONRPCCode sets the error code of a throttled call. 0 means the
+// default, slerrors.DefaultJSONRPCCode (-32003, the gateway's); any other
+// code is used as given, negative ones included (JSON-RPC's codes are
+// negative; the MCP specification reserves -32000..-32099, so pick another
+// if -32003 clashes).
 func WithJSONRPCCode(code int) Option {
 	return optionFunc(func(c *config) {
 		if code != 0 {
@@ -67,24 +80,30 @@ func WithJSONRPCCode(code int) Option {
 	})
 }
 
-// WithKeys adds dimensions to every tool call's keys (see KeyFunc).
-func WithKeys(f KeyFunc) Option { return optionFunc(func(c *config) { c.keys = f }) }
-
 // WithFailClosed fails a tool call with JSON-RPC code -32603 (internal
 // error) when the Limiter returns an error, instead of letting it through
 // (fail-open, the default).
 func WithFailClosed() Option { return optionFunc(func(c *config) { c.failClosed = true }) }
 
+// WithErrorHandler sets a function that observes every error the
+// middleware handles without returning it to you: the Limiter's (whether
+// the call then goes through or fails) and the KeyFunc's, for logs and
+// metrics. It must be safe for concurrent use and quick. nil means the
+// default: no handler.
+func WithErrorHandler(f func(error)) Option {
+	return optionFunc(func(c *config) { c.onError = f })
+}
+
 // Middleware returns receiving middleware for mcp.Server.AddReceivingMiddleware
-// that limits tools/call requests with l, under the keys targetName =
-// targetName and toolName = the called tool. Calls are admitted through a
+// that limits tools/call requests with l, under the keys that keys resolves
+// (ToolKeys(target) for the gateway's). Calls are admitted through a
 // sluice.Admitter: when l is a sluice.SlotReserver (a stack is) each call is
 // admitted with ReserveSlots, and when it is only a sluice.Reserver with
 // Reserve, so connections limits bound the tool calls in flight. It panics if
-// l is nil.
-func Middleware(l sluice.Limiter, targetName string, opts ...Option) mcp.Middleware {
-	if l == nil {
-		panic("mcplimit: Middleware needs a Limiter")
+// l or keys is nil (a programming error).
+func Middleware(l sluice.Limiter, keys KeyFunc, opts ...Option) mcp.Middleware {
+	if l == nil || keys == nil {
+		panic("mcplimit: Middleware needs a Limiter and a KeyFunc")
 	}
 	c := config{code: slerrors.DefaultJSONRPCCode}
 	for _, o := range opts {
@@ -97,17 +116,21 @@ func Middleware(l sluice.Limiter, targetName string, opts ...Option) mcp.Middlew
 			if !ok || method != "tools/call" || call.Params == nil {
 				return next(ctx, method, req)
 			}
-			keys := sluice.NewKeys(DimTargetName, targetName, DimToolName, call.Params.Name)
-			if c.keys != nil {
-				var err error
-				if keys, err = c.keys(ctx, call, keys); err != nil {
-					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "mcplimit: resolving rate-limit keys: " + err.Error()}
+			k, err := keys(ctx, call)
+			if err != nil {
+				err = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "mcplimit: resolving rate-limit keys: " + err.Error()}
+				if c.onError != nil {
+					c.onError(err)
 				}
+				return nil, err
 			}
 			// A stack holds connections slots for the length of the tool
 			// call; they are released when it returns.
-			slots, d, err := adm.Admit(ctx, keys)
+			slots, d, err := adm.Admit(ctx, k)
 			if err != nil {
+				if c.onError != nil {
+					c.onError(fmt.Errorf("mcplimit: rate limiter failed: %w", err))
+				}
 				if c.failClosed {
 					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcplimit: rate limiter failed: " + err.Error()}
 				}

@@ -66,7 +66,7 @@ func TestLimitsPerTool(t *testing.T) {
 	})
 	// The Go SDK's client reads -32003 as "client is closing" (see
 	// TestGoClientMisreadsDefaultCode), so Go clients need another code.
-	cs := connect(t, newServer(mcplimit.Middleware(lim2, "my-target", mcplimit.WithJSONRPCCode(429))))
+	cs := connect(t, newServer(mcplimit.Middleware(lim2, mcplimit.ToolKeys("my-target"), mcplimit.WithJSONRPCCode(429))))
 
 	if res, err := call(cs, "readData"); err != nil || res.Content[0].(*mcp.TextContent).Text != "readData:x" {
 		t.Fatalf("first call: %v %v", res, err)
@@ -102,7 +102,9 @@ func TestLimitsPerTool(t *testing.T) {
 }
 
 func TestKeysCodeAndFailure(t *testing.T) {
-	byCaller := mcplimit.WithKeys(func(_ context.Context, req *mcp.CallToolRequest, k sluice.Keys) (sluice.Keys, error) {
+	tool := mcplimit.ToolKeys("my-target")
+	byCaller := mcplimit.KeyFunc(func(ctx context.Context, req *mcp.CallToolRequest) (sluice.Keys, error) {
+		k, _ := tool(ctx, req)
 		var in echoIn
 		if err := json.Unmarshal(req.Params.Arguments, &in); err != nil || in.Text == "bad" {
 			return k, errors.New("no caller")
@@ -111,7 +113,8 @@ func TestKeysCodeAndFailure(t *testing.T) {
 		return k, nil
 	})
 	lim, _ := limitertest.NewPerValue("caller", 1, time.Second)
-	cs := connect(t, newServer(mcplimit.Middleware(lim, "my-target", byCaller, mcplimit.WithJSONRPCCode(-32050))))
+	var observed []error // the handlers run on the server's goroutines, one call at a time here
+	cs := connect(t, newServer(mcplimit.Middleware(lim, byCaller, mcplimit.WithJSONRPCCode(-32050), mcplimit.WithErrorHandler(func(err error) { observed = append(observed, err) }))))
 	callAs := func(caller string) error {
 		_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "readData", Arguments: map[string]any{"text": caller}})
 		return err
@@ -130,15 +133,22 @@ func TestKeysCodeAndFailure(t *testing.T) {
 	if err := callAs("bad"); !errors.As(err, &we) || we.Code != jsonrpc.CodeInvalidParams {
 		t.Errorf("key error: %v", err)
 	}
+	if len(observed) != 1 || !strings.Contains(observed[0].Error(), "no caller") {
+		t.Errorf("error handler observed %v, want the key error", observed)
+	}
 
 	broken := sluice.LimiterFunc(func(context.Context, sluice.Keys) (sluice.Decision, error) {
 		return sluice.Decision{}, errors.New("backend down")
 	})
-	open := connect(t, newServer(mcplimit.Middleware(broken, "t")))
+	var limiterErrs []error
+	open := connect(t, newServer(mcplimit.Middleware(broken, mcplimit.ToolKeys("t"), mcplimit.WithErrorHandler(func(err error) { limiterErrs = append(limiterErrs, err) }))))
 	if _, err := call(open, "readData"); err != nil {
 		t.Errorf("fail-open: %v", err)
 	}
-	closed := connect(t, newServer(mcplimit.Middleware(broken, "t", mcplimit.WithFailClosed())))
+	if len(limiterErrs) != 1 || !strings.Contains(limiterErrs[0].Error(), "backend down") {
+		t.Errorf("fail-open: error handler observed %v, want the limiter's error", limiterErrs)
+	}
+	closed := connect(t, newServer(mcplimit.Middleware(broken, mcplimit.ToolKeys("t"), mcplimit.WithFailClosed())))
 	if _, err := call(closed, "readData"); !errors.As(err, &we) || we.Code != jsonrpc.CodeInternalError {
 		t.Errorf("fail-closed: %v", err)
 	}
@@ -149,7 +159,7 @@ func TestKeysCodeAndFailure(t *testing.T) {
 // the request's id echoed.
 func TestWireShape(t *testing.T) {
 	lim, _ := limitertest.NewPerValue("toolName", 1, time.Second)
-	s := newServer(mcplimit.Middleware(lim, "my-target"))
+	s := newServer(mcplimit.Middleware(lim, mcplimit.ToolKeys("my-target")))
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{JSONResponse: true}))
 	defer srv.Close()
 
@@ -201,7 +211,7 @@ func TestWireShape(t *testing.T) {
 // documentation can go.
 func TestGoClientMisreadsDefaultCode(t *testing.T) {
 	lim, _ := limitertest.NewPerValue("toolName", 1, time.Second)
-	cs := connect(t, newServer(mcplimit.Middleware(lim, "my-target")))
+	cs := connect(t, newServer(mcplimit.Middleware(lim, mcplimit.ToolKeys("my-target"))))
 	if _, err := call(cs, "readData"); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@
 // Requests are grouped into upstreams by a key: by default the URL's
 // scheme and host and a digest of the credential headers (Authorization,
 // X-Api-Key, Api-Key), so two API keys on one host are paced apart
-// (WithKey, WithCredentialHeaders). The Transport keeps a small, fixed
+// (WithUpstream, WithCredentialHeaders). The Transport keeps a small, fixed
 // state per upstream, for at most WithMaxUpstreams of them.
 //
 // # Learning the limit

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,8 +59,24 @@ func TestLimiterPermanentAndError(t *testing.T) {
 	failing := sluice.LimiterFunc(func(context.Context, sluice.Keys) (sluice.Decision, error) {
 		return sluice.Decision{}, errors.New("redis: connection refused")
 	})
-	tr = pace.New(up, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithLimiter(failing, nil))
+	var observed []error // RoundTrip runs on this goroutine
+	onError := pace.WithErrorHandler(func(err error) { observed = append(observed, err) })
+	tr = pace.New(up, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithLimiter(failing, nil), onError)
 	if _, err := get(t, tr, "https://api.test/"); err != nil || up.count() != 1 {
 		t.Fatalf("err %v, %d sent", err, up.count())
+	}
+	if len(observed) != 1 || !strings.Contains(observed[0].Error(), "connection refused") {
+		t.Errorf("the error handler observed %v, want the limiter's error", observed)
+	}
+	// A key function's error fails the request before it is sent, without
+	// asking the limiter, and is observed.
+	observed = nil
+	noKeys := func(*http.Request) (sluice.Keys, error) { return sluice.Keys{}, errors.New("no tenant") }
+	tr = pace.New(up, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithLimiter(sluice.Deny, noKeys), onError)
+	if _, err := get(t, tr, "https://api.test/"); err == nil || !strings.Contains(err.Error(), "no tenant") || up.count() != 1 {
+		t.Fatalf("key error: err %v, %d sent", err, up.count())
+	}
+	if len(observed) != 1 || !strings.Contains(observed[0].Error(), "no tenant") {
+		t.Errorf("key error: the error handler observed %v", observed)
 	}
 }

@@ -23,7 +23,7 @@ type config struct {
 	maxWait time.Duration
 	maxKeys int
 
-	key         KeyFunc
+	upstream    UpstreamFunc
 	credHeaders []string
 
 	ceilInterval, ceilBurst int64 // the user's ceiling; zero: none
@@ -32,14 +32,15 @@ type config struct {
 	defaultPause time.Duration
 
 	limiter  sluice.Limiter
-	keys     func(*http.Request) sluice.Keys
+	keys     KeyFunc
 	tokens   sluice.Reserver
 	estimate func(*http.Request) int
 
 	store      Store
 	storeEvery time.Duration
 
-	hooks Hooks
+	hooks   Hooks
+	onError func(error)
 }
 
 // Defaults of the options.
@@ -137,15 +138,31 @@ func WithMaxUpstreams(n int) Option {
 	return optionFunc(func(c *config) { c.maxKeys = max(n, 1) })
 }
 
-// KeyFunc returns the upstream key of a request: requests with the same
-// key share one quota.
-type KeyFunc func(*http.Request) string
+// UpstreamFunc names the upstream of a request: requests with the same name
+// share one quota (grpclimit.UpstreamFunc is the same concept for gRPC).
+type UpstreamFunc func(*http.Request) string
 
-// WithKey sets how requests are grouped into upstreams. The default key is
-// the URL's scheme and host and a digest of the credential headers
-// (WithCredentialHeaders). Only a 64-bit digest of the key is kept.
-func WithKey(f KeyFunc) Option {
-	return optionFunc(func(c *config) { c.key = f })
+// WithUpstream sets how requests are grouped into upstreams. nil means the
+// default: the URL's scheme and host and a digest of the credential headers
+// (WithCredentialHeaders). Only a 64-bit digest of the name is kept.
+func WithUpstream(f UpstreamFunc) Option {
+	return optionFunc(func(c *config) { c.upstream = f })
+}
+
+// KeyFunc resolves the Keys a request is asked of the limiters of
+// WithLimiter and WithTokens with, as in every middleware of sluice
+// (httplimit.KeyFunc). An error fails the request's RoundTrip before
+// anything is sent, without asking the limiter; the error handler
+// (WithErrorHandler) observes it.
+type KeyFunc func(*http.Request) (sluice.Keys, error)
+
+// WithErrorHandler sets a function that observes every error the Transport
+// handles without returning it: a limiter of WithLimiter or WithTokens
+// that could not decide (the request then goes ahead) and a KeyFunc's
+// error, for logs and metrics. It must be safe for concurrent use and
+// quick. nil means the default: no handler.
+func WithErrorHandler(f func(error)) Option {
+	return optionFunc(func(c *config) { c.onError = f })
 }
 
 // WithCredentialHeaders sets the request headers whose values, digested,
@@ -199,9 +216,11 @@ func WithDefaultPause(d time.Duration) Option {
 // sent, waiting as l's RetryAfter says (up to the maximum wait). With a
 // limiter shared by several processes (a stack.Stack over Redis), they
 // share the upstream's quota exactly. keys gives the Keys l is asked with;
-// nil uses DefaultKeys. When l cannot decide (it returns an error), the
-// request goes ahead: the upstream remains the judge.
-func WithLimiter(l sluice.Limiter, keys func(*http.Request) sluice.Keys) Option {
+// nil means the default, Transport.DefaultKeys. When l cannot decide (it
+// returns an error), the request goes ahead: the upstream remains the
+// judge, and the error handler (WithErrorHandler) observes the error. A nil
+// l means no limiter (the default).
+func WithLimiter(l sluice.Limiter, keys KeyFunc) Option {
 	return optionFunc(func(c *config) {
 		c.limiter = l
 		if keys != nil {

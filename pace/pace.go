@@ -3,6 +3,7 @@ package pace
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/maphash"
 	"io"
 	"net/http"
@@ -97,7 +98,7 @@ func New(next http.RoundTripper, opts ...Option) *Transport {
 		t.cfg.now = time.Now
 	}
 	if t.cfg.keys == nil {
-		t.cfg.keys = t.DefaultKeys
+		t.cfg.keys = func(r *http.Request) (sluice.Keys, error) { return t.DefaultKeys(r), nil }
 	}
 	t.base = t.cfg.now()
 	t.seed = maphash.MakeSeed()
@@ -143,8 +144,8 @@ func fnvSep(h uint64) uint64 { h ^= 0xff; return h * fnvPrime }
 // every process.
 func (t *Transport) digest(r *http.Request) uint64 {
 	h := uint64(fnvOffset)
-	if t.cfg.key != nil {
-		return fnvString(h, t.cfg.key(r))
+	if t.cfg.upstream != nil {
+		return fnvString(h, t.cfg.upstream(r))
 	}
 	h = fnvSep(fnvString(h, r.URL.Scheme))
 	h = fnvSep(fnvString(h, r.URL.Host))
@@ -162,8 +163,8 @@ func (t *Transport) digest(r *http.Request) uint64 {
 func (t *Transport) key(r *http.Request) uint64 {
 	var h maphash.Hash
 	h.SetSeed(t.seed)
-	if t.cfg.key != nil {
-		h.WriteString(t.cfg.key(r))
+	if t.cfg.upstream != nil {
+		h.WriteString(t.cfg.upstream(r))
 		return h.Sum64()
 	}
 	h.WriteString(r.URL.Scheme)
@@ -181,7 +182,8 @@ func (t *Transport) key(r *http.Request) uint64 {
 
 // DefaultKeys returns the Keys a limiter is asked with by default: one
 // dimension, "upstream", holding the URL's scheme and host and, after a
-// '#', the hex digest of the key (WithKey, or the credential headers).
+// '#', the hex digest of the upstream's name (WithUpstream, or the credential
+// headers).
 func (t *Transport) DefaultKeys(r *http.Request) sluice.Keys {
 	return sluice.NewKeys("upstream", t.upstreamName(r))
 }
@@ -279,11 +281,23 @@ func (c call) host() string {
 	return c.req.URL.Scheme + "://" + c.req.URL.Host
 }
 
-func (c call) keys(t *Transport) sluice.Keys {
+func (c call) keys(t *Transport) (sluice.Keys, error) {
 	if c.req == nil {
-		return sluice.NewKeys("upstream", c.name)
+		return sluice.NewKeys("upstream", c.name), nil
 	}
-	return t.cfg.keys(c.req)
+	k, err := t.cfg.keys(c.req)
+	if err != nil {
+		err = fmt.Errorf("pace: resolving rate-limit keys: %w", err)
+		t.observe(err)
+	}
+	return k, err
+}
+
+// observe hands err to the error handler, if any.
+func (t *Transport) observe(err error) {
+	if t.cfg.onError != nil {
+		t.cfg.onError(err)
+	}
 }
 
 // CloseIdleConnections closes the idle connections of the wrapped
@@ -428,13 +442,17 @@ func (t *Transport) waitLimiter(ctx context.Context, u *upstream, c call, b boun
 		return err
 	}
 	defer u.turn.unlock()
-	keys := c.keys(t)
+	keys, err := c.keys(t)
+	if err != nil {
+		return err
+	}
 	for {
 		d, err := t.cfg.limiter.Allow(ctx, keys)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
+			t.observe(fmt.Errorf("pace: rate limiter failed: %w", err))
 			return nil // cannot decide: the upstream stays the judge
 		}
 		if d.Allowed {
@@ -465,13 +483,17 @@ func (t *Transport) reserveTokens(ctx context.Context, c call, b bounds) (sluice
 	if t.cfg.estimate != nil {
 		est = max(t.cfg.estimate(c.req), 0)
 	}
-	keys := c.keys(t)
+	keys, err := c.keys(t)
+	if err != nil {
+		return sluice.NoReservation, 0, err
+	}
 	for {
 		res, d, err := t.cfg.tokens.Reserve(ctx, keys, est)
 		if err != nil {
 			if ctx.Err() != nil {
 				return sluice.NoReservation, 0, ctx.Err()
 			}
+			t.observe(fmt.Errorf("pace: rate limiter failed: %w", err))
 			return sluice.NoReservation, 0, nil // cannot decide: send
 		}
 		if d.Allowed {

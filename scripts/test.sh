@@ -2,7 +2,8 @@
 # The whole test suite: formatting, vet, staticcheck, tidiness and the
 # race-enabled tests of every Go module in the repository, its allocation
 # tests without -race, a benchmark smoke that warns when a hot path falls
-# behind its peer, then the API guard (scripts/apicheck.sh) and the consumer
+# behind its peer, the count of exported identifiers per released module
+# (internal/apicount), then the API guard (scripts/apicheck.sh) and the consumer
 # test (scripts/consumer.sh: every released module installed with go get
 # outside the repository, and used).
 # Run from anywhere: bash scripts/test.sh
@@ -51,6 +52,8 @@ for m in "${modules[@]}"; do
 done
 echo "== benchmark smoke (ratios against bench/smoke.txt; warns, never fails)"
 bash scripts/benchsmoke.sh
+echo "== exported identifiers per released module (internal/apicount)"
+go run ./internal/apicount || status=1
 echo "== API guard"
 bash scripts/apicheck.sh || status=1
 echo "== consumer test"

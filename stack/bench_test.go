@@ -16,7 +16,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/bucket"
 	"github.com/sluicehq/sluice/internal/cputime"
-	"github.com/sluicehq/sluice/match"
+	"github.com/sluicehq/sluice/internal/hashmatch"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
 )
@@ -302,7 +302,7 @@ type specialist struct {
 	caller    *bucket.Table
 	// withMatcher: the per-tool entries in a match.Matcher, their buckets
 	// by entry index.
-	m        *match.Matcher
+	m        *hashmatch.Matcher
 	mExact   []*bucket.Bucket
 	mPerTool []*bucket.Table
 }
@@ -327,14 +327,10 @@ func (sp *specialist) withMatcher() *specialist {
 		sp.mExact, sp.mPerTool = append(sp.mExact, b), append(sp.mPerTool, nil)
 	}
 	for k, t := range sp.perTarget {
-		entries = append(entries, []string{k, match.Wildcard})
+		entries = append(entries, []string{k, hashmatch.Wildcard})
 		sp.mExact, sp.mPerTool = append(sp.mExact, nil), append(sp.mPerTool, t)
 	}
-	m, err := match.New([]string{"targetName", "toolName"}, entries)
-	if err != nil {
-		panic(err) // a fixed configuration
-	}
-	sp.m = m
+	sp.m = hashmatch.New([]string{"targetName", "toolName"}, entries) // a fixed, valid configuration
 	return sp
 }
 
@@ -351,7 +347,7 @@ func (sp *specialist) decide(k *sluice.Keys) (bool, int64) {
 	var one *bucket.Bucket
 	var perTool *bucket.Table
 	if sp.m != nil {
-		vals, hs := [2]string{tg, tl}, [2]uint64{match.Hash(tg), match.Hash(tl)}
+		vals, hs := [2]string{tg, tl}, [2]uint64{hashmatch.Hash(tg), hashmatch.Hash(tl)}
 		if i, ok := sp.m.MatchHashed(vals[:], hs[:]); ok {
 			one, perTool = sp.mExact[i], sp.mPerTool[i]
 		}

@@ -7,7 +7,7 @@ import (
 	"encoding/binary"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/match"
+	"github.com/sluicehq/sluice/internal/hashmatch"
 )
 
 // matchState carries a request's resolved values, hashes and encoding from
@@ -19,8 +19,8 @@ type matchState struct {
 	prev      *limit   // the last limit whose values are in vals
 	hashedTo  int
 	encodedTo int // match's enc holds the encoding of vals[:encodedTo]
-	ends      [match.MaxKeys + 1]int
-	pre       [match.MaxKeys + 1]uint64 // pre[p]: prefix hash of vals[:p], p ≤ hashedTo
+	ends      [hashmatch.MaxKeys + 1]int
+	pre       [hashmatch.MaxKeys + 1]uint64 // pre[p]: prefix hash of vals[:p], p ≤ hashedTo
 }
 
 // match resolves l's values (a limit with the same dimension keys as the
@@ -50,11 +50,11 @@ func (ms *matchState) match(l *limit, dc *dimCache, keys *sluice.Keys, enc []byt
 	for ; ms.hashedTo < l.depth; ms.hashedTo++ {
 		h := ms.hashedTo
 		hashes[h] = dc.hashOf(l.dim[h], vals[h])
-		ms.pre[h+1] = match.NextPrefix(ms.pre[h], hashes[h])
+		ms.pre[h+1] = hashmatch.NextPrefix(ms.pre[h], hashes[h])
 		// The encoding too, while it fits: a hit is then confirmed by one
 		// comparison, not one per value.
 		if ms.encodedTo == h && len(enc)+len(vals[h])+binary.MaxVarintLen64 <= cap(enc) {
-			enc = match.AppendValue(enc, vals[h])
+			enc = hashmatch.AppendValue(enc, vals[h])
 			ms.encodedTo++
 			ms.ends[ms.encodedTo] = len(enc)
 		}
@@ -95,7 +95,7 @@ func (dc *dimCache) prefill(keys *sluice.Keys, c *compiled) {
 		dc.val[di] = v
 		dc.present |= bit
 		if c.hashDims&bit != 0 {
-			dc.hash[di] = match.Hash(v)
+			dc.hash[di] = hashmatch.Hash(v)
 			dc.hashed |= bit
 		}
 	}
@@ -120,7 +120,7 @@ func (dc *dimCache) resolve(keys *sluice.Keys, di int32, name string) (string, b
 	return v, ok
 }
 
-// hashOf returns match.Hash(v) for dimension di's value v.
+// hashOf returns hashmatch.Hash(v) for dimension di's value v.
 func (dc *dimCache) hashOf(di int32, v string) uint64 {
 	if dc.hashed&(uint64(1)<<uint(di)) != 0 { // set only for di < len(hash)
 		return dc.hash[di]
@@ -129,7 +129,7 @@ func (dc *dimCache) hashOf(di int32, v string) uint64 {
 }
 
 func (dc *dimCache) hashSlow(di int32, v string) uint64 {
-	h := match.Hash(v)
+	h := hashmatch.Hash(v)
 	if int(di) < len(dc.hash) {
 		dc.hashed |= 1 << di
 		dc.hash[di] = h

@@ -9,7 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/bucket"
-	"github.com/sluicehq/sluice/match"
+	"github.com/sluicehq/sluice/internal/hashmatch"
 )
 
 var errNegativeCost = errors.New("stack: negative token cost")
@@ -185,8 +185,8 @@ type scratch struct {
 	kb      []byte
 	dimVal  [pooledDims]string
 	dimHash [pooledDims]uint64
-	vals    [match.MaxKeys]string
-	hashes  [match.MaxKeys]uint64
+	vals    [hashmatch.MaxKeys]string
+	hashes  [hashmatch.MaxKeys]uint64
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}

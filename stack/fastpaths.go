@@ -13,8 +13,8 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/bucket"
+	"github.com/sluicehq/sluice/internal/hashmatch"
 	"github.com/sluicehq/sluice/internal/words"
-	"github.com/sluicehq/sluice/match"
 )
 
 // evaluateSingles decides a request against a singles plan (see
@@ -149,7 +149,7 @@ plan:
 			he = &l.hot[l.all]
 		} else {
 			for k := range l.depth {
-				hashes[k] = match.Hash(vals[k])
+				hashes[k] = hashmatch.Hash(vals[k])
 			}
 			idx, ok := l.matcher.MatchHashed(vals[:nk], hashes[:l.depth])
 			if !ok {

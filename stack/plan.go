@@ -14,7 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/bucket"
-	"github.com/sluicehq/sluice/match"
+	"github.com/sluicehq/sluice/internal/hashmatch"
 )
 
 // compiled is one immutable configuration, precompiled into a plan: the
@@ -76,7 +76,7 @@ type limit struct {
 	// has the same dimension keys (sameDims): its resolved values serve.
 	prev     *limit
 	sameDims bool
-	matcher  *match.Matcher
+	matcher  *hashmatch.Matcher
 	entries  []*entry
 	// hot[i] is what a decision reads of entries[i], by value: the matched
 	// index leads straight to the first bucket, not through the entry and
@@ -486,16 +486,13 @@ func compileLimit(rl *RateLimit, prev *limit, now time.Time, withKeys bool, budg
 		}
 		tuples[i] = t
 	}
-	m, err := match.New(l.keys, tuples)
-	if err != nil {
-		panic("stack: validated configuration failed to compile: " + err.Error())
-	}
+	m := hashmatch.New(l.keys, tuples) // validated with the configuration
 	l.matcher = m
 	l.depth, l.all = m.Depth(), m.All()
 	l.single = len(l.keys) == 1 && l.depth == 0
 	l.entries = make([]*entry, 0, len(rl.Entries))
 	for i, e := range rl.Entries {
-		en := &entry{values: tuples[i], exact: match.ExactPrefix(tuples[i])}
+		en := &entry{values: tuples[i], exact: hashmatch.ExactPrefix(tuples[i])}
 		var prevEntry *entry
 		if prev != nil {
 			if j, ok := prev.matcher.Match(tuples[i]); ok && slices.Equal(prev.entries[j].values, tuples[i]) {

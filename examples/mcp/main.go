@@ -68,7 +68,7 @@ func newServer(now func() time.Time, code int) (*mcp.Server, error) {
 	}
 	tool("readData", "returns the text", func(s string) string { return s })
 	tool("upper", "upper-cases the text", strings.ToUpper)
-	s.AddReceivingMiddleware(mcplimit.Middleware(limits, target, mcplimit.WithJSONRPCCode(code)))
+	s.AddReceivingMiddleware(mcplimit.Middleware(limits, mcplimit.ToolKeys(target), mcplimit.WithJSONRPCCode(code)))
 	return s, nil
 }
 

@@ -220,7 +220,7 @@ func checkMCP() (string, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: x.Text}}}, nil, nil
 	})
 	// The Go SDK's client reads the gateway's -32003 as "client is closing".
-	server.AddReceivingMiddleware(mcplimit.Middleware(limits, "my-target", mcplimit.WithJSONRPCCode(429)))
+	server.AddReceivingMiddleware(mcplimit.Middleware(limits, mcplimit.ToolKeys("my-target"), mcplimit.WithJSONRPCCode(429)))
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{JSONResponse: true}))
 	defer srv.Close()
 

@@ -1,0 +1,65 @@
+package envoyrls_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicehq/sluice/envoyrls"
+)
+
+// TestOptionsNotGiven walks every option of New with the values the
+// option rule calls "not given" (zero, negative, nil): none panics, and
+// each gives the documented default. Every option's other values are valid,
+// so New has no error to check.
+func TestOptionsNotGiven(t *testing.T) {
+	cases := []struct {
+		name string
+		opt  envoyrls.Option
+	}{
+		{"WithBackend(nil)", envoyrls.WithBackend(nil)},
+		{"WithClock(nil)", envoyrls.WithClock(nil)},
+		{"WithMetrics(nil)", envoyrls.WithMetrics(nil)},
+		{"WithErrorHandler(nil)", envoyrls.WithErrorHandler(nil)},
+		{"WithMaxBuckets(0)", envoyrls.WithMaxBuckets(0)},
+		{"WithMaxBuckets(-1)", envoyrls.WithMaxBuckets(-1)},
+		// Options without an argument, for completeness of the walk.
+		{"WithFailClosed()", envoyrls.WithFailClosed()},
+		{"WithShadowMode()", envoyrls.WithShadowMode()},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srv := envoyrls.New(load(t, "api.yaml", twoLimits), c.opt)
+			ask := func() *rlsv3.RateLimitResponse {
+				t.Helper()
+				r, err := srv.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{
+					Domain:      "api",
+					Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("route", "/x")},
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return r
+			}
+			// The default clock and the default bucket bound decide: two
+			// requests a minute on the route pass, the third is over (in
+			// shadow mode it is reported over but answered OK).
+			for i := range 2 {
+				if r := ask(); r.OverallCode != ok {
+					t.Fatalf("request %d: %v, want OK", i, r.OverallCode)
+				}
+			}
+			r := ask()
+			if r.Statuses[0].Code != over {
+				t.Fatalf("third request: status %v, want OVER_LIMIT", r.Statuses[0].Code)
+			}
+			// Decided at time.Now: the reset is within the minute.
+			if d := r.Statuses[0].DurationUntilReset.AsDuration(); d <= 0 || d > time.Minute {
+				t.Errorf("duration until reset %v, want within (0, 1m] of time.Now", d)
+			}
+		})
+	}
+}
