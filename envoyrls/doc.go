@@ -36,8 +36,18 @@
 // rule that keeps its place, whatever its rate becomes.
 //
 //   - Cost: the request's hits_addend (0 means 1), overridden by the
-//     descriptor's own hits_addend, where an explicit 0 checks without
-//     consuming (it is over only when the rate is 0). A cost above requests_per_unit is over, whatever the wait.
+//     descriptor's own hits_addend. An explicit 0 is a check: it consumes
+//     nothing and is OVER_LIMIT when the bucket has no whole unit left
+//     (empty, in debt, or rate 0), with duration_until_reset the wait for
+//     one; the rule of package bucket and of stack for a cost of 0. A
+//     cost above requests_per_unit is over, whatever the wait.
+//   - Debits: a descriptor's own hits_addend above 0 is what Envoy's
+//     token-quota pattern sends after the call (the tokens used, checked
+//     before with 0). When the request is denied, those descriptors are
+//     charged anyway, in full, into debt if need be (Backend.Adjust, a
+//     second call only then), so that the next check is over until the
+//     bucket has refilled; envoyproxy/ratelimit counts every hit too. The
+//     request's hits_addend (and the default 1) stays all or nothing.
 //   - is_negative_hits gives the cost back (Backend.Adjust with a negative
 //     cost, never above the burst, bounded as if the units were taken at
 //     the request's instant: the protocol does not say when), before the
@@ -53,7 +63,8 @@
 //   - Statuses: OVER_LIMIT for every descriptor whose bucket could not give
 //     its cost; current_limit names the rule (its name, else its path such
 //     as "edge.client_partner"); limit_remaining is what the bucket holds
-//     after the request (before it, when the request was denied);
+//     after the request (before it, when the request was denied: the
+//     backend reports it in the decision's one call, no second call);
 //     duration_until_reset is, when over, the wait after which the request
 //     would pass, and otherwise the time until the bucket is full again,
 //     both rounded up to the microsecond, never early.

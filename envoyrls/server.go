@@ -189,6 +189,7 @@ type plan struct {
 	unlimited []bool
 	cost      []int64 // per descriptor
 	negative  []bool
+	debit     []bool // the descriptor has its own hits_addend above 0
 }
 
 func invalid(format string, args ...any) error {
@@ -327,7 +328,7 @@ func bucketKey(kind, scope string, entries []*ratelimitv3.RateLimitDescriptor_En
 // resolve finds the limits of every descriptor.
 func (s *Server) resolve(cfg *Config, req *rlsv3.RateLimitRequest) plan {
 	n := len(req.Descriptors)
-	p := plan{unlimited: make([]bool, n), cost: make([]int64, n), negative: make([]bool, n), refs: make([]limitRef, 0, n)}
+	p := plan{unlimited: make([]bool, n), cost: make([]int64, n), negative: make([]bool, n), debit: make([]bool, n), refs: make([]limitRef, 0, n)}
 	root := cfg.domains[req.Domain]
 	known := root != nil || len(cfg.gateway) > 0
 	var path [MaxEntries][2]string
@@ -339,6 +340,7 @@ func (s *Server) resolve(cfg *Config, req *rlsv3.RateLimitRequest) plan {
 		}
 		if d.HitsAddend != nil {
 			cost = int64(d.HitsAddend.Value)
+			p.debit[i] = cost > 0 && !d.IsNegativeHits
 		}
 		p.cost[i], p.negative[i] = cost, d.IsNegativeHits
 		if !known {
@@ -453,10 +455,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		if r.rpu == 0 {
 			r.burst = 0 // rate 0 blocks: a permanent denial
 		}
+		// A cost of 0 is a check: over when the bucket has no whole unit
+		// left (empty, in debt, or rate 0, whose burst is 0).
 		op := stack.Op{Key: r.key, Rate: rate, Period: r.period, Burst: r.burst, Cost: p.cost[r.desc], Shadow: r.shadow}
-		if r.rpu == 0 && op.Cost == 0 && !p.negative[r.desc] {
-			op.Cost = 1 // rate 0 blocks: a check without consuming is over too
-		}
 		if p.negative[r.desc] {
 			// The protocol adds budget without saying when the units were
 			// taken: the give-back is bounded as if they were taken now.
@@ -500,20 +501,41 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 			s.onError(n)
 		}
 	}
+	// On a denial the backends report what each bucket holds in the same
+	// call (nothing was taken); a backend that does not leaves it nil.
 	remaining := out.Remaining
+	if len(remaining) != len(ops) {
+		remaining = nil
+	}
 	if out.Denied >= 0 {
-		// Nothing was taken; ask what every bucket holds, without taking.
-		probe := make([]stack.Op, len(ops))
-		for i, op := range ops {
-			op.Cost, op.Shadow = 0, true
-			probe[i] = op
-		}
-		if po, err := s.backend.Take(ctx, at, probe); err == nil {
-			remaining = po.Remaining
-		}
+		s.debit(ctx, at, p, ops)
 	}
 	s.respond(resp, p, ops, out, remaining, giveErr)
 	return resp, nil
+}
+
+// debit charges, after a denial, the descriptors that carry their own
+// hits_addend: Envoy's token-quota pattern checks with hits_addend 0 before
+// the call and sends the tokens used, as the descriptor's hits_addend,
+// after it; those tokens were used whatever the answer, so they are
+// charged in full, into debt if need be (as envoyproxy/ratelimit counts
+// every hit), and the next check is over until the bucket has refilled.
+// The request's own hits_addend (and the default 1) stays all or nothing.
+func (s *Server) debit(ctx context.Context, at time.Time, p plan, ops []stack.Op) {
+	var charges []stack.Op
+	for i := range p.refs {
+		r := &p.refs[i]
+		if r.op < 0 || !p.debit[r.desc] || ops[r.op].Shadow || ops[r.op].Cost <= 0 {
+			continue
+		}
+		charges = append(charges, ops[r.op])
+	}
+	if len(charges) == 0 {
+		return
+	}
+	if err := s.backend.Adjust(ctx, at, charges); err != nil && s.onError != nil {
+		s.onError(err)
+	}
 }
 
 // failed answers when the backend could not decide: OK (fail-open) or
