@@ -13,8 +13,11 @@
 //
 // Load reads envoyproxy/ratelimit's YAML, unchanged: a file or a directory
 // of them, one domain per file, descriptors nested as a tree of key and
-// value. At each level of a request's descriptor the walk takes the exact
-// key and value, else a value prefix ("/api/*"), else the key alone (a
+// value, with every key its loader accepts (its own example and
+// integration files load unchanged: testdata/envoyproxy-ratelimit). At
+// each level of a request's descriptor the walk takes the exact key and
+// value, else a value with "*" wildcards, trailing or anywhere
+// ("/api/*", "/api/*/items/*", in file order), else the key alone (a
 // default); the rule of the node it ends on applies only when it used every
 // entry of the descriptor; a node without rate_limit sets no limit;
 // unlimited never limits; a named rule that another matched rule replaces
@@ -24,6 +27,16 @@
 // descriptors[0].rate_limit.unit: invalid unit ..."). A file ending in
 // .json is sluice's gateway JSON (stack.Parse): its limits apply in every
 // domain to descriptors whose keys are the limit's dimension keys, in order.
+//
+// Descriptor keys beyond the rule: share_threshold on a wildcard makes
+// every value it matches share one bucket (otherwise each value has its
+// own); quota_mode makes the rule a quota (see Decisions; the global mode
+// is Server.SetQuotaMode); metadata is given back in the response's
+// dynamic metadata (MetaMetadata) for the rules whose descriptors are not
+// over; detailed_metric and value_to_metric are accepted and recorded on
+// the Rule, but metrics stay per rule (see Metrics). A key this package
+// does not know, or a known key of the wrong type, is refused with its
+// file, line and path.
 //
 // # Decisions
 //
@@ -73,6 +86,12 @@
 //   - dynamic_metadata names, on a denial, the rule (MetaDeniedBy), the
 //     descriptor (MetaDescriptor) and the wait (MetaRetryAfterMs); shadow
 //     would-denials are listed under MetaShadowDenied.
+//   - quota_mode rules: a quota over its limit takes nothing and reports
+//     OVER_LIMIT in its descriptor's status, but the request is denied by
+//     quotas only when every quota descriptor of it is over (as in
+//     envoyproxy/ratelimit's service); then what the others took is given
+//     back (a second backend call, only then), so that the denied request
+//     consumes nothing.
 //   - shadow_mode rules never deny; WithShadowMode or SetShadowMode make
 //     the overall answer OK whatever the rules decide.
 //   - When the backend fails: OK by default (fail-open), OVER_LIMIT on every
@@ -84,6 +103,28 @@
 //     MaxEntries entries, a key, value or domain over MaxValueBytes, an
 //     override without a known unit, a unit_multiplier of 0. An unknown
 //     domain is OK with no limit, as in envoyproxy/ratelimit.
+//
+// # Differences from envoyproxy/ratelimit
+//
+// Its files load unchanged and answer as its integration tests expect,
+// except where token buckets and all-or-nothing decisions mean otherwise,
+// on purpose:
+//
+//   - requests_per_unit is a burst refilled smoothly, not a fixed window:
+//     no window edge lets twice the limit through, and duration_until_reset
+//     is the time until the bucket is full again (while allowed) or until
+//     the request would pass (when over), never the end of a window.
+//   - A denied request consumes nothing in any descriptor (it counts every
+//     hit), so a client that keeps retrying is not kept out longer; the
+//     exception is a debit (a descriptor's own hits_addend), charged as its
+//     tokens were used.
+//   - hits_addend 0 is over as soon as no whole unit is left (an empty
+//     bucket), not only once the count has passed the limit.
+//   - Metrics are per rule (its name or path), never per descriptor value,
+//     whatever detailed_metric and value_to_metric say, so that a client
+//     cannot grow their series.
+//   - Duplicate domains across files are refused (its MERGE_DOMAIN_CONFIG
+//     is not offered).
 //
 // # Memory
 //
