@@ -132,8 +132,9 @@ func (b *Bucket) Allow() bool {
 }
 
 // AllowN reports whether n tokens may be taken at t, and takes them if so.
-// n ≤ 0 takes nothing and is allowed unless the bucket is in debt at t (as
-// with x/time/rate).
+// n ≤ 0 takes nothing and is allowed only while the bucket holds at least
+// one whole token at t: a check, refused when the bucket is empty or in
+// debt (stricter than x/time/rate, which refuses only a debt).
 func (b *Bucket) AllowN(t time.Time, n int) bool {
 	return b.allowNs(nsOf(t), n)
 }

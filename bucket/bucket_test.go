@@ -50,7 +50,7 @@ func TestAllowSequences(t *testing.T) {
 		}},
 		{"refill caps at burst", 10, 2, []allowCase{{at(10 * time.Second), 2, true}, {at(10 * time.Second), 1, false}}},
 		{"n over burst", 10, 3, []allowCase{{at(0), 4, false}, {at(0), 3, true}}},
-		{"n zero and negative", 10, 1, []allowCase{{at(0), 0, true}, {at(0), -5, true}, {at(0), 1, true}, {at(0), 0, true}, {at(0), -1, true}, {at(0), 1, false}}},
+		{"n zero and negative check for a whole token", 10, 1, []allowCase{{at(0), 0, true}, {at(0), -5, true}, {at(0), 1, true}, {at(0), 0, false}, {at(0), -1, false}, {at(0), 1, false}, {at(100 * time.Millisecond), 0, true}}},
 		{"rate 0 admits burst then nothing", 0, 3, []allowCase{{at(0), 3, true}, {at(0), 1, false}, {at(1000 * time.Hour), 1, false}}},
 		{"negative rate like zero", -5, 1, []allowCase{{at(0), 1, true}, {at(time.Hour), 1, false}}},
 		{"NaN rate like zero", rate.Limit(math.NaN()), 1, []allowCase{{at(0), 1, true}, {at(time.Hour), 1, false}}},

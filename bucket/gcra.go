@@ -325,17 +325,20 @@ func (p *params) take(s, h *atomic.Int64, ns int64, n int) (res Result, retry bo
 			return Result{}, true
 		}
 		if n <= 0 {
-			// Nothing to take, but a bucket in debt still refuses until the
-			// debt is refilled (as x/time/rate does for AllowN(t, 0)).
+			// A check: nothing to take, and it passes only while the bucket
+			// holds at least one whole unit; an empty bucket or one in debt
+			// refuses until a unit has refilled (Envoy's token-quota check,
+			// hits_addend 0, before a debit of the tokens used). A bucket of
+			// burst 0 never holds a unit.
 			h := p.held(tat, now)
-			if h >= 0 {
+			if h >= p.unit {
 				return Result{OK: true, Remaining: p.divUnit(h)}, false
 			}
 			res := Result{Remaining: p.divUnit(h)}
-			if p.zero {
+			if p.zero || p.n == 0 {
 				res.Permanent = true
 			} else {
-				res.RetryAfter = p.waitUntil(ns, tat-p.tau)
+				res.RetryAfter = p.waitUntil(ns, tat-p.tau+p.unit)
 			}
 			return res, false
 		}
@@ -423,7 +426,7 @@ func (p *params) allow(s, h *atomic.Int64, ns int64, n int) (ok, retry bool) {
 		if tat == sealed {
 			return false, true
 		}
-		return p.held(tat, p.nsToTicks(ns)) >= 0, false
+		return p.held(tat, p.nsToTicks(ns)) >= p.unit, false // a check: see take
 	}
 	if int64(n) > p.n || n > p.burst {
 		return false, false

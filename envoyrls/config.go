@@ -102,6 +102,20 @@ type Rule struct {
 	Replaces []string
 	// DetailedMetric is accepted and recorded; metrics are per rule.
 	DetailedMetric bool
+	// QuotaMode (quota_mode) makes the rule a quota: over its limit it
+	// reports OVER_LIMIT in its descriptor's status, but the request is
+	// denied by quotas only when every quota descriptor of the request is
+	// over (see Server.SetQuotaMode for the global mode).
+	QuotaMode bool
+	// ValueToMetric (value_to_metric) is accepted and recorded, as
+	// DetailedMetric: metrics are per rule, never per value (a bound on
+	// their series).
+	ValueToMetric bool
+	// Metadata (metadata) is merged into the response's dynamic metadata,
+	// under "metadata", when the rule's descriptor is not over, as
+	// envoyproxy/ratelimit does. Values are strings, numbers, booleans,
+	// lists and mappings.
+	Metadata map[string]any
 
 	// scope identifies the node without ambiguity (each key and value
 	// length-prefixed; Path confuses key "a_b" with key "a", value "b").
@@ -127,9 +141,33 @@ type node struct {
 
 type kv struct{ k, v string }
 
+// prefixNode is a value pattern with "*" wildcards ("/api/*", "a*b*c"):
+// each "*" matches any run of bytes, possibly empty.
 type prefixNode struct {
-	k, prefix string
-	n         *node
+	k     string
+	parts []string // the pattern split on "*"
+	n     *node
+	// shared (share_threshold): every value the pattern matches shares one
+	// bucket instead of one per value.
+	shared bool
+}
+
+// wildcardMatch reports whether v matches the pattern split on "*" into
+// parts (at least two).
+func wildcardMatch(parts []string, v string) bool {
+	first, last := parts[0], parts[len(parts)-1]
+	if len(v) < len(first)+len(last) || !strings.HasPrefix(v, first) || !strings.HasSuffix(v, last) {
+		return false
+	}
+	mid := v[len(first) : len(v)-len(last)]
+	for _, p := range parts[1 : len(parts)-1] {
+		i := strings.Index(mid, p)
+		if i < 0 {
+			return false
+		}
+		mid = mid[i+len(p):]
+	}
+	return true
 }
 
 func newNode() *node { return &node{} }
@@ -139,15 +177,25 @@ func (n *node) leaf() bool { return len(n.exact) == 0 && len(n.prefix) == 0 && l
 // child finds the node for one descriptor entry: the exact key and value,
 // else a value prefix ("/api/*"), else the key alone (a default).
 func (n *node) child(k, v string) *node {
+	c, _ := n.childShared(k, v)
+	return c
+}
+
+// childShared is child, also reporting, for a wildcard with
+// share_threshold, the pattern every value it matches shares.
+func (n *node) childShared(k, v string) (*node, string) {
 	if c := n.exact[kv{k, v}]; c != nil {
-		return c
+		return c, ""
 	}
 	for i := range n.prefix {
-		if p := &n.prefix[i]; p.k == k && strings.HasPrefix(v, p.prefix) {
-			return p.n
+		if p := &n.prefix[i]; p.k == k && wildcardMatch(p.parts, v) {
+			if p.shared {
+				return p.n, strings.Join(p.parts, "*")
+			}
+			return p.n, ""
 		}
 	}
-	return n.defaults[k]
+	return n.defaults[k], ""
 }
 
 // Domains returns the configured domains, sorted.
@@ -178,6 +226,12 @@ func (c *Config) Files() []string {
 // applies (an unknown domain, a walk that ends early, a node without
 // rate_limit).
 func (c *Config) Lookup(domain string, entries ...[2]string) *Rule {
+	return c.lookup(domain, entries, nil)
+}
+
+// lookup is Lookup that also writes, into shared[i], the pattern entry i
+// shares its bucket under (share_threshold), "" for none.
+func (c *Config) lookup(domain string, entries [][2]string, shared []string) *Rule {
 	if c == nil {
 		return nil
 	}
@@ -186,9 +240,13 @@ func (c *Config) Lookup(domain string, entries ...[2]string) *Rule {
 		return nil
 	}
 	for i, e := range entries {
-		n = n.child(e[0], e[1])
+		var pat string
+		n, pat = n.childShared(e[0], e[1])
 		if n == nil {
 			return nil
+		}
+		if shared != nil {
+			shared[i] = pat
 		}
 		if i == len(entries)-1 {
 			return n.rule
@@ -285,8 +343,10 @@ func readFile(path string) ([]byte, error) {
 // every domain, to a descriptor whose keys are the limit's dimension keys in
 // order, with sluice's entry matching (exact values, then trailing "*").
 // Any other name is envoyproxy/ratelimit's YAML: domain, descriptors (key,
-// value, rate_limit, descriptors, shadow_mode, detailed_metric), rate_limit
-// (unit, requests_per_unit, unlimited, name, replaces). Files are read in
+// value, rate_limit, descriptors, shadow_mode, quota_mode, detailed_metric,
+// value_to_metric, share_threshold, metadata), rate_limit (unit,
+// requests_per_unit, unit_multiplier, unlimited, name, replaces): every key
+// its loader accepts. Files are read in
 // name order. Parse never panics.
 func Parse(files map[string][]byte) (*Config, error) {
 	names := make([]string, 0, len(files))
@@ -421,8 +481,9 @@ func (p *yamlParser) descriptor(parent *node, d *yaml.Node, path, parentKey, par
 		return
 	}
 	var key, value string
-	var rl, children *yaml.Node
+	var rl, children, metaNode *yaml.Node
 	shadow, detailed, hasKey := false, false, false
+	quota, valueMetric, share := false, false, false
 	for i := 0; i+1 < len(d.Content); i += 2 {
 		k, v := d.Content[i], d.Content[i+1]
 		kp := path + "." + k.Value
@@ -439,9 +500,24 @@ func (p *yamlParser) descriptor(parent *node, d *yaml.Node, path, parentKey, par
 			shadow = p.boolean(v, kp)
 		case "detailed_metric":
 			detailed = p.boolean(v, kp)
+		case "quota_mode":
+			quota = p.boolean(v, kp)
+		case "value_to_metric":
+			valueMetric = p.boolean(v, kp)
+		case "share_threshold":
+			share = p.boolean(v, kp)
+		case "metadata":
+			metaNode = v
 		default:
-			p.add(k.Line, kp, "unknown key (known: key, value, rate_limit, descriptors, shadow_mode, detailed_metric)")
+			p.add(k.Line, kp, "unknown key (known: key, value, rate_limit, descriptors, shadow_mode, quota_mode, detailed_metric, value_to_metric, share_threshold, metadata)")
 		}
+	}
+	var metadata map[string]any
+	if metaNode != nil {
+		metadata = p.metadata(metaNode, path+".metadata")
+	}
+	if share && !strings.Contains(value, "*") {
+		p.add(d.Line, path+".share_threshold", "share_threshold needs a wildcard value (containing '*'), got %q", value)
 	}
 	if !hasKey || key == "" {
 		p.add(d.Line, path+".key", "descriptor has an empty key")
@@ -464,13 +540,13 @@ func (p *yamlParser) descriptor(parent *node, d *yaml.Node, path, parentKey, par
 		if !dup {
 			parent.defaults[key] = n
 		}
-	case strings.HasSuffix(value, "*"):
-		pre := strings.TrimSuffix(value, "*")
+	case strings.Contains(value, "*"):
+		parts := strings.Split(value, "*")
 		for _, q := range parent.prefix {
-			dup = dup || (q.k == key && q.prefix == pre)
+			dup = dup || (q.k == key && slices.Equal(q.parts, parts))
 		}
 		if !dup {
-			parent.prefix = append(parent.prefix, prefixNode{k: key, prefix: pre, n: n})
+			parent.prefix = append(parent.prefix, prefixNode{k: key, parts: parts, n: n, shared: share})
 		}
 	default:
 		if parent.exact == nil {
@@ -488,6 +564,7 @@ func (p *yamlParser) descriptor(parent *node, d *yaml.Node, path, parentKey, par
 		n.rule = p.rule(rl, path+".rate_limit", nodePath)
 		if n.rule != nil {
 			n.rule.Shadow, n.rule.DetailedMetric, n.rule.scope = shadow, detailed, scope
+			n.rule.QuotaMode, n.rule.ValueToMetric, n.rule.Metadata = quota, valueMetric, metadata
 		}
 	}
 	if children != nil {
@@ -574,6 +651,69 @@ func (p *yamlParser) rule(m *yaml.Node, path, nodePath string) *Rule {
 		}
 	}
 	return r
+}
+
+// metadata decodes a descriptor's metadata: a mapping of string keys to
+// strings, numbers, booleans, lists and mappings (what a protobuf Struct
+// holds).
+func (p *yamlParser) metadata(v *yaml.Node, path string) map[string]any {
+	if v.Kind != yaml.MappingNode {
+		p.add(v.Line, path, "must be a mapping, got %s", kindName(v))
+		return nil
+	}
+	m, ok := p.metaValue(v, path, 0).(map[string]any)
+	if !ok {
+		return nil
+	}
+	return m
+}
+
+func (p *yamlParser) metaValue(v *yaml.Node, path string, depth int) any {
+	if depth > MaxDepth {
+		p.add(v.Line, path, "nested deeper than %d levels", MaxDepth)
+		return nil
+	}
+	switch v.Kind {
+	case yaml.MappingNode:
+		m := make(map[string]any, len(v.Content)/2)
+		for i := 0; i+1 < len(v.Content); i += 2 {
+			k := v.Content[i]
+			if k.Kind != yaml.ScalarNode || k.Tag == "!!null" {
+				p.add(k.Line, path, "a key must be a string, got %s", kindName(k))
+				continue
+			}
+			m[k.Value] = p.metaValue(v.Content[i+1], path+"."+k.Value, depth+1)
+		}
+		return m
+	case yaml.SequenceNode:
+		l := make([]any, len(v.Content))
+		for i, e := range v.Content {
+			l[i] = p.metaValue(e, path+"["+strconv.Itoa(i)+"]", depth+1)
+		}
+		return l
+	case yaml.ScalarNode:
+		switch v.Tag {
+		case "!!null":
+			return nil
+		case "!!bool":
+			return p.boolean(v, path)
+		case "!!int", "!!float":
+			f, err := strconv.ParseFloat(strings.ReplaceAll(v.Value, "_", ""), 64)
+			if err != nil {
+				var i int64
+				i, err = strconv.ParseInt(strings.ReplaceAll(v.Value, "_", ""), 0, 64)
+				f = float64(i)
+			}
+			if err != nil {
+				p.add(v.Line, path, "not a number this service reads: %q", v.Value)
+				return nil
+			}
+			return f
+		}
+		return v.Value
+	}
+	p.add(v.Line, path, "must be a string, number, boolean, list or mapping, got %s", kindName(v))
+	return nil
 }
 
 func (p *yamlParser) str(v *yaml.Node, path string) string {

@@ -13,8 +13,11 @@
 //
 // Load reads envoyproxy/ratelimit's YAML, unchanged: a file or a directory
 // of them, one domain per file, descriptors nested as a tree of key and
-// value. At each level of a request's descriptor the walk takes the exact
-// key and value, else a value prefix ("/api/*"), else the key alone (a
+// value, with every key its loader accepts (its own example and
+// integration files load unchanged: testdata/envoyproxy-ratelimit). At
+// each level of a request's descriptor the walk takes the exact key and
+// value, else a value with "*" wildcards, trailing or anywhere
+// ("/api/*", "/api/*/items/*", in file order), else the key alone (a
 // default); the rule of the node it ends on applies only when it used every
 // entry of the descriptor; a node without rate_limit sets no limit;
 // unlimited never limits; a named rule that another matched rule replaces
@@ -24,6 +27,16 @@
 // descriptors[0].rate_limit.unit: invalid unit ..."). A file ending in
 // .json is sluice's gateway JSON (stack.Parse): its limits apply in every
 // domain to descriptors whose keys are the limit's dimension keys, in order.
+//
+// Descriptor keys beyond the rule: share_threshold on a wildcard makes
+// every value it matches share one bucket (otherwise each value has its
+// own); quota_mode makes the rule a quota (see Decisions; the global mode
+// is Server.SetQuotaMode); metadata is given back in the response's
+// dynamic metadata (MetaMetadata) for the rules whose descriptors are not
+// over; detailed_metric and value_to_metric are accepted and recorded on
+// the Rule, but metrics stay per rule (see Metrics). A key this package
+// does not know, or a known key of the wrong type, is refused with its
+// file, line and path.
 //
 // # Decisions
 //
@@ -36,8 +49,18 @@
 // rule that keeps its place, whatever its rate becomes.
 //
 //   - Cost: the request's hits_addend (0 means 1), overridden by the
-//     descriptor's own hits_addend, where an explicit 0 checks without
-//     consuming (it is over only when the rate is 0). A cost above requests_per_unit is over, whatever the wait.
+//     descriptor's own hits_addend. An explicit 0 is a check: it consumes
+//     nothing and is OVER_LIMIT when the bucket has no whole unit left
+//     (empty, in debt, or rate 0), with duration_until_reset the wait for
+//     one; the rule of package bucket and of stack for a cost of 0. A
+//     cost above requests_per_unit is over, whatever the wait.
+//   - Debits: a descriptor's own hits_addend above 0 is what Envoy's
+//     token-quota pattern sends after the call (the tokens used, checked
+//     before with 0). When the request is denied, those descriptors are
+//     charged anyway, in full, into debt if need be (Backend.Adjust, a
+//     second call only then), so that the next check is over until the
+//     bucket has refilled; envoyproxy/ratelimit counts every hit too. The
+//     request's hits_addend (and the default 1) stays all or nothing.
 //   - is_negative_hits gives the cost back (Backend.Adjust with a negative
 //     cost, never above the burst, bounded as if the units were taken at
 //     the request's instant: the protocol does not say when), before the
@@ -53,7 +76,8 @@
 //   - Statuses: OVER_LIMIT for every descriptor whose bucket could not give
 //     its cost; current_limit names the rule (its name, else its path such
 //     as "edge.client_partner"); limit_remaining is what the bucket holds
-//     after the request (before it, when the request was denied);
+//     after the request (before it, when the request was denied: the
+//     backend reports it in the decision's one call, no second call);
 //     duration_until_reset is, when over, the wait after which the request
 //     would pass, and otherwise the time until the bucket is full again,
 //     both rounded up to the microsecond, never early.
@@ -62,6 +86,12 @@
 //   - dynamic_metadata names, on a denial, the rule (MetaDeniedBy), the
 //     descriptor (MetaDescriptor) and the wait (MetaRetryAfterMs); shadow
 //     would-denials are listed under MetaShadowDenied.
+//   - quota_mode rules: a quota over its limit takes nothing and reports
+//     OVER_LIMIT in its descriptor's status, but the request is denied by
+//     quotas only when every quota descriptor of it is over (as in
+//     envoyproxy/ratelimit's service); then what the others took is given
+//     back (a second backend call, only then), so that the denied request
+//     consumes nothing.
 //   - shadow_mode rules never deny; WithShadowMode or SetShadowMode make
 //     the overall answer OK whatever the rules decide.
 //   - When the backend fails: OK by default (fail-open), OVER_LIMIT on every
@@ -73,6 +103,28 @@
 //     MaxEntries entries, a key, value or domain over MaxValueBytes, an
 //     override without a known unit, a unit_multiplier of 0. An unknown
 //     domain is OK with no limit, as in envoyproxy/ratelimit.
+//
+// # Differences from envoyproxy/ratelimit
+//
+// Its files load unchanged and answer as its integration tests expect,
+// except where token buckets and all-or-nothing decisions mean otherwise,
+// on purpose:
+//
+//   - requests_per_unit is a burst refilled smoothly, not a fixed window:
+//     no window edge lets twice the limit through, and duration_until_reset
+//     is the time until the bucket is full again (while allowed) or until
+//     the request would pass (when over), never the end of a window.
+//   - A denied request consumes nothing in any descriptor (it counts every
+//     hit), so a client that keeps retrying is not kept out longer; the
+//     exception is a debit (a descriptor's own hits_addend), charged as its
+//     tokens were used.
+//   - hits_addend 0 is over as soon as no whole unit is left (an empty
+//     bucket), not only once the count has passed the limit.
+//   - Metrics are per rule (its name or path), never per descriptor value,
+//     whatever detailed_metric and value_to_metric say, so that a client
+//     cannot grow their series.
+//   - Duplicate domains across files are refused (its MERGE_DOMAIN_CONFIG
+//     is not offered).
 //
 // # Memory
 //

@@ -25,6 +25,8 @@ func FuzzParseYAML(f *testing.F) {
 	f.Add([]byte("domain: d\ndescriptors:\n  - key: k\n    value: v*\n    rate_limit: {unit: day, requests_per_unit: 3, unit_multiplier: 2, name: n, replaces: [{name: m}]}\n    descriptors:\n      - key: k2\n        shadow_mode: true\n"))
 	f.Add([]byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true}\n  - key: k\n"))
 	f.Add([]byte("domain: &a d\ndescriptors: *a\n"))
+	f.Add([]byte("domain: d\ndescriptors:\n  - key: k\n    value: a*b*\n    share_threshold: true\n    quota_mode: true\n    value_to_metric: true\n    metadata: {m: {n: [1, x, true, null]}}\n    rate_limit: {unit: minute, requests_per_unit: 1}\n"))
+	f.Add([]byte("domain: d\ndescriptors:\n  - key: k\n    share_threshold: 3\n    quota_mode: [x]\n    metadata: {? [a] : b}\n"))
 	f.Add([]byte("domain: [1]\ndescriptors: {a: b}\n"))
 	f.Add([]byte("{"))
 	f.Fuzz(func(t *testing.T, data []byte) {

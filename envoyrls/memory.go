@@ -180,7 +180,17 @@ func (m *memoryBackend) Take(ctx context.Context, at time.Time, ops []stack.Op) 
 				out.RetryAfter = max(out.RetryAfter, r.RetryAfter)
 			}
 		}
-		out.Remaining = nil
+		// What each bucket holds, nothing taken (a check takes nothing and
+		// creates no bucket).
+		for j := range ops {
+			if tabs[j] == nil {
+				if tabs[j], err = m.table(at, &ops[j]); err != nil {
+					out.Remaining = nil
+					break
+				}
+			}
+			out.Remaining[j] = tabs[j].TakeN(at, ops[j].Key, 0).Remaining
+		}
 		return out, nil
 	}
 	return out, nil

@@ -27,6 +27,21 @@ func redisBackend(t testing.TB, addr string, clock *limitertest.Clock, prefix st
 	return b
 }
 
+// countedRedisBackend is redisBackend counting the Redis calls it makes.
+func countedRedisBackend(t testing.TB, addr string, clock *limitertest.Clock, prefix string) (*redisbackend.Backend, *callCounter) {
+	t.Helper()
+	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { client.Close() })
+	calls := &callCounter{}
+	client.AddHook(calls)
+	b, err := redisbackend.New(client, redisbackend.WithClock(clock.Now), redisbackend.WithKeyPrefix(prefix),
+		redisbackend.WithTimeout(2*time.Second), redisbackend.WithMaxBatch(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, calls
+}
+
 // Two rate limit services on one Redis share one limit: a fleet behaves
 // like one service, all or nothing across descriptors included.
 func TestRedisFleetSharesOneLimit(t *testing.T) {

@@ -59,6 +59,9 @@ const (
 	// MetaError is the backend error a fail-open or fail-closed answer
 	// followed.
 	MetaError = "backend_error"
+	// MetaMetadata holds the merged metadata (a rule's metadata key) of the
+	// rules whose descriptors are not over.
+	MetaMetadata = "metadata"
 )
 
 // Server answers Envoy's envoy.service.ratelimit.v3.RateLimitService. It is
@@ -72,6 +75,7 @@ type Server struct {
 	now        func() time.Time
 	failClosed bool
 	shadow     atomic.Bool
+	quota      atomic.Bool
 	metrics    *otelmetric.Metrics
 	onError    func(error)
 }
@@ -185,6 +189,12 @@ func (s *Server) Config() *Config { return s.cfg.Load() }
 // still consumes nothing).
 func (s *Server) SetShadowMode(on bool) { s.shadow.Store(on) }
 
+// SetQuotaMode switches the global quota mode (envoyproxy/ratelimit's
+// QUOTA_MODE): while on, every rule is a quota (Rule.QuotaMode): a
+// descriptor over its limit reports OVER_LIMIT in its status, and the
+// request is denied by quotas only when every quota descriptor is over.
+func (s *Server) SetQuotaMode(on bool) { s.quota.Store(on) }
+
 // limitRef is one bucket a descriptor is checked against.
 type limitRef struct {
 	id       string // rule ID for headers, metrics and metadata
@@ -196,6 +206,8 @@ type limitRef struct {
 	period   time.Duration
 	burst    int64
 	shadow   bool
+	quota    bool // quota_mode: over, it denies only with every quota over
+	meta     map[string]any
 	key      string
 	desc     int
 	op       int // index in ops, -1 when replaced
@@ -207,6 +219,7 @@ type plan struct {
 	unlimited []bool
 	cost      []int64 // per descriptor
 	negative  []bool
+	debit     []bool // the descriptor has its own hits_addend above 0
 }
 
 func invalid(format string, args ...any) error {
@@ -319,6 +332,14 @@ func responseUnit(u Unit) rlsv3.RateLimitResponse_RateLimit_Unit {
 // state, whatever its rate becomes. The in-memory backend keeps one table
 // per "kind|scope" prefix (see scopeOf).
 func bucketKey(kind, scope string, entries []*ratelimitv3.RateLimitDescriptor_Entry) string {
+	return bucketKeyShared(kind, scope, entries, nil)
+}
+
+// bucketKeyShared is bucketKey where an entry i with shared[i] != "" (a
+// share_threshold wildcard) is written as its pattern, not its value, so
+// that every value the pattern matches shares one bucket ("~" instead of
+// "=" keeps a pattern apart from an equal value).
+func bucketKeyShared(kind, scope string, entries []*ratelimitv3.RateLimitDescriptor_Entry, shared []string) string {
 	n := len(kind) + len(scope) + 8
 	for _, e := range entries {
 		n += len(e.Key) + len(e.Value) + 12
@@ -329,15 +350,19 @@ func bucketKey(kind, scope string, entries []*ratelimitv3.RateLimitDescriptor_En
 	b = strconv.AppendInt(b, int64(len(scope)), 10)
 	b = append(b, ':')
 	b = append(b, scope...)
-	for _, e := range entries {
+	for i, e := range entries {
 		b = append(b, '|')
 		b = strconv.AppendInt(b, int64(len(e.Key)), 10)
 		b = append(b, ':')
 		b = append(b, e.Key...)
-		b = append(b, '=')
-		b = strconv.AppendInt(b, int64(len(e.Value)), 10)
+		v, sep := e.Value, byte('=')
+		if i < len(shared) && shared[i] != "" {
+			v, sep = shared[i], '~'
+		}
+		b = append(b, sep)
+		b = strconv.AppendInt(b, int64(len(v)), 10)
 		b = append(b, ':')
-		b = append(b, e.Value...)
+		b = append(b, v...)
 	}
 	return string(b)
 }
@@ -345,11 +370,13 @@ func bucketKey(kind, scope string, entries []*ratelimitv3.RateLimitDescriptor_En
 // resolve finds the limits of every descriptor.
 func (s *Server) resolve(cfg *Config, req *rlsv3.RateLimitRequest) plan {
 	n := len(req.Descriptors)
-	p := plan{unlimited: make([]bool, n), cost: make([]int64, n), negative: make([]bool, n), refs: make([]limitRef, 0, n)}
+	p := plan{unlimited: make([]bool, n), cost: make([]int64, n), negative: make([]bool, n), debit: make([]bool, n), refs: make([]limitRef, 0, n)}
 	root := cfg.domains[req.Domain]
 	known := root != nil || len(cfg.gateway) > 0
 	var path [MaxEntries][2]string
 	var values [MaxEntries]string
+	var shared [MaxEntries]string
+	globalQuota := s.quota.Load()
 	for i, d := range req.Descriptors {
 		cost := int64(1)
 		if req.HitsAddend > 0 {
@@ -357,6 +384,7 @@ func (s *Server) resolve(cfg *Config, req *rlsv3.RateLimitRequest) plan {
 		}
 		if d.HitsAddend != nil {
 			cost = int64(d.HitsAddend.Value)
+			p.debit[i] = cost > 0 && !d.IsNegativeHits
 		}
 		p.cost[i], p.negative[i] = cost, d.IsNegativeHits
 		if !known {
@@ -374,7 +402,7 @@ func (s *Server) resolve(cfg *Config, req *rlsv3.RateLimitRequest) plan {
 			for _, e := range d.Entries {
 				id += "." + e.Key
 			}
-			p.refs = append(p.refs, limitRef{id: id, rpu: l.RequestsPerUnit, unit: u, mult: mult,
+			p.refs = append(p.refs, limitRef{id: id, rpu: l.RequestsPerUnit, unit: u, mult: mult, quota: globalQuota,
 				period: time.Duration(mult) * u.Duration(), burst: int64(l.RequestsPerUnit),
 				key: bucketKey("o", lp(req.Domain)+"|"+strconv.FormatUint(uint64(l.RequestsPerUnit), 10)+"/"+strconv.FormatUint(uint64(mult), 10)+string(u), d.Entries), desc: i})
 			continue
@@ -383,7 +411,7 @@ func (s *Server) resolve(cfg *Config, req *rlsv3.RateLimitRequest) plan {
 			for j, e := range d.Entries {
 				path[j] = [2]string{e.Key, e.Value}
 			}
-			if r := cfg.Lookup(req.Domain, path[:len(d.Entries)]...); r != nil {
+			if r := cfg.lookup(req.Domain, path[:len(d.Entries)], shared[:len(d.Entries)]); r != nil {
 				if r.Unlimited {
 					p.unlimited[i] = true
 					if len(r.Replaces) > 0 { // an unlimited rule still replaces
@@ -392,7 +420,8 @@ func (s *Server) resolve(cfg *Config, req *rlsv3.RateLimitRequest) plan {
 				} else {
 					p.refs = append(p.refs, limitRef{id: r.ID(), name: r.Name, replaces: r.Replaces, rpu: r.RequestsPerUnit,
 						unit: r.Unit, mult: r.UnitMultiplier, period: time.Duration(r.UnitMultiplier) * r.Unit.Duration(), burst: int64(r.RequestsPerUnit), shadow: r.Shadow,
-						key: bucketKey("y", r.scope, d.Entries), desc: i})
+						quota: r.QuotaMode || globalQuota, meta: r.Metadata,
+						key: bucketKeyShared("y", r.scope, d.Entries, shared[:len(d.Entries)]), desc: i})
 				}
 			}
 		}
@@ -423,7 +452,7 @@ func (s *Server) resolve(cfg *Config, req *rlsv3.RateLimitRequest) plan {
 				if r.Rate == 0 {
 					burst = 0
 				}
-				p.refs = append(p.refs, limitRef{id: g.rl.RateLimitID, rpu: uint32(min(r.Rate, math.MaxUint32)), unit: Unit(r.Period), mult: 1,
+				p.refs = append(p.refs, limitRef{id: g.rl.RateLimitID, rpu: uint32(min(r.Rate, math.MaxUint32)), unit: Unit(r.Period), mult: 1, quota: globalQuota,
 					period: r.Period.Duration(), burst: burst, shadow: g.rl.Shadow,
 					key: bucketKey("g", g.rl.RateLimitID+"|"+strconv.Itoa(ri), d.Entries), desc: i})
 			}
@@ -471,9 +500,14 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		if r.rpu == 0 {
 			r.burst = 0 // rate 0 blocks: a permanent denial
 		}
+		// A cost of 0 is a check: over when the bucket has no whole unit
+		// left (empty, in debt, or rate 0, whose burst is 0).
 		op := stack.Op{Key: r.key, Rate: rate, Period: r.period, Burst: r.burst, Cost: p.cost[r.desc], Shadow: r.shadow}
-		if r.rpu == 0 && op.Cost == 0 && !p.negative[r.desc] {
-			op.Cost = 1 // rate 0 blocks: a check without consuming is over too
+		if r.quota && !r.shadow {
+			// A quota over its limit takes nothing and does not stop the
+			// others; whether the request is denied is decided below,
+			// once every quota is known.
+			op.Shadow = true
 		}
 		if p.negative[r.desc] {
 			// The protocol adds budget without saying when the units were
@@ -518,20 +552,84 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 			s.onError(n)
 		}
 	}
+	// On a denial the backends report what each bucket holds in the same
+	// call (nothing was taken); a backend that does not leaves it nil.
 	remaining := out.Remaining
-	if out.Denied >= 0 {
-		// Nothing was taken; ask what every bucket holds, without taking.
-		probe := make([]stack.Op, len(ops))
+	if len(remaining) != len(ops) {
+		remaining = nil
+	}
+	quotaDenied := false
+	if out.Denied < 0 {
+		quotaDenied = s.quotasOver(ctx, at, p, ops, out)
 		for i, op := range ops {
-			op.Cost, op.Shadow = 0, true
-			probe[i] = op
-		}
-		if po, err := s.backend.Take(ctx, at, probe); err == nil {
-			remaining = po.Remaining
+			if quotaDenied && remaining != nil && op.Cost > 0 && !slices.Contains(out.ShadowDenied, i) {
+				remaining[i] += op.Cost // given back: what the bucket holds again
+			}
 		}
 	}
-	s.respond(resp, p, ops, out, remaining, giveErr)
+	if out.Denied >= 0 || quotaDenied {
+		s.debit(ctx, at, p, ops)
+	}
+	s.respond(resp, p, ops, out, remaining, giveErr, quotaDenied)
 	return resp, nil
+}
+
+// quotasOver reports whether the request has quota descriptors and every
+// one of them is over (then the request is denied: what the Take took from
+// the others is given back, a second call only in that case, so that a
+// denied request consumes nothing).
+func (s *Server) quotasOver(ctx context.Context, at time.Time, p plan, ops []stack.Op, out stack.Outcome) bool {
+	quotas, overs := 0, 0
+	for i := range p.refs {
+		r := &p.refs[i]
+		if r.op < 0 || !r.quota || r.shadow || p.negative[r.desc] {
+			continue
+		}
+		quotas++
+		if slices.Contains(out.ShadowDenied, r.op) {
+			overs++
+		}
+	}
+	if quotas == 0 || overs < quotas {
+		return false
+	}
+	var gives []stack.Op
+	for i, op := range ops {
+		if op.Cost > 0 && !slices.Contains(out.ShadowDenied, i) {
+			op.Cost, op.TakenAt = -op.Cost, at
+			gives = append(gives, op)
+		}
+	}
+	if len(gives) > 0 {
+		if err := s.backend.Adjust(ctx, at, gives); err != nil && s.onError != nil {
+			s.onError(err)
+		}
+	}
+	return true
+}
+
+// debit charges, after a denial, the descriptors that carry their own
+// hits_addend: Envoy's token-quota pattern checks with hits_addend 0 before
+// the call and sends the tokens used, as the descriptor's hits_addend,
+// after it; those tokens were used whatever the answer, so they are
+// charged in full, into debt if need be (as envoyproxy/ratelimit counts
+// every hit), and the next check is over until the bucket has refilled.
+// The request's own hits_addend (and the default 1) stays all or nothing.
+func (s *Server) debit(ctx context.Context, at time.Time, p plan, ops []stack.Op) {
+	var charges []stack.Op
+	for i := range p.refs {
+		r := &p.refs[i]
+		if r.op < 0 || !p.debit[r.desc] || ops[r.op].Shadow || ops[r.op].Cost <= 0 {
+			continue
+		}
+		charges = append(charges, ops[r.op])
+	}
+	if len(charges) == 0 {
+		return
+	}
+	if err := s.backend.Adjust(ctx, at, charges); err != nil && s.onError != nil {
+		s.onError(err)
+	}
 }
 
 // failed answers when the backend could not decide: OK (fail-open) or
@@ -597,8 +695,8 @@ func refill(r *limitRef, units int64) time.Duration {
 	return d
 }
 
-func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, out stack.Outcome, remaining []int64, giveErr error) {
-	denied := out.Denied >= 0
+func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, out stack.Outcome, remaining []int64, giveErr error, quotaDenied bool) {
+	denied := out.Denied >= 0 || quotaDenied
 	shadowDenied := func(op int) bool { return slices.Contains(out.ShadowDenied, op) }
 	policy := make([]byte, 0, 48*len(ops))
 	current := make([]byte, 0, 48*len(ops))
@@ -633,6 +731,8 @@ func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, 
 		case p.negative[r.desc]:
 		case denied && r.op == out.Denied:
 			over = true
+		case r.quota && !r.shadow && shadowDenied(r.op):
+			over = true // a quota over its limit says so in its status
 		case shadowDenied(r.op):
 			shadowIDs = append(shadowIDs, r.id)
 		case denied && !r.shadow && remaining != nil && left < op.Cost:
@@ -667,7 +767,10 @@ func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, 
 		}
 		if over {
 			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
-			if _, ok := meta[MetaDeniedBy]; !ok || r.op == out.Denied {
+			if meta == nil {
+				meta = map[string]any{}
+			}
+			if _, ok := meta[MetaDeniedBy]; denied && (!ok || r.op == out.Denied) {
 				meta[MetaDeniedBy] = r.id
 				meta[MetaDescriptor] = float64(r.desc)
 			}
@@ -705,6 +808,26 @@ func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, 
 		}
 		meta[MetaShadowDenied] = shadowIDs
 	}
+	// The metadata of the rules whose descriptors are not over, merged (the
+	// first rule's value wins, mappings merge), as envoyproxy/ratelimit
+	// gives them.
+	var md map[string]any
+	for i := range p.refs {
+		r := &p.refs[i]
+		if r.op < 0 || r.meta == nil || resp.Statuses[r.desc].Code != rlsv3.RateLimitResponse_OK {
+			continue
+		}
+		if md == nil {
+			md = map[string]any{}
+		}
+		mergeMeta(md, r.meta)
+	}
+	if md != nil {
+		if meta == nil {
+			meta = map[string]any{}
+		}
+		meta[MetaMetadata] = md
+	}
 	if len(policy) > 0 {
 		resp.ResponseHeadersToAdd = []*corev3.HeaderValue{
 			{Key: "RateLimit-Policy", Value: string(policy)},
@@ -713,5 +836,28 @@ func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, 
 	}
 	if len(meta) > 0 {
 		resp.DynamicMetadata, _ = structpb.NewStruct(meta)
+	}
+}
+
+// mergeMeta merges src into dst: a key dst lacks is copied, two mappings
+// under one key are merged, anything else in dst stays. Mappings copied
+// are copied, not shared, so that a later merge never changes a rule.
+func mergeMeta(dst, src map[string]any) {
+	for k, v := range src {
+		cur, ok := dst[k]
+		if !ok {
+			if m, isMap := v.(map[string]any); isMap {
+				c := map[string]any{}
+				mergeMeta(c, m)
+				v = c
+			}
+			dst[k] = v
+			continue
+		}
+		cm, ok1 := cur.(map[string]any)
+		sm, ok2 := v.(map[string]any)
+		if ok1 && ok2 {
+			mergeMeta(cm, sm)
+		}
 	}
 }

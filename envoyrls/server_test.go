@@ -88,7 +88,7 @@ func TestHitsAddend(t *testing.T) {
 	if r.OverallCode != over || r.Statuses[0].LimitRemaining != 1 {
 		t.Fatalf("2 with 1 left: %v", r)
 	}
-	r = ask(t, c, "api", hits(desc("ten", "other"), 11))
+	r = askReq(t, c, &rlsv3.RateLimitRequest{Domain: "api", HitsAddend: 11, Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("ten", "other")}})
 	if r.OverallCode != over {
 		t.Fatalf("11 against a limit of 10: %v", r)
 	}

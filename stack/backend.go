@@ -101,7 +101,10 @@ type Outcome struct {
 	Permanent, OverBurst bool
 	// Remaining holds, when all passed, the whole units left in each op's
 	// bucket (same indexes as ops); it may be nil if the backend does not
-	// report them.
+	// report them. On a denial it may hold what each bucket holds, nothing
+	// having been taken (the Redis backend reports it in the decision's one
+	// round trip, so that a caller telling its client needs no second
+	// call), or be nil.
 	Remaining []int64
 	// ShadowDenied lists the indexes of shadow ops that could not give their cost.
 	ShadowDenied []int

@@ -395,7 +395,7 @@ var cases = []tcase{
 		},
 	},
 	{
-		name: "tokens in debt or at rate 0 deny even a request that costs nothing",
+		name: "tokens empty, in debt or at rate 0 deny even a request that costs nothing (a check passes only while a whole token is held)",
 		cfg: stack.Config{RateLimits: []stack.RateLimit{{
 			RateLimitID: "tpm", DimensionKeys: []string{"qualifiedModelId"},
 			Entries: []stack.Entry{
@@ -423,8 +423,8 @@ var cases = []tcase{
 			if d.Allowed || d.Metric != "tokens" {
 				t.Fatalf("Allow with the tokens bucket in debt: %+v; want a denial", d)
 			}
-			if d.RetryAfter < 10*time.Second || d.RetryAfter > 10*time.Second+time.Millisecond {
-				t.Errorf("RetryAfter %v, want 10s (10 tokens of debt at 1/s)", d.RetryAfter)
+			if d.RetryAfter < 11*time.Second || d.RetryAfter > 11*time.Second+time.Millisecond {
+				t.Errorf("RetryAfter %v, want 11s (10 tokens of debt and the one a check needs, at 1/s)", d.RetryAfter)
 			}
 			clock.Advance(d.RetryAfter)
 			if d := allow(t, l, k); !d.Allowed {

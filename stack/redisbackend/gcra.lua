@@ -57,8 +57,10 @@
 -- handed out again is counted against the part kept first.
 --
 -- Take returns {denied, retry_us, permanent, overburst, #shadow, shadow...,
--- remaining...} with 0-based indexes (denied = -1: all passed; remaining is
--- only present then). Adjust and pay return 0.
+-- remaining...} with 0-based indexes (denied = -1: all passed). On a
+-- denial, remaining (what each bucket holds, nothing taken) is present when
+-- the fast paths decided, absent when the general path did. Adjust and pay
+-- return 0.
 
 -- "x" (Redis Cluster, several slots of one node; run with the flag
 -- allow-cross-slot-keys): KEYS[1] is the first key only, for routing;
@@ -134,7 +136,7 @@ if mode == 't' and #KEYS == 1 and ARGV[8] == '0' and ARGV[3] ~= '0' then
       return {-1, 0, 0, 0, 0, math.floor(held / T)}
     end
     if R > 0 then
-      return {0, math.ceil((need - h) / R) * U, 0, 0, 0}
+      return {0, math.ceil((need - h) / R) * U, 0, 0, 0, math.floor(h / T)}
     end
   end
 end
@@ -227,6 +229,8 @@ local function fast(nops)
     end
     H[i] = h
   end
+  local held0 = {} -- what each bucket holds before the decision, in tokens
+  for i = 1, nops do held0[i] = math.floor(H[i] / (ARGV[AO + (i - 1) * NF + 1] + 0)) end
   local denied, retry, perm, over = -1, 0, false, false
   local shadowed = {}
   local newH = {}
@@ -237,8 +241,9 @@ local function fast(nops)
     local h = H[i]
     local st, val = 0, h
     if cost <= 0 then
-      if h < 0 then
-        if R == 0 then st = 1 else st, val = 3, math.ceil((0 - h) / R) * U end
+      -- a check: over unless the bucket holds a whole token (see try)
+      if h < T then
+        if R == 0 or n == 0 then st = 1 else st, val = 3, math.ceil((T - h) / R) * U end
       end
     elseif cost > n then
       st, val = 2, n > 0
@@ -276,8 +281,11 @@ local function fast(nops)
   end
   local out
   if denied >= 0 then
+    -- a denial reports what every bucket holds (nothing was taken), so
+    -- that the caller needs no second call to tell the client
     out = {denied - 1, retry, perm and 1 or 0, over and 1 or 0, #shadowed}
     for _, x in ipairs(shadowed) do out[#out + 1] = x end
+    for i = 1, nops do out[#out + 1] = held0[i] end
     return out
   end
   for i = 1, nops do
@@ -473,10 +481,12 @@ end
 -- 2, overburst flag (cost above the burst) | 3, retry in microseconds.
 local function try(h, q, cost)
   if cost <= 0 then
-    -- nothing to take, but a bucket in debt refuses until it is refilled
-    if h >= 0 then return 0, h end
-    if q.R == 0 then return 1 end
-    return 3, math.ceil((0 - h) / q.R) * q.U
+    -- a check, nothing to take: it passes only while the bucket holds a
+    -- whole token; empty or in debt, it refuses until one has refilled
+    -- (package bucket's rule for n <= 0)
+    if h >= q.T then return 0, h end
+    if q.R == 0 or q.n == 0 then return 1 end
+    return 3, math.ceil((q.T - h) / q.R) * q.U
   end
   if cost > q.n then return 2, q.n > 0 end
   local need = cost * q.T

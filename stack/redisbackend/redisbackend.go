@@ -840,7 +840,13 @@ func parseOutcome(v []int64, nops int) (stack.Outcome, error) {
 	}
 	rest := v[5+ns:]
 	if out.Denied >= 0 {
-		if len(rest) != 0 {
+		// what each bucket holds, nothing taken: present when the script's
+		// fast paths decided, absent otherwise
+		switch len(rest) {
+		case 0:
+		case nops:
+			out.Remaining = rest
+		default:
 			return bad()
 		}
 		return out, nil

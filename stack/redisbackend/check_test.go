@@ -1,0 +1,70 @@
+package redisbackend_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/stack"
+	"github.com/sluicehq/sluice/stack/limitertest"
+	"github.com/sluicehq/sluice/stack/redisbackend"
+)
+
+// The zero-cost check on Redis follows package bucket's rule (see stack's
+// TestZeroCostCheckThenDebit): it passes while the bucket holds a whole
+// token, takes nothing, and after a debit into debt is over until a token
+// has refilled, with the same RetryAfter as in memory.
+func TestZeroCostCheckThenDebitOnRedis(t *testing.T) {
+	srv := startRedis(t)
+	client, _ := newClient(t, srv.Addr)
+	clock := limitertest.NewClock(limitertest.Start)
+	b, err := redisbackend.New(client, redisbackend.WithClock(clock.Now),
+		redisbackend.WithKeyPrefix(uniquePrefix("check")), redisbackend.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := stack.Config{RateLimits: []stack.RateLimit{
+		{RateLimitID: "tpm", DimensionKeys: []string{"qualifiedModelId"},
+			Entries: []stack.Entry{{Dimensions: map[string]string{"qualifiedModelId": "*"}, Tokens: []stack.Rate{{Rate: 60, Period: "minute"}}}}},
+		{RateLimitID: "rpm", DimensionKeys: []string{"caller"},
+			Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 100, Period: "minute"}}}}},
+	}}
+	s, err := stack.New(cfg, stack.WithClock(clock.Now), stack.WithBackend(b), stack.WithFailClosed())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	keys := sluice.NewKeys("qualifiedModelId", "m", "caller", "alice")
+	check := func(what string, want bool) sluice.Decision {
+		t.Helper()
+		d, err := s.AllowAt(ctx, clock.Now(), keys, 0)
+		if err != nil || d.Allowed != want {
+			t.Fatalf("%s: check %+v, %v; want allowed=%v", what, d, err, want)
+		}
+		return d
+	}
+	check("full", true)
+	r, d, err := s.Reserve(ctx, keys, 0)
+	if err != nil || !d.Allowed {
+		t.Fatalf("reserve 0: %+v, %v", d, err)
+	}
+	if err := r.Reconcile(70); err != nil {
+		t.Fatal(err)
+	}
+	if d := check("in debt", false); d.RetryAfter != 11*time.Second {
+		t.Fatalf("check in debt: retry after %v, want 11s", d.RetryAfter)
+	}
+	clock.Advance(11*time.Second - time.Millisecond)
+	check("before a token refilled", false)
+	clock.Advance(time.Millisecond)
+	check("once a token refilled", true)
+	check("checks take nothing", true)
+	// The check of a bucket emptied exactly (no debt) is over too.
+	if _, d, _ := s.Reserve(ctx, keys, 1); !d.Allowed {
+		t.Fatalf("take the last token: %+v", d)
+	}
+	if d := check("empty", false); d.RetryAfter != time.Second {
+		t.Fatalf("check on an empty bucket: retry after %v, want 1s", d.RetryAfter)
+	}
+}
