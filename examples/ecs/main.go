@@ -47,7 +47,7 @@ func run(w io.Writer) error {
 			}
 			fmt.Fprintf(w, "  %s %d/%d", action, ok, n)
 			if ok < n {
-				fmt.Fprintf(w, " (ThrottlingException: Rate exceeded, retry after %v)", last)
+				fmt.Fprintf(w, " (ThrottlingException: Rate exceeded, retry after %v)", last.Round(time.Millisecond))
 			}
 		}
 		fmt.Fprintln(w)

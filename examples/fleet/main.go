@@ -20,15 +20,24 @@
 //   - shared, overloaded: the same at 170/s, to show the shared limit does
 //     deny when the fleet's traffic is above it.
 //
-// Run it against a Redis: go run ./fleet -redis 127.0.0.1:6379
-// (without -redis only the in-memory runs are printed).
+// Run it with or without a Redis:
+//
+//	go run ./examples/fleet                         # the in-memory runs only
+//	go run ./examples/fleet -redis 127.0.0.1:6379   # and the shared ones
+//
+// Flags: -redis ADDR (the shared runs; checked with PING at startup, an
+// unreachable Redis is one line naming it and the cause, exit 1),
+// -seconds N (simulated seconds per run, 10 to 86400, default 600),
+// -seed N (random seed, default 3).
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"time"
@@ -210,13 +219,58 @@ func run(w io.Writer, addr string, seconds float64, seed uint64) ([]Result, erro
 	return results, nil
 }
 
+// quietLogger drops go-redis's own log lines: a failure is reported once,
+// by the example, with its cause.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
 func main() {
-	addr := flag.String("redis", "", "Redis address for the shared runs (host:port)")
-	seconds := flag.Float64("seconds", 600, "simulated seconds per run")
-	seed := flag.Uint64("seed", 3, "random seed")
-	flag.Parse()
-	if _, err := run(os.Stdout, *addr, *seconds, *seed); err != nil {
-		fmt.Fprintln(os.Stderr, "fleet:", err)
+	redis.SetLogger(quietLogger{})
+	if err := runArgs(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "fleet:", err)
+		}
 		os.Exit(1)
 	}
+}
+
+// runArgs parses args, checks them (and Redis, when named), and runs.
+func runArgs(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("fleet", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("redis", "", "Redis address for the shared runs (host:port; empty: skip them)")
+	seconds := fs.Float64("seconds", 600, "simulated seconds per run, 10 to 86400")
+	seed := fs.Uint64("seed", 3, "random seed")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fmt.Errorf("unexpected argument %q: all input is given by flags", fs.Arg(0))
+	case math.IsNaN(*seconds) || *seconds < 10 || *seconds > 86400:
+		// 10: the overloaded run simulates a tenth of it.
+		return fmt.Errorf("-seconds %v: must be between 10 and 86400", *seconds)
+	}
+	if *addr != "" {
+		if err := pingRedis(*addr); err != nil {
+			return err
+		}
+	}
+	_, err := run(stdout, *addr, *seconds, *seed)
+	return err
+}
+
+// pingRedis says, in one error naming addr, why the Redis server there does
+// not answer PING within 2 s.
+func pingRedis(addr string) error {
+	cl := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 2 * time.Second,
+		ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := cl.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("cannot reach Redis at -redis %s: %w", addr, err)
+	}
+	return nil
 }

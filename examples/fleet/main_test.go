@@ -1,6 +1,8 @@
 package main
 
 import (
+	"io"
+	"net"
 	"strings"
 	"testing"
 
@@ -51,5 +53,54 @@ func TestWithoutRedis(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "shared runs skipped") {
 		t.Errorf("output does not say the shared runs were skipped:\n%s", out.String())
+	}
+}
+
+// Without flags the in-memory runs print and say the shared ones were
+// skipped.
+func TestDefaultRun(t *testing.T) {
+	var out strings.Builder
+	if err := runArgs(nil, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"sharded windows", "sharded buckets", "600 s", "shared runs skipped"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestUnreachableRedis(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	var out strings.Builder
+	err = runArgs([]string{"-redis", addr}, &out, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "-redis "+addr) || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("error %v, want one naming %s and the cause", err, addr)
+	}
+	if out.Len() != 0 {
+		t.Errorf("printed anyway:\n%s", out.String())
+	}
+}
+
+func TestFlagsOutOfRange(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-seconds", "0"}, "-seconds 0:"},
+		{[]string{"-seconds", "NaN"}, "-seconds NaN:"},
+		{[]string{"-seconds", "1e9"}, "-seconds 1e+09:"},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+	} {
+		var out strings.Builder
+		err := runArgs(tc.args, &out, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || out.Len() != 0 {
+			t.Errorf("%q: error %v (printed %q), want one naming %q", tc.args, err, out.String(), tc.want)
+		}
 	}
 }

@@ -69,7 +69,7 @@ func run(w io.Writer) error {
 			fmt.Fprintf(w, "  %s allowed    evaluated %s\n", what, strings.Join(d.Evaluated, " "))
 			return
 		}
-		fmt.Fprintf(w, "  %s THROTTLED  %s (entry %s), retry after %v\n", what, d.LimitKey, strings.Join(d.MatchedEntry, ","), d.RetryAfter)
+		fmt.Fprintf(w, "  %s THROTTLED  %s (entry %s), retry after %v\n", what, d.LimitKey, strings.Join(d.MatchedEntry, ","), d.RetryAfter.Round(time.Millisecond))
 	}
 
 	fmt.Fprintln(w, "Entry matching for [targetName, toolName] (exact, then trailing *, then the default):")

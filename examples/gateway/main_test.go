@@ -26,4 +26,8 @@ func TestDemo(t *testing.T) {
 	mustCount("bob   other      readData   allowed", 1)
 	mustCount("bob   other      readData   THROTTLED  per-tool/targetName=other,toolName=readData (entry *,*)", 2)
 	mustCount("THROTTLED  per-caller-rpm/$.context.jwt.sub=bob", 1)
+	// Retry-after is shown to the millisecond: 14s, not 13.999999995s.
+	mustCount("(entry *), retry after 14s\n", 1)
+	mustCount("retry after 200ms\n", 3)
+	mustCount("99999", 0)
 }

@@ -149,7 +149,7 @@ func runClient(ctx context.Context, w io.Writer, addr, caller string, n int) err
 			return fmt.Errorf("call %d failed without RetryInfo: %w", i, err)
 		}
 		fmt.Fprintf(w, "call %d: %s %q\n", i, st.Code(), st.Message())
-		fmt.Fprintf(w, "  RetryInfo delay: %v\n", delay)
+		fmt.Fprintf(w, "  RetryInfo delay: %v\n", delay.Round(time.Millisecond))
 		fmt.Fprintf(w, "  %s: %v\n", grpclimit.PushbackTrailer, trailer.Get(grpclimit.PushbackTrailer))
 	}
 	return nil

@@ -8,10 +8,13 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/examples/shardmodel/model"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/pace"
@@ -45,6 +48,36 @@ func (r FleetRun) RejectedPerSecond() float64 { return float64(r.Rejected) / flo
 type fleetLimits struct {
 	name    string
 	options func(process int) ([]pace.Option, error)
+	// failures, when set, counts the errors of the run's limiters.
+	failures *limiterFailures
+}
+
+// limiterFailures counts a limiter's errors. pace sends a request its
+// limiter could not decide on anyway (the upstream remains the judge); a
+// run whose limiter failed is reported as failed, not as a normal row.
+type limiterFailures struct {
+	n     atomic.Int64
+	first atomic.Pointer[error]
+}
+
+// wrap returns l, counting its errors.
+func (f *limiterFailures) wrap(l sluice.Limiter) sluice.Limiter {
+	return sluice.LimiterFunc(func(ctx context.Context, keys sluice.Keys) (sluice.Decision, error) {
+		d, err := l.Allow(ctx, keys)
+		if err != nil {
+			f.n.Add(1)
+			f.first.CompareAndSwap(nil, &err)
+		}
+		return d, err
+	})
+}
+
+// err is nil if the limiter never failed.
+func (f *limiterFailures) err() error {
+	if f == nil || f.n.Load() == 0 {
+		return nil
+	}
+	return fmt.Errorf("the limiter could not decide %d times (requests sent undecided), the first: %w", f.n.Load(), *f.first.Load())
 }
 
 // runFleet simulates seconds of seed 003's traffic against a 150/s server
@@ -62,10 +95,10 @@ func runFleet(w io.Writer, addr string, seconds int, seed uint64) ([]FleetRun, e
 		return nil, err
 	}
 	runs := []fleetLimits{
-		{"six independent 25/s limits", func(int) ([]pace.Option, error) {
+		{name: "six independent 25/s limits", options: func(int) ([]pace.Option, error) {
 			return []pace.Option{pace.WithLimit(limit/processes, time.Second)}, nil
 		}},
-		{"one 150/s limit shared in memory", func(int) ([]pace.Option, error) {
+		{name: "one 150/s limit shared in memory", options: func(int) ([]pace.Option, error) {
 			return []pace.Option{pace.WithLimiter(memShared, nil)}, nil
 		}},
 	}
@@ -77,6 +110,7 @@ func runFleet(w io.Writer, addr string, seconds int, seed uint64) ([]FleetRun, e
 	}()
 	if addr != "" {
 		prefix := fmt.Sprintf("pace-fleet-%d:", time.Now().UnixNano())
+		failures := &limiterFailures{}
 		runs = append(runs, fleetLimits{"one 150/s limit shared through Redis", func(int) ([]pace.Option, error) {
 			// Each process has its own client and stack: only Redis is shared.
 			cl := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
@@ -89,12 +123,15 @@ func runFleet(w io.Writer, addr string, seconds int, seed uint64) ([]FleetRun, e
 			if err != nil {
 				return nil, err
 			}
-			return []pace.Option{pace.WithLimiter(s, nil)}, nil
-		}})
+			return []pace.Option{pace.WithLimiter(failures.wrap(s), nil)}, nil
+		}, failures})
 	}
 	var out []FleetRun
 	for _, lim := range runs {
 		r, err := simulateFleet(clk, lim, seconds, seed)
+		if err == nil {
+			err = lim.failures.err()
+		}
 		if err != nil {
 			return out, fmt.Errorf("%s: %w", lim.name, err)
 		}

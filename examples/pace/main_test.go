@@ -1,36 +1,117 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"io"
-	"net/http"
+	"net"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
-	slerrors "github.com/sluicehq/sluice/errors"
-	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/redisbackend/redistest"
 )
 
-// newHelloServer is examples/http's /hello: 5 requests per second per API
-// key, throttled responses in OpenAI's format.
+// newHelloServer is the upstream the example starts without -url.
 func newHelloServer(t *testing.T) *httptest.Server {
 	t.Helper()
-	limits, err := stack.Load([]byte(`{"rateLimits": [{"rateLimitId": "per-caller", "dimensionKeys": ["caller"],
-	  "entries": [{"dimensions": {"caller": "*"}, "requests": [{"rate": 5, "period": "second"}]}]}]}`))
+	srv, err := startUpstream()
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := func(r *http.Request) (sluice.Keys, error) {
-		return sluice.NewKeys("caller", r.Header.Get("X-API-Key")), nil
-	}
-	srv := httptest.NewServer(httplimit.New(limits, keys, httplimit.WithFormat(slerrors.OpenAI))(http.HandlerFunc(
-		func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, `{"hello":"world"}`) })))
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// closedAddr returns a loopback address nothing listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// Without flags the example starts its own upstream and compares.
+func TestDefaultRun(t *testing.T) {
+	var out, errOut strings.Builder
+	if err := run(nil, &out, &errOut); err != nil {
+		t.Fatalf("run: %v\n%s", err, errOut.String())
+	}
+	t.Log("\n" + out.String())
+	for _, want := range []string{"upstream of its own on http://127.0.0.1:", "throughput/s", "unpaced", "paced"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// An unreachable -url or -redis is one error naming it, before any run.
+func TestUnreachable(t *testing.T) {
+	addr := closedAddr(t)
+	for _, args := range [][]string{
+		{"-url", "http://" + addr + "/hello"},
+		{"-fleet", "-redis", addr},
+	} {
+		var out strings.Builder
+		err := run(args, &out, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), addr) || !strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: error %v, want one line naming %s and the cause", args, err, addr)
+		}
+		if out.Len() != 0 {
+			t.Errorf("%q printed a table anyway:\n%s", args, out.String())
+		}
+	}
+}
+
+// Flags out of range are refused, naming the flag.
+func TestFlagsOutOfRange(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-seconds", "0"}, "-seconds 0:"},
+		{[]string{"-fleet", "-seconds", "-5"}, "-seconds -5:"},
+		{[]string{"-workers", "0"}, "-workers 0:"},
+		{[]string{"-workers", "100000"}, "-workers 100000:"},
+		{[]string{"-duration", "0s"}, "-duration 0s:"},
+		{[]string{"-duration", "-1s"}, "-duration -1s:"},
+		{[]string{"-redis", "127.0.0.1:6379"}, "-redis is for the fleet"},
+		{[]string{"-url", "ftp://x/"}, `-url "ftp://x/"`},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+	} {
+		var out strings.Builder
+		err := run(tc.args, &out, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want one naming %q", tc.args, err, tc.want)
+		}
+		if out.Len() != 0 {
+			t.Errorf("%q printed:\n%s", tc.args, out.String())
+		}
+	}
+}
+
+// A limiter that fails mid-run makes the run fail: requests sent undecided
+// are not reported as a normal row.
+func TestLimiterFailuresAreReported(t *testing.T) {
+	f := &limiterFailures{}
+	l := f.wrap(sluice.LimiterFunc(func(context.Context, sluice.Keys) (sluice.Decision, error) {
+		return sluice.Decision{}, errors.New("backend down")
+	}))
+	if f.err() != nil {
+		t.Fatal("failures before any call")
+	}
+	for range 3 {
+		_, _ = l.Allow(context.Background(), sluice.Keys{})
+	}
+	if err := f.err(); err == nil || !strings.Contains(err.Error(), "3 times") || !strings.Contains(err.Error(), "backend down") {
+		t.Errorf("err() = %v", err)
+	}
 }
 
 // Real time, 2 s a side: unpaced workers collect 429s by the hundred;
@@ -38,7 +119,7 @@ func newHelloServer(t *testing.T) *httptest.Server {
 func TestCompare(t *testing.T) {
 	srv := newHelloServer(t)
 	var out strings.Builder
-	runs, err := compare(&out, srv.URL, 8, 2*time.Second)
+	runs, err := compare(&out, srv.URL+"/hello", 8, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
