@@ -406,7 +406,7 @@ func TestClusterSpread(t *testing.T) {
 		x.Pause(t)
 		take() // times out: the fallback starts, its buckets empty
 		clock.Advance(time.Second)
-		for i := 0; i < 40; i++ {
+		for i := 0; i < 20; i++ {
 			if i%5 == 0 {
 				clock.Advance(50 * time.Millisecond) // a probe pays Y and fails on X (it times out)
 			}
@@ -524,7 +524,7 @@ func TestClusterSpread(t *testing.T) {
 		}
 		paused.Pause(t)
 		local := 0
-		for i := 0; i < 30; i++ { // 600 ms of the clock, a probe (timing out) every 50 ms
+		for i := 0; i < 15; i++ { // 300 ms of the clock, a probe (timing out) every 50 ms
 			if decide() {
 				local++
 			}
