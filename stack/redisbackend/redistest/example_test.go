@@ -34,5 +34,5 @@ func ExampleNewProxy() {
 	go func() { done <- client.Set(context.Background(), "k", "v", 0).Err() }()
 	p.WaitHeld(1) // the SET is held: the server has not seen it
 	p.Release()   // now it has
-	_ = <-done
+	<-done
 }
