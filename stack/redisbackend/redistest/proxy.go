@@ -50,10 +50,10 @@ func (m Mode) String() string {
 	return fmt.Sprintf("Mode(%d)", int(m))
 }
 
-// WaitLimit bounds how long Proxy's Wait methods wait for what they wait
+// waitLimit bounds how long Proxy's Wait methods wait for what they wait
 // for before they fail the test: generous, it is never reached unless the
 // awaited event does not come.
-var WaitLimit = 20 * time.Second
+const waitLimit = 20 * time.Second
 
 // A Proxy is a TCP proxy to a server (a redis-server) whose faults a test
 // switches at the step it chooses: it holds requests (Stall) or replies
@@ -164,13 +164,6 @@ func (p *Proxy) SetMode(m Mode) {
 // Release forwards everything held and returns to Pass: SetMode(Pass).
 func (p *Proxy) Release() { p.t.Helper(); p.SetMode(Pass) }
 
-// Mode returns the proxy's mode.
-func (p *Proxy) Mode() Mode {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.mode
-}
-
 // Accepted returns how many connections the proxy has accepted, those
 // it closed at once (Drop) included.
 func (p *Proxy) Accepted() int {
@@ -204,35 +197,22 @@ func (p *Proxy) heldLocked() int {
 	return n
 }
 
-// Open returns how many connections are open now.
-func (p *Proxy) Open() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := 0
-	for _, c := range p.conns {
-		if !c.closed {
-			n++
-		}
-	}
-	return n
-}
-
 // WaitHeld waits until at least n chunks are held (Held), failing the test
-// after WaitLimit.
+// after waitLimit.
 func (p *Proxy) WaitHeld(n int) {
 	p.t.Helper()
 	p.wait(fmt.Sprintf("%d held", n), func() bool { return p.heldLocked() >= n })
 }
 
 // WaitAccepted waits until the proxy has accepted at least n connections
-// (Accepted), failing the test after WaitLimit.
+// (Accepted), failing the test after waitLimit.
 func (p *Proxy) WaitAccepted(n int) {
 	p.t.Helper()
 	p.wait(fmt.Sprintf("%d accepted", n), func() bool { return p.accepted >= n })
 }
 
 // WaitClosed waits until the connection is closed (by either end, or by
-// the proxy), failing the test after WaitLimit.
+// the proxy), failing the test after waitLimit.
 func (c *Conn) WaitClosed() {
 	c.p.t.Helper()
 	c.p.wait("connection "+strconv.Itoa(c.id)+" closed", func() bool { return c.closed })
@@ -241,7 +221,7 @@ func (c *Conn) WaitClosed() {
 // wait waits until cond (under p.mu) holds.
 func (p *Proxy) wait(what string, cond func() bool) {
 	p.t.Helper()
-	limit := time.NewTimer(WaitLimit)
+	limit := time.NewTimer(waitLimit)
 	defer limit.Stop()
 	for {
 		p.mu.Lock()
@@ -255,7 +235,7 @@ func (p *Proxy) wait(what string, cond func() bool) {
 		case <-limit.C:
 			p.mu.Lock()
 			defer p.mu.Unlock()
-			p.t.Fatalf("redistest: proxy %s: not %s after %v (mode %v, %d accepted, %d held)", p.Addr, what, WaitLimit,
+			p.t.Fatalf("redistest: proxy %s: not %s after %v (mode %v, %d accepted, %d held)", p.Addr, what, waitLimit,
 				p.mode, p.accepted, p.heldLocked())
 		}
 	}
@@ -315,9 +295,6 @@ type pipe struct {
 	eof bool
 }
 
-// ID returns the connection's number.
-func (c *Conn) ID() int { return c.id }
-
 // SetMode sets this connection's own mode (Pass, Stall, Delay or Drop),
 // whatever the proxy's; leaving Stall or Delay forwards what was held.
 func (c *Conn) SetMode(m Mode) {
@@ -336,13 +313,6 @@ func (c *Conn) SetMode(m Mode) {
 		c.closeLocked()
 	}
 	p.changedLocked()
-}
-
-// Closed reports whether the connection is closed.
-func (c *Conn) Closed() bool {
-	c.p.mu.Lock()
-	defer c.p.mu.Unlock()
-	return c.closed
 }
 
 func (c *Conn) modeLocked() Mode {
@@ -377,7 +347,7 @@ func (c *Conn) closeLocked() {
 func (c *Conn) dial() {
 	p := c.p
 	defer p.wg.Done()
-	s, err := net.DialTimeout("tcp", p.target, WaitLimit)
+	s, err := net.DialTimeout("tcp", p.target, waitLimit)
 	p.mu.Lock()
 	if err != nil || c.closed {
 		c.closeLocked()
