@@ -1,5 +1,9 @@
 // Package redistest starts throwaway redis-server processes for tests: on a
 // free 127.0.0.1 port, without persistence, stopped when the test ends.
+// NewProxy puts a proxy in front of one whose faults (a hung server, lost
+// replies, dropped or refused connections) the test switches at the step
+// it chooses; VerifyExited, called after m.Run, reports any server left
+// running.
 //
 // When SLUICE_REDIS_ADDR is set, Start returns that server instead (it
 // cannot be stopped or restarted). When redis-server is not on PATH, Start
