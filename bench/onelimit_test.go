@@ -103,7 +103,7 @@ var oneLimitSides = []oneLimitSide{
 		// its state, on one goroutine with no lock. Not a usable limiter
 		// (it is not safe for concurrent use and never forgets a caller):
 		// the cost below which no correct one can go, which BENCHMARKS.md
-		// sets against issue 25's goals.
+		// ("Stack: one limit") sets against issue 25's goals.
 		base := time.Now()
 		const interval = int64(time.Second / 10) // 10 a second,
 		const tolerance = 100_000_000 * interval // burst 10⁸

@@ -128,8 +128,8 @@
 //
 // # Memory
 //
-// In memory, the buckets live in package bucket's lock-free tables, one per
-// distinct rate, under one bucket.Budget (WithMaxBuckets): a bucket costs
+// In memory, the buckets live in package bucket's keyed tables (each take
+// locks one shard of its table), one per distinct rate, under one bucket.Budget (WithMaxBuckets): a bucket costs
 // the same whatever the length of the values that select it, refilled
 // buckets are reclaimed, and when the bound is reached a request that needs
 // a new bucket is denied, never admitted beyond a limit.

@@ -43,7 +43,7 @@
 // benchmark machine), so by default one decision in
 // DefaultDurationSampling is timed (WithDurationSampling). Measured through
 // the sluice.Limiter interface, the default adds 22–34 ns per decision
-// (BENCHMARKS.md).
+// (BENCHMARKS.md, "Middleware: metrics").
 package otelmetric
 
 import (
@@ -134,7 +134,7 @@ func WithClock(now func() time.Time) Option {
 // histogram's distribution is that of all decisions, its count about 1/n of
 // them. n = 1 times every decision,
 // at the cost of two clock readings and one SDK histogram update each
-// (BENCHMARKS.md); n = 0 turns the histogram off. Decision counts are always
+// (BENCHMARKS.md, "Middleware: metrics"); n = 0 turns the histogram off. Decision counts are always
 // exact.
 func WithDurationSampling(n int) Option {
 	return optionFunc(func(m *Metrics) {

@@ -38,11 +38,13 @@
 //
 // Allow, AllowN and Reserve read the Stack's clock (WithClock); AllowAt and
 // ReserveAt take the instant instead, as the first argument after the
-// context. Every package of sluice follows that rule: the explicit-time
-// form of a method M is MAt, with the instant first after the context
-// (package bucket keeps x/time/rate's names, AllowN(t, n), with the
-// instant first too). A Backend's Take and Adjust take it in the same
-// place.
+// context. The methods of every package of sluice follow that rule: the
+// explicit-time form of a method M is MAt, with the instant first after
+// the context (package bucket keeps x/time/rate's names, AllowN(t, n),
+// with the instant first too). A Backend's Take and Adjust take it in the
+// same place. Package pace's Observe and ParseRetryAfter, functions that
+// parse header values, take the instant last (see the sluice package
+// documentation, "Explicit time").
 //
 // # Names of limits and buckets
 //
