@@ -226,7 +226,14 @@ func (s *Server) CPUTime() (time.Duration, bool) {
 	if s.cmd == nil || s.cmd.Process == nil {
 		return 0, false
 	}
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/stat")
+	return ProcessCPUTime(s.cmd.Process.Pid)
+}
+
+// ProcessCPUTime returns the CPU time, user and system, process pid has
+// used so far, from /proc/<pid>/stat (in steps of 10 ms), and false when it
+// cannot be read. Benchmarks use it for a server process they started.
+func ProcessCPUTime(pid int) (time.Duration, bool) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0, false
 	}
