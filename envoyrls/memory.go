@@ -150,6 +150,7 @@ func (m *memoryBackend) Take(ctx context.Context, at time.Time, ops []stack.Op) 
 		}
 		if op.Shadow {
 			out.ShadowDenied = append(out.ShadowDenied, i)
+			out.Remaining[i] = res.Remaining // what it holds: nothing was taken
 			continue
 		}
 		out.Denied = i

@@ -100,8 +100,9 @@ type Outcome struct {
 	// is a cost above a burst.
 	Permanent, OverBurst bool
 	// Remaining holds, when all passed, the whole units left in each op's
-	// bucket (same indexes as ops); it may be nil if the backend does not
-	// report them. On a denial it may hold what each bucket holds, nothing
+	// bucket (same indexes as ops; for a shadow op that could not pass,
+	// what its bucket holds, nothing taken); it may be nil if the backend
+	// does not report them. On a denial it may hold what each bucket holds, nothing
 	// having been taken (the Redis backend reports it in the decision's one
 	// round trip, so that a caller telling its client needs no second
 	// call), or be nil.
@@ -255,6 +256,7 @@ func (m *MemoryBackend) Take(ctx context.Context, at time.Time, ops []Op) (Outco
 		}
 		if op.Shadow {
 			out.ShadowDenied = append(out.ShadowDenied, i)
+			out.Remaining[i] = res.Remaining // what it holds (0 for a slot): nothing was taken
 			continue
 		}
 		out.Denied = i
