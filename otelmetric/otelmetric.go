@@ -136,7 +136,8 @@ type optionFunc func(*Metrics)
 
 func (f optionFunc) apply(m *Metrics) { f(m) }
 
-// WithClock sets the clock decisions are timed with (default time.Now).
+// WithClock sets the clock decisions are timed with (default time.Now). A
+// nil now means the default.
 func WithClock(now func() time.Time) Option {
 	return optionFunc(func(m *Metrics) {
 		if now != nil {
@@ -145,26 +146,32 @@ func WithClock(now func() time.Time) Option {
 	})
 }
 
-// WithDurationSampling times one decision in n (DefaultDurationSampling by
-// default; n is rounded up to a power of two): after one in n of the
-// decisions counted under one attribute set (spread by a hash of the
-// count), the next decision of the same wrapper is timed. The
-// histogram's distribution is that of all decisions, its count about 1/n of
-// them. n = 1 times every decision,
-// at the cost of two clock readings and one SDK histogram update each
-// (BENCHMARKS.md, "Middleware: metrics"); n = 0 turns the histogram off. Decision counts are always
-// exact.
+// WithDurationSampling times one decision in n (n is rounded up to a power
+// of two, at most 2^30): after one in n of the decisions counted under one
+// attribute set (spread by a hash of the count), the next decision of the
+// same wrapper is timed. The histogram's distribution is that of all
+// decisions, its count about 1/n of them. n = 1 times every decision, at
+// the cost of two clock readings and one SDK histogram update each
+// (BENCHMARKS.md, "Middleware: metrics"); n ≤ 0 means the default, DefaultDurationSampling. To
+// time nothing, use WithoutDurations. Decision counts are always exact.
 func WithDurationSampling(n int) Option {
 	return optionFunc(func(m *Metrics) {
-		n := min(max(n, 0), 1<<30)
-		m.every = 0
-		if n > 0 {
-			m.every = 1
-			for int(m.every) < n {
-				m.every <<= 1
-			}
+		if n <= 0 {
+			return
+		}
+		n := min(n, 1<<30)
+		m.every = 1
+		for int(m.every) < n {
+			m.every <<= 1
 		}
 	})
+}
+
+// WithoutDurations turns the decision-duration histogram off: no decision
+// is timed, and decisions are still counted. A later WithDurationSampling
+// turns it back on.
+func WithoutDurations() Option {
+	return optionFunc(func(m *Metrics) { m.every = 0 })
 }
 
 // Metrics records sluice's metrics with one Meter. It is safe for concurrent
@@ -297,7 +304,9 @@ func (lc *limitCells) attrs(kvs ...attribute.KeyValue) []attribute.KeyValue {
 func New(mp metric.MeterProvider, opts ...Option) (*Metrics, error) {
 	m := &Metrics{now: time.Now, every: DefaultDurationSampling, errTypes: map[string][]metric.AddOption{}}
 	for _, o := range opts {
-		o.apply(m)
+		if o != nil {
+			o.apply(m)
+		}
 	}
 	empty := map[string]*limitCells{}
 	m.limits.Store(&empty)

@@ -199,7 +199,7 @@ func TestDurationSampling(t *testing.T) {
 
 	// Off.
 	reader = sdkmetric.NewManualReader()
-	m, err = otelmetric.New(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), otelmetric.WithDurationSampling(0))
+	m, err = otelmetric.New(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), otelmetric.WithoutDurations())
 	if err != nil {
 		t.Fatal(err)
 	}

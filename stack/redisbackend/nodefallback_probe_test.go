@@ -51,7 +51,7 @@ func TestClusterNodeFallbackFaults(t *testing.T) {
 	t.Run("cancelledProbe", func(t *testing.T) {
 		clock := limitertest.NewClock(limitertest.Start)
 		b, err := redisbackend.New(client, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
-			redisbackend.WithTimeout(2*time.Second), redisbackend.WithProbeInterval(0), // every decision on B probes
+			redisbackend.WithTimeout(2*time.Second), redisbackend.WithProbeInterval(time.Nanosecond), // every decision on B probes
 			redisbackend.WithLocalFallback(0.5), redisbackend.WithKeyPrefix(uniquePrefix("cprobe")))
 		if err != nil {
 			t.Fatal(err)
@@ -94,7 +94,7 @@ func TestClusterNodeFallbackFaults(t *testing.T) {
 	t.Run("eventOfFailedDecision", func(t *testing.T) {
 		clock := limitertest.NewClock(limitertest.Start)
 		b, err := redisbackend.New(client, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
-			redisbackend.WithTimeout(2*time.Second), redisbackend.WithProbeInterval(0),
+			redisbackend.WithTimeout(2*time.Second), redisbackend.WithProbeInterval(time.Nanosecond),
 			redisbackend.WithLocalFallback(0.5), redisbackend.WithKeyPrefix(uniquePrefix("fevent")))
 		if err != nil {
 			t.Fatal(err)
@@ -251,7 +251,7 @@ func TestClusterNodeFallbackFaults(t *testing.T) {
 	t.Run("cancelledRejoinTake", func(t *testing.T) {
 		clock := limitertest.NewClock(limitertest.Start)
 		b, err := redisbackend.New(cclient, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
-			redisbackend.WithTimeout(2*time.Second), redisbackend.WithProbeInterval(0),
+			redisbackend.WithTimeout(2*time.Second), redisbackend.WithProbeInterval(time.Nanosecond),
 			redisbackend.WithLocalFallback(0.5), redisbackend.WithKeyPrefix(uniquePrefix("crejoin")))
 		if err != nil {
 			t.Fatal(err)

@@ -157,7 +157,7 @@ func TestRedisHangsEachCallIsBounded(t *testing.T) {
 	client, _ := newClient(t, srv.Addr)
 	const timeout = 50 * time.Millisecond
 	b, err := redisbackend.New(client, redisbackend.WithKeyPrefix(uniquePrefix("hang")),
-		redisbackend.WithTimeout(timeout), redisbackend.WithProbeInterval(0))
+		redisbackend.WithTimeout(timeout), redisbackend.WithProbeInterval(time.Nanosecond))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func TestFallbackCancelledProbe(t *testing.T) {
 	}
 	clock := limitertest.NewClock(limitertest.Start)
 	b, err := redisbackend.New(client, redisbackend.WithClock(clock.Now), redisbackend.WithTimeout(2*time.Second),
-		redisbackend.WithProbeInterval(0), // every decision probes while down
+		redisbackend.WithProbeInterval(time.Nanosecond), // every decision probes while down
 		redisbackend.WithLocalFallback(0.5), redisbackend.WithKeyPrefix(uniquePrefix("cprobe1")))
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +109,7 @@ func TestFallbackCancelledRejoinTake(t *testing.T) {
 	ctx := context.Background()
 	clock := limitertest.NewClock(limitertest.Start)
 	b, err := redisbackend.New(client, redisbackend.WithClock(clock.Now), redisbackend.WithTimeout(2*time.Second),
-		redisbackend.WithProbeInterval(0), redisbackend.WithLocalFallback(0.5),
+		redisbackend.WithProbeInterval(time.Nanosecond), redisbackend.WithLocalFallback(0.5),
 		redisbackend.WithKeyPrefix(uniquePrefix("crejoin1")))
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +154,7 @@ func TestFallbackEventOfCancelledProbe(t *testing.T) {
 	ctx := context.Background()
 	clock := limitertest.NewClock(limitertest.Start)
 	b, err := redisbackend.New(client, redisbackend.WithClock(clock.Now), redisbackend.WithTimeout(2*time.Second),
-		redisbackend.WithProbeInterval(0), redisbackend.WithLocalFallback(0.5),
+		redisbackend.WithProbeInterval(time.Nanosecond), redisbackend.WithLocalFallback(0.5),
 		redisbackend.WithKeyPrefix(uniquePrefix("cevent1")))
 	if err != nil {
 		t.Fatal(err)
