@@ -82,10 +82,9 @@
 // Methods that exist only with an explicit instant (a stack.Backend's Take
 // and Adjust, Reconfigure in package bucket) take it in the same place.
 //
-// Two functions of package pace are the exception: Observe(h, now) and
-// ParseRetryAfter(v, now) read a response's header values and take, last,
-// the instant those values are read against (a Retry-After date, a reset
-// time).
+// Functions follow the same order: pace.Observe(now, h) and
+// pace.ParseRetryAfter(now, v) take first the instant a response's header
+// values are read against (a Retry-After date, a reset time).
 //
 // # Semantics
 //

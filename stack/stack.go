@@ -42,9 +42,8 @@
 // explicit-time form of a method M is MAt, with the instant first after
 // the context (package bucket keeps x/time/rate's names, AllowN(t, n),
 // with the instant first too). A Backend's Take and Adjust take it in the
-// same place. Package pace's Observe and ParseRetryAfter, functions that
-// parse header values, take the instant last (see the sluice package
-// documentation, "Explicit time").
+// same place, and so do functions such as pace.Observe(now, h) (see the
+// sluice package documentation, "Explicit time").
 //
 // # Names of limits and buckets
 //
