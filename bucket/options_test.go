@@ -30,8 +30,9 @@ func TestOptionsNotGiven(t *testing.T) {
 				t.Fatalf("sys clock %v, sleep is sysSleep %v; want the system clock and timer", b.sys, sameFunc(b.sleep, sysSleep))
 			}
 			// Decided on the system clock: two tokens, then none.
-			if !b.Allow() || !b.Allow() || b.Allow() {
-				t.Error("Allow on the default clock: want true, true, false")
+			first, second, third := b.Allow(), b.Allow(), b.Allow()
+			if !first || !second || third {
+				t.Errorf("Allow on the default clock: %v, %v, %v; want true, true, false", first, second, third)
 			}
 		})
 	}
