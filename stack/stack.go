@@ -324,6 +324,14 @@ func (s *Stack) Allow(ctx context.Context, keys sluice.Keys) (d sluice.Decision,
 			}
 			return d, err
 		}
+		if c.one != nil && s.backend == nil && !sluice.EvaluatedRequested(ctx) {
+			// One per-value limit, the commonest configuration: its take
+			// straight from here (evaluateSingles' first step).
+			if evaluateSingle(c.one, &keys, t, 0, &d) {
+				return d, nil
+			}
+			return d, s.evaluateGeneral(ctx, c, &keys, t, 0, nil, &d)
+		}
 		err = s.evaluate(ctx, c, &keys, t, 0, nil, &d)
 	}
 	return d, err
