@@ -24,7 +24,9 @@ func WithEvaluated(ctx context.Context) context.Context {
 	return context.WithValue(ctx, evaluatedKey{}, true)
 }
 
-// EvaluatedRequested reports whether ctx asks for Decision.Evaluated.
+// EvaluatedRequested reports whether ctx asks for Decision.Evaluated. It is
+// for Limiter implementers: an engine fills Decision.Evaluated only when it
+// reports true (applications ask with WithEvaluated).
 func EvaluatedRequested(ctx context.Context) bool {
 	if ctx == nil || !evaluatedUsed.Load() {
 		return false

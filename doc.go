@@ -8,10 +8,11 @@
 //
 // In this module (github.com/sluicehq/sluice):
 //
-//   - bucket: a lock-free token bucket (GCRA on one atomic int64), API-compatible
-//     with golang.org/x/time/rate where they overlap, and a keyed table of
-//     buckets. The building block of the engines; it does not implement
-//     Limiter (it has no Keys to look at).
+//   - bucket: a token bucket (GCRA on one atomic int64, lock-free),
+//     API-compatible with golang.org/x/time/rate where they overlap, and a
+//     keyed table of buckets (sharded, a lock per shard). The building block
+//     of the engines; it does not implement Limiter (it has no Keys to look
+//     at).
 //   - category: API actions grouped into categories that share one bucket.
 //   - match: most-specific entry matching with trailing "*" fallback.
 //   - stack: several rate limits evaluated with AND semantics, loaded from the
@@ -80,6 +81,10 @@
 //
 // Methods that exist only with an explicit instant (a stack.Backend's Take
 // and Adjust, Reconfigure in package bucket) take it in the same place.
+//
+// Functions follow the same order: pace.Observe(now, h) and
+// pace.ParseRetryAfter(now, v) take first the instant a response's header
+// values are read against (a Retry-After date, a reset time).
 //
 // # Semantics
 //

@@ -59,6 +59,7 @@ type Settler interface {
 }
 
 // NewReservation returns the Reservation that s settles as generation gen.
+// It is for Reserver implementers, as Settler is.
 // Engines call it; a nil s gives NoReservation.
 func NewReservation(s Settler, gen uint64) Reservation { return Reservation{s: s, gen: gen} }
 

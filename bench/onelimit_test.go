@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,7 +104,7 @@ var oneLimitSides = []oneLimitSide{
 		// its state, on one goroutine with no lock. Not a usable limiter
 		// (it is not safe for concurrent use and never forgets a caller):
 		// the cost below which no correct one can go, which BENCHMARKS.md
-		// sets against issue 25's goals.
+		// ("Stack: one limit") sets against issue 25's goals.
 		base := time.Now()
 		const interval = int64(time.Second / 10) // 10 a second,
 		const tolerance = 100_000_000 * interval // burst 10⁸
@@ -264,4 +265,125 @@ func median(x []float64) float64 {
 	x = slices.Clone(x)
 	slices.Sort(x)
 	return x[len(x)/2]
+}
+
+// BenchmarkOneLimitSide runs one side of BenchmarkOneLimit alone, for
+// counting one decision's instructions with callgrind (a side sharing its
+// process with the others would blur the count):
+//
+//	bash scripts/cgcount.sh bench 'OneLimitSide/10000-callers/sluice$' 100000
+//
+// Each sub-benchmark builds and warms only its own side (every caller seen
+// twice), so setup cancels out of cgcount's difference of two runs.
+func BenchmarkOneLimitSide(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		callers := make([]string, n)
+		for i := range callers {
+			callers[i] = "caller-" + strconv.Itoa(i*7+13)
+		}
+		const stride = 7919
+		b.Run(strconv.Itoa(n)+"-callers", func(b *testing.B) {
+			for _, sd := range oneLimitSides {
+				b.Run(sd.name, func(b *testing.B) {
+					allow, done := sd.make()
+					defer done()
+					for i := range 2 * n {
+						if !allow(callers[(i*stride)%n]) {
+							b.Fatal("denied while warming")
+						}
+					}
+					b.ReportAllocs()
+					b.ResetTimer()
+					for k := range b.N {
+						if !allow(callers[(k*stride)%n]) {
+							b.Fatal("denied")
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+// BenchmarkOneLimitParallel is BenchmarkOneLimit's 10,000 callers decided
+// by 16 goroutines on 2 Ps (GOMAXPROCS 2), as a server's handlers do: each
+// goroutine visits the callers in its own scrambled order. The sides run
+// in turn, b.N decisions a round shared among the goroutines, 15 rounds;
+// the figures are medians of the wall time per decision and their ratio
+// to golimiter:
+//
+//	go test ./bench -run '^$' -bench 'OneLimitParallel$' -benchtime 200000x -count 3
+func BenchmarkOneLimitParallel(b *testing.B) {
+	const n, goroutines = 10_000, 16
+	callers := make([]string, n)
+	for i := range callers {
+		callers[i] = "caller-" + strconv.Itoa(i*7+13)
+	}
+	const stride = 7919
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	sides := []oneLimitSide{}
+	for _, sd := range oneLimitSides {
+		switch sd.name {
+		case "sluice", "sluice-now", "golimiter", "mutexmap", "table-only":
+			sides = append(sides, sd) // the sides safe for concurrent use
+		}
+	}
+	allows := make([]func(string) bool, len(sides))
+	for j, sd := range sides {
+		allow, done := sd.make()
+		defer done()
+		for i := range 2 * n {
+			if !allow(callers[(i*stride)%n]) {
+				b.Fatal("denied while warming")
+			}
+		}
+		allows[j] = allow
+	}
+	b.ReportAllocs()
+	runtime.GC()
+	wall := make([][]float64, len(sides))
+	var denied atomic.Bool
+	b.ResetTimer()
+	for round := range 15 {
+		for s := range sides {
+			allow := allows[s]
+			per := (b.N + goroutines - 1) / goroutines
+			var wg sync.WaitGroup
+			start := time.Now()
+			for g := range goroutines {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					k := g*per*stride + round*131
+					for range per {
+						if !allow(callers[k%n]) {
+							denied.Store(true)
+						}
+						k += stride
+					}
+				}()
+			}
+			wg.Wait()
+			wall[s] = append(wall[s], float64(time.Since(start).Nanoseconds())/float64(per*goroutines))
+		}
+	}
+	b.StopTimer()
+	if denied.Load() {
+		b.Fatal("denied")
+	}
+	p := 0
+	med := make([]float64, len(sides))
+	for s, sd := range sides {
+		med[s] = median(wall[s])
+		b.ReportMetric(med[s], sd.name+"-ns/op")
+		if sd.name == "golimiter" {
+			p = s
+		}
+	}
+	for s, sd := range sides {
+		if s != p {
+			b.ReportMetric(med[s]/med[p], sd.name+"/golimiter")
+		}
+	}
+	b.ReportMetric(0, "ns/op")
 }

@@ -1,4 +1,5 @@
-// Package bucket is a lock-free token bucket and a keyed table of buckets.
+// Package bucket is a token bucket, lock-free, and a keyed table of buckets,
+// sharded with a lock per shard.
 //
 // A [Bucket] of capacity b refilled at r tokens per second is stored as one
 // int64, its GCRA "theoretical arrival time", updated by compare-and-swap:
@@ -18,16 +19,16 @@
 //
 // # Time
 //
-// Every time-dependent method has an explicit-instant form (AllowN, TakeN,
-// TokensAt, SetLimitAt, …); only Allow, Tokens, SetLimit, SetBurst and Wait
-// of a Bucket, and Allow, AllowBytes and Take of a Table, read the clock
-// ([WithClock]). The instant is always the first argument, as everywhere in
-// sluice (see the sluice package documentation, "Explicit time"): the names
-// and arguments of a Bucket's methods are x/time/rate's
-// ([Bucket.AllowN](t, n), [Bucket.TakeN](t, n)), and a [Table] takes the
-// key after the instant ([Table.AllowN](t, key, n), [Table.TakeN](t, key,
-// n), [Table.TokensAt](t, key)). A new bucket is full at whatever instant it is first
-// used. Time never moves backwards inside a bucket: a caller with an older
+// Every time-dependent method but Wait and WaitN has an explicit-instant
+// form (AllowN, TakeN, TokensAt, SetLimitAt, …); only Allow, Tokens,
+// SetLimit, SetBurst, Wait and WaitN of a Bucket, and Allow, AllowBytes and
+// Take of a Table, read the clock ([WithClock]). The instant is always the
+// first argument, as in every method of sluice (see the sluice package
+// documentation, "Explicit time"): the names and arguments of a Bucket's
+// methods are x/time/rate's ([Bucket.AllowN](t, n), [Bucket.TakeN](t, n)),
+// and a [Table] takes the key after the instant ([Table.AllowN](t, key, n),
+// [Table.TakeN](t, key, n), [Table.TokensAt](t, key)). A new bucket is full
+// at whatever instant it is first used. Time never moves backwards inside a bucket: a caller with an older
 // instant than the others gets no tokens that were already spent
 // (golang/go#56287 cannot happen).
 //
@@ -70,5 +71,7 @@
 // are reclaimed by sweeps amortised over the Table's operations, so memory
 // stays bounded by the keys that are actually limited and comes back when
 // they go idle; no goroutine runs in the background. A [Budget] bounds the
-// live buckets of several Tables together.
+// live buckets of several Tables together. A Table is not lock-free: each
+// operation locks the shard its key falls in (a Table starts with one shard
+// and splits at 256 live keys into 16, or as many as [WithShards] sets).
 package bucket

@@ -306,7 +306,7 @@ func reread(s *atomic.Int64) int64 {
 // contendedSpin is the wait of reread, in iterations of an empty loop
 // (about a cycle each): long enough for the winner to take on, short
 // enough that a take that lost waits about a microsecond more. How the
-// choice was measured: BENCHMARKS.md, "Session 11".
+// choice was measured: BENCHMARKS.md, "Bucket: one contended bucket".
 const contendedSpin = 2048
 
 // take tries to take n tokens at t from state s, raising the high-water

@@ -348,6 +348,40 @@ func (t *Table) TryTakeGrantBytes(at time.Time, key []byte, n int, g *Grant) (ok
 }
 
 func (t *Table) tryTake(d digest, ns int64, n int, g *Grant) (ok bool, remaining int64) {
+	// The commonest take, straight through: the key's bucket exists, its
+	// shard owes no maintenance on this operation, the take fits the
+	// parameters in force under the lock. It does exactly what the path
+	// below does in that case (slotFor, raise, tryTakeLocked), in one frame;
+	// anything else unlocks having changed nothing and takes that path.
+	if set := t.set.Load(); set != nil {
+		s := &set.shards[d.lo&set.mask]
+		s.mu.Lock()
+		if !s.moved && (s.ops+1)%sweepEvery != 0 {
+			p := t.p.Load()
+			if i, found := s.find(d); found && !p.inf && n > 0 && int64(n) <= p.n && n <= p.burst {
+				s.ops++
+				s.raise(ns)
+				now := p.nsToTicks(ns)
+				w := (*int64)(unsafe.Pointer(&s.slots[i].tat)) // the lock orders every access
+				base := max(*w, now)
+				newTat := base + int64(n)*p.unit
+				if newTat-now > p.tau {
+					s.mu.Unlock()
+					if g != nil {
+						*g = Grant{}
+					}
+					return false, p.divUnit(p.tau - (base - now))
+				}
+				*w = newTat
+				if g != nil {
+					*g = Grant{p: p, at: ns, end: newTat, n: int64(n), key: d.hi, q: s.given}
+				}
+				s.mu.Unlock()
+				return true, p.divUnit(p.tau - (newTat - now))
+			}
+		}
+		s.mu.Unlock()
+	}
 	p := t.p.Load()
 	if p.inf {
 		if g != nil {

@@ -86,25 +86,52 @@ type optionFunc func(*options)
 
 func (f optionFunc) apply(o *options) { f(o) }
 
-// WithMode sets Shared (the default) or PerAction.
-func WithMode(m Mode) Option { return optionFunc(func(o *options) { o.mode = m }) }
+// WithMode sets Shared (the default) or PerAction. A Mode the package
+// does not define (Mode(7)) means the default.
+func WithMode(m Mode) Option {
+	return optionFunc(func(o *options) {
+		if m == Shared || m == PerAction {
+			o.mode = m
+		}
+	})
+}
 
 // WithDefault sends actions that belong to no category to the named
-// category instead of failing with ErrUnknownAction.
-func WithDefault(category string) Option { return optionFunc(func(o *options) { o.def = category }) }
+// category instead of failing with ErrUnknownAction (the default). An empty
+// name means the default; a name that no category has makes New return an
+// error naming WithDefault.
+func WithDefault(category string) Option {
+	return optionFunc(func(o *options) {
+		if category != "" {
+			o.def = category
+		}
+	})
+}
 
-// WithActionKey sets the Keys dimension Allow reads the action from
-// (default ActionKey).
-func WithActionKey(name string) Option { return optionFunc(func(o *options) { o.actionKey = name }) }
+// WithActionKey sets the Keys dimension Allow reads the action from. An
+// empty name means the default, ActionKey.
+func WithActionKey(name string) Option {
+	return optionFunc(func(o *options) {
+		if name != "" {
+			o.actionKey = name
+		}
+	})
+}
 
 // WithResourcesKey sets the Keys dimension Allow reads the resource count
-// from (default ResourcesKey).
-func WithResourcesKey(name string) Option { return optionFunc(func(o *options) { o.resKey = name }) }
+// from. An empty name means the default, ResourcesKey.
+func WithResourcesKey(name string) Option {
+	return optionFunc(func(o *options) {
+		if name != "" {
+			o.resKey = name
+		}
+	})
+}
 
 // WithClock sets the clock Allow and AllowAction read (default: the wall
 // clock advanced by the monotonic clock, so a wall-clock step never moves it).
-// AllowActionAt takes its instant explicitly and ignores the clock. A nil now keeps
-// the default.
+// AllowActionAt takes its instant explicitly and ignores the clock. A nil now
+// means the default.
 func WithClock(now func() time.Time) Option {
 	return optionFunc(func(o *options) {
 		if now != nil {
@@ -116,9 +143,15 @@ func WithClock(now func() time.Time) Option {
 // WithResourceBucket gives action a resource bucket of the given burst and
 // refill per second, drained by the number of resources in each request, in
 // addition to its request bucket (RunInstances: request bucket 5/2, resource
-// bucket 1000/2).
+// bucket 1000/2). By default an action has no resource bucket: an empty
+// action, a burst ≤ 0 or a refill that is ≤ 0 or NaN leave it so (the
+// option is not given). An action that no category has, or an infinite
+// refill, makes New return an error naming WithResourceBucket.
 func WithResourceBucket(action string, burst int, refill float64) Option {
 	return optionFunc(func(o *options) {
+		if action == "" || burst <= 0 || !(refill > 0) {
+			return
+		}
 		if o.resources == nil {
 			o.resources = map[string]resourceDef{}
 		}
@@ -160,7 +193,9 @@ func New(categories []Category, opts ...Option) (*Set, error) {
 	s := &Set{actions: map[string]*action{}}
 	s.opts = options{actionKey: ActionKey, resKey: ResourcesKey, now: monoclock.Now}
 	for _, o := range opts {
-		o.apply(&s.opts)
+		if o != nil {
+			o.apply(&s.opts)
+		}
 	}
 	var errs []error
 	groups := map[string]*group{}
@@ -211,8 +246,8 @@ func New(categories []Category, opts ...Option) (*Set, error) {
 		switch {
 		case act == nil:
 			errs = append(errs, fmt.Errorf("WithResourceBucket(%q, %d, %v): no category has the action", a, r.burst, r.refill))
-		case r.burst < 0 || r.refill < 0 || math.IsNaN(r.refill) || math.IsInf(r.refill, 0):
-			errs = append(errs, fmt.Errorf("WithResourceBucket(%q, %d, %v): burst and refill must be ≥ 0 and finite", a, r.burst, r.refill))
+		case math.IsInf(r.refill, 0):
+			errs = append(errs, fmt.Errorf("WithResourceBucket(%q, %d, %v): the refill is not finite", a, r.burst, r.refill))
 		default:
 			act.resource = bucket.New(rate.Limit(r.refill), r.burst)
 			act.resBurst = r.burst

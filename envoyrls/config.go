@@ -174,15 +174,10 @@ func newNode() *node { return &node{} }
 
 func (n *node) leaf() bool { return len(n.exact) == 0 && len(n.prefix) == 0 && len(n.defaults) == 0 }
 
-// child finds the node for one descriptor entry: the exact key and value,
-// else a value prefix ("/api/*"), else the key alone (a default).
-func (n *node) child(k, v string) *node {
-	c, _ := n.childShared(k, v)
-	return c
-}
-
-// childShared is child, also reporting, for a wildcard with
-// share_threshold, the pattern every value it matches shares.
+// childShared finds the node for one descriptor entry: the exact key and
+// value, else a wildcard value ("/api/*"), else the key alone (a default).
+// For a wildcard with share_threshold it also reports the pattern every
+// value it matches shares.
 func (n *node) childShared(k, v string) (*node, string) {
 	if c := n.exact[kv{k, v}]; c != nil {
 		return c, ""

@@ -126,10 +126,32 @@
 //   - Duplicate domains across files are refused (its MERGE_DOMAIN_CONFIG
 //     is not offered).
 //
+// # Metrics
+//
+// WithMetrics records, through package otelmetric, every descriptor's
+// decision per rule (sluice.decisions, sluice.shadow.denials) and the
+// per-rule statistics envoyproxy/ratelimit exports, with the same meanings
+// and counted in hits (the descriptor's cost, its hits_addend): total_hits,
+// over_limit, near_limit, within_limit and shadow_mode, as the counters
+// sluice.rule.total_hits and so on (otelmetric.RuleTotalHits, ...). Their
+// attribute sluice.ratelimit.limit_key is the rule's ID: its name, else its
+// path, which is the stats key envoyproxy/ratelimit uses
+// ("edge.client_partner"). A request crossing the limit counts the part
+// beyond it as over and the part between the near-limit threshold
+// (WithNearLimitRatio, 0.8 of the limit by default) and the limit as near;
+// a shadow-mode rule counts its over hits again as shadow_mode. Counts are
+// in units used (the burst minus what the bucket holds), so a bucket that
+// refilled counts as less used. A request that another descriptor denies
+// consumes nothing here, but its hits are counted as within the limit of
+// the rules that would have allowed it, as envoyproxy/ratelimit counts every
+// hit. A give-back (is_negative_hits) and a check (hits_addend 0) add
+// nothing. Series are per rule, never per value, bounded by
+// otelmetric.MaxLimitIDs.
+//
 // # Memory
 //
-// In memory, the buckets live in package bucket's lock-free tables, one per
-// distinct rate, under one bucket.Budget (WithMaxBuckets): a bucket costs
+// In memory, the buckets live in package bucket's keyed tables (each take
+// locks one shard of its table), one per distinct rate, under one bucket.Budget (WithMaxBuckets): a bucket costs
 // the same whatever the length of the values that select it, refilled
 // buckets are reclaimed, and when the bound is reached a request that needs
 // a new bucket is denied, never admitted beyond a limit.

@@ -42,8 +42,8 @@ type memTable struct {
 	k tableKey
 }
 
-// memoryBackend is a stack.Backend on package bucket's lock-free tables:
-// one Table per rule (the "kind|scope" prefix of the op's key, see
+// memoryBackend is a stack.Backend on package bucket's keyed tables (each
+// take locks one shard of its table): one Table per rule (the "kind|scope" prefix of the op's key, see
 // bucketKey), all sharing one Budget, so memory is bounded whatever the
 // descriptors' values. Buckets are keyed by a digest of the op's key (the
 // Table never stores the key itself). When a reload changes a rule's rate,
@@ -150,6 +150,7 @@ func (m *memoryBackend) Take(ctx context.Context, at time.Time, ops []stack.Op) 
 		}
 		if op.Shadow {
 			out.ShadowDenied = append(out.ShadowDenied, i)
+			out.Remaining[i] = res.Remaining // what it holds: nothing was taken
 			continue
 		}
 		out.Denied = i

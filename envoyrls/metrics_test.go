@@ -2,13 +2,21 @@ package envoyrls_test
 
 import (
 	"context"
+	"fmt"
+	"math"
+	"strings"
 	"testing"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/sluicehq/sluice/envoyrls"
 	"github.com/sluicehq/sluice/otelmetric"
+	"github.com/sluicehq/sluice/stack/limitertest"
+	"github.com/sluicehq/sluice/stack/redisbackend/redistest"
 )
 
 // Decisions are counted per rule through otelmetric: allowed and throttled
@@ -36,7 +44,7 @@ func TestMetricsPerRule(t *testing.T) {
 	for _, sm := range rm.ScopeMetrics {
 		for _, mt := range sm.Metrics {
 			sum, ok := mt.Data.(metricdata.Sum[int64])
-			if !ok {
+			if !ok || strings.HasPrefix(mt.Name, "sluice.rule.") { // TestRuleStatistics
 				continue
 			}
 			for _, p := range sum.DataPoints {
@@ -60,4 +68,109 @@ func TestMetricsPerRule(t *testing.T) {
 	if len(got) != len(want) {
 		t.Errorf("series %v, want %v", got, want)
 	}
+}
+
+const ruleStatsYAML = `
+domain: stats
+descriptors:
+  - key: k
+    rate_limit: {unit: hour, requests_per_unit: 10}
+  - key: s
+    shadow_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 10}
+  - key: other
+    rate_limit: {name: wide, unit: hour, requests_per_unit: 100}
+`
+
+// The per-rule statistics count hits (the request's hits_addend) as
+// envoyproxy/ratelimit does, on a limit of 10 whose near-limit threshold
+// is 8 (ratio 0.8) or 5 (ratio 0.5), in memory and on Redis:
+//
+//	hits  used before → after  decision
+//	7     0 → 7                within 7
+//	2     7 → 9                within 2, near 1 (the 9th)
+//	3     9 → 12               over 2 (11th, 12th), near 1 (the 10th)
+//	1     9 → 10               within 1, near 1 (nothing was taken by the denial)
+//	1     10 → 11              over 1
+//
+// The shadow rule counts the same and its over hits again as shadow_mode;
+// "wide" (limit 100, named) sees every hit within its limit, the denied
+// requests' too.
+func TestRuleStatistics(t *testing.T) {
+	for _, backend := range []string{"memory", "redis"} {
+		for _, tc := range []struct {
+			ratio    float64
+			wantNear int64
+		}{{0, 3}, {math.NaN(), 3}, {0.8, 3}, {0.5, 6}} {
+			t.Run(fmt.Sprintf("%s/ratio=%v", backend, tc.ratio), func(t *testing.T) {
+				reader := sdkmetric.NewManualReader()
+				m, err := otelmetric.New(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				clock := limitertest.NewClock(limitertest.Start)
+				opts := []envoyrls.Option{envoyrls.WithClock(clock.Now), envoyrls.WithMetrics(m), envoyrls.WithNearLimitRatio(tc.ratio)}
+				if backend == "redis" {
+					srv := redistest.Start(t)
+					opts = append(opts, envoyrls.WithBackend(redisBackend(t, srv.Addr, clock, "stats")))
+				}
+				c := serve(t, envoyrls.New(load(t, "stats.yaml", ruleStatsYAML), opts...))
+				for i, h := range []uint32{7, 2, 3, 1, 1} {
+					wantOK := i != 2 && i != 4
+					for _, key := range []string{"k", "s"} {
+						resp := askReq(t, c, &rlsv3.RateLimitRequest{Domain: "stats", HitsAddend: h,
+							Descriptors: []*ratelimitv3.RateLimitDescriptor{desc(key, "v"), desc("other", "o")}})
+						if got := resp.OverallCode == ok; got != (wantOK || key == "s") {
+							t.Fatalf("request %d (%d hits) on %s: OK %v", i, h, key, got)
+						}
+					}
+				}
+				want := map[string]map[string]int64{
+					otelmetric.RuleTotalHits:   {"stats.k": 14, "stats.s": 14, "wide": 28},
+					otelmetric.RuleWithinLimit: {"stats.k": 10, "stats.s": 10, "wide": 28},
+					otelmetric.RuleOverLimit:   {"stats.k": 3, "stats.s": 3, "wide": 0},
+					otelmetric.RuleNearLimit:   {"stats.k": tc.wantNear, "stats.s": tc.wantNear, "wide": 0},
+					otelmetric.RuleShadowMode:  {"stats.k": 0, "stats.s": 3, "wide": 0},
+				}
+				got := ruleSums(t, reader)
+				for name, w := range want {
+					for rule, v := range w {
+						if got[name][rule] != v {
+							t.Errorf("%s{%s} = %d, want %d", name, rule, got[name][rule], v)
+						}
+					}
+					if len(got[name]) != len(w) {
+						t.Errorf("%s: series %v, want %v", name, got[name], w)
+					}
+				}
+			})
+		}
+	}
+}
+
+// ruleSums returns the sluice.rule.* counters by name and rule id.
+func ruleSums(t *testing.T, reader *sdkmetric.ManualReader) map[string]map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, mt := range sm.Metrics {
+			if !strings.HasPrefix(mt.Name, "sluice.rule.") {
+				continue
+			}
+			sum, isSum := mt.Data.(metricdata.Sum[int64])
+			if !isSum {
+				t.Fatalf("%s is a %T", mt.Name, mt.Data)
+			}
+			out[mt.Name] = map[string]int64{}
+			for _, p := range sum.DataPoints {
+				id, _ := p.Attributes.Value("sluice.ratelimit.limit_key")
+				out[mt.Name][id.AsString()] = p.Value
+			}
+		}
+	}
+	return out
 }

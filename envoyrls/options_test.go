@@ -2,6 +2,7 @@ package envoyrls_test
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -26,6 +27,9 @@ func TestOptionsNotGiven(t *testing.T) {
 		{"WithErrorHandler(nil)", envoyrls.WithErrorHandler(nil)},
 		{"WithMaxBuckets(0)", envoyrls.WithMaxBuckets(0)},
 		{"WithMaxBuckets(-1)", envoyrls.WithMaxBuckets(-1)},
+		{"WithNearLimitRatio(0)", envoyrls.WithNearLimitRatio(0)},
+		{"WithNearLimitRatio(-1)", envoyrls.WithNearLimitRatio(-1)},
+		{"WithNearLimitRatio(NaN)", envoyrls.WithNearLimitRatio(math.NaN())},
 		// Options without an argument, for completeness of the walk.
 		{"WithFailClosed()", envoyrls.WithFailClosed()},
 		{"WithShadowMode()", envoyrls.WithShadowMode()},

@@ -77,6 +77,7 @@ type Server struct {
 	shadow     atomic.Bool
 	quota      atomic.Bool
 	metrics    *otelmetric.Metrics
+	nearRatio  float64
 	onError    func(error)
 }
 
@@ -91,9 +92,15 @@ type options struct {
 	failClosed bool
 	shadow     bool
 	metrics    *otelmetric.Metrics
+	nearRatio  float64
 	onError    func(error)
 	maxBuckets int
 }
+
+// DefaultNearLimitRatio is the share of a rule's limit past which hits
+// count as near the limit (sluice.rule.near_limit), envoyproxy/ratelimit's
+// NEAR_LIMIT_RATIO default.
+const DefaultNearLimitRatio = 0.8
 
 type optionFunc func(*options)
 
@@ -129,6 +136,20 @@ func WithMetrics(m *otelmetric.Metrics) Option {
 	return optionFunc(func(o *options) { o.metrics = m })
 }
 
+// WithNearLimitRatio sets the share of a rule's limit past which hits
+// count as near it in the per-rule statistics (otelmetric.RuleNearLimit),
+// as envoyproxy/ratelimit's NEAR_LIMIT_RATIO does: with a limit of 10 and
+// 0.8, the 9th and 10th units used are near. Zero, negative or NaN means
+// the default, DefaultNearLimitRatio; 1 or more counts nothing as near. It
+// has no effect without WithMetrics.
+func WithNearLimitRatio(r float64) Option {
+	return optionFunc(func(o *options) {
+		if r > 0 { // false for NaN too
+			o.nearRatio = r
+		}
+	})
+}
+
 // WithErrorHandler calls h with every backend error (and the backend's
 // notices, such as entering its local fallback). nil means the default: no
 // handler.
@@ -150,11 +171,11 @@ func WithMaxBuckets(n int) Option {
 // WithBackend is given. Every option's argument is valid or means "not
 // given" (zero, negative or nil: the default), so New has no error.
 func New(cfg *Config, opts ...Option) *Server {
-	o := options{now: time.Now, maxBuckets: DefaultMaxBuckets}
+	o := options{now: time.Now, maxBuckets: DefaultMaxBuckets, nearRatio: DefaultNearLimitRatio}
 	for _, opt := range opts {
 		opt.apply(&o)
 	}
-	s := &Server{backend: o.backend, now: o.now, failClosed: o.failClosed, metrics: o.metrics, onError: o.onError}
+	s := &Server{backend: o.backend, now: o.now, failClosed: o.failClosed, metrics: o.metrics, nearRatio: o.nearRatio, onError: o.onError}
 	if s.backend == nil {
 		s.backend = newMemoryBackend(o.maxBuckets)
 	}
@@ -781,6 +802,16 @@ func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, 
 				d.Shadowed = []string{r.id}
 			}
 			s.metrics.Record(d, nil)
+			if !p.negative[r.desc] {
+				// Nothing was taken from this bucket when the request was
+				// denied (remaining was given back for a quota denial) or
+				// when the rule was over in shadow: left is then what it
+				// held before.
+				took := !denied && !shadowDenied(r.op)
+				over := over || shadowDenied(r.op)
+				shadow := over && r.shadow
+				s.metrics.RecordRule(r.id, ruleHits(op.Burst, left, remaining != nil, took, op.Cost, over, shadow, s.nearRatio))
+			}
 		}
 		q := slerrors.Quota{Policy: r.id, Limit: op.Burst, Remaining: left, Window: r.period, Reset: reset}
 		if q.Limit > 0 {
@@ -837,6 +868,63 @@ func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, 
 	if len(meta) > 0 {
 		resp.DynamicMetadata, _ = structpb.NewStruct(meta)
 	}
+}
+
+// ruleHits computes what one descriptor's decision adds to its rule's
+// statistics, with envoyproxy/ratelimit's meanings in a count of units used
+// rather than held: used before is burst minus what the bucket held before
+// (left, plus the cost when it was taken), used after adds the cost h; over
+// counts the hits beyond the burst, near the hits past floor(burst × ratio)
+// and up to the burst, within the hits of a rule that allowed. When the
+// backend did not report what the bucket holds (known false), near is not
+// counted and over is all h.
+func ruleHits(burst, left int64, known, took bool, h int64, over, shadow bool, ratio float64) otelmetric.RuleHits {
+	st := otelmetric.RuleHits{Total: h}
+	if h <= 0 {
+		return st
+	}
+	if !known {
+		if over {
+			st.Over = h
+		} else {
+			st.Within = h
+		}
+		if shadow {
+			st.Shadow = st.Over
+		}
+		return st
+	}
+	if took {
+		left += h
+	}
+	before := max(burst-left, 0) // a bucket never holds more than its burst
+	after := before + h
+	near := burst
+	if ratio < 1 {
+		near = int64(math.Floor(float64(burst) * ratio))
+	}
+	if over {
+		if before >= burst {
+			st.Over = h
+		} else {
+			st.Over = after - burst
+			st.Near = burst - max(near, before)
+		}
+		if st.Over <= 0 {
+			// over for a reason counts do not show (a fraction of a unit
+			// missing): every hit was over
+			st.Over, st.Near = h, 0
+		}
+		if shadow {
+			st.Shadow = st.Over
+		}
+		return st
+	}
+	st.Within = h
+	if after > near {
+		st.Near = min(after-max(near, before), h)
+	}
+	return st
 }
 
 // mergeMeta merges src into dst: a key dst lacks is copied, two mappings

@@ -137,7 +137,11 @@ func WithFailClosed() Option { return optionFunc(func(c *config) { c.failClosed 
 // KeyFunc's, for logs and metrics. It must be safe for concurrent use and
 // quick. nil means the default: no handler.
 func WithErrorHandler(f func(error)) Option {
-	return optionFunc(func(c *config) { c.onError = f })
+	return optionFunc(func(c *config) {
+		if f != nil {
+			c.onError = f
+		}
+	})
 }
 
 type limiter struct {
@@ -153,7 +157,9 @@ func newLimiter(l sluice.Limiter, keys KeyFunc, opts []Option) *limiter {
 	}
 	lim := &limiter{l: l, adm: sluice.NewAdmitter(l), keys: keys}
 	for _, o := range opts {
-		o.apply(&lim.cfg)
+		if o != nil {
+			o.apply(&lim.cfg)
+		}
 	}
 	return lim
 }

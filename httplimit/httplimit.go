@@ -111,12 +111,27 @@ func (f optionFunc) apply(c *config) { f(c) }
 
 // WithFormat selects the shape of throttled responses (default
 // slerrors.HTTPJSON). With slerrors.JSONRPC the request body is read (up to
-// 1 MiB) on a denial to echo the request's id.
-func WithFormat(f slerrors.Format) Option { return optionFunc(func(c *config) { c.format = f }) }
+// 1 MiB) on a denial to echo the request's id. A Format the errors package
+// does not define (slerrors.Format(99)) means the default.
+func WithFormat(f slerrors.Format) Option {
+	return optionFunc(func(c *config) {
+		if _, err := slerrors.ParseFormat(f.String()); err == nil {
+			c.format = f
+		}
+	})
+}
 
 // WithJSONRPCCode sets the JSON-RPC error code of throttled responses in the
-// JSONRPC format (default slerrors.DefaultJSONRPCCode, -32003).
-func WithJSONRPCCode(code int) Option { return optionFunc(func(c *config) { c.rpcCode = code }) }
+// JSONRPC format. 0 means the default, slerrors.DefaultJSONRPCCode
+// (-32003); any other code is used as given, negative ones included
+// (JSON-RPC's codes are negative).
+func WithJSONRPCCode(code int) Option {
+	return optionFunc(func(c *config) {
+		if code != 0 {
+			c.rpcCode = code
+		}
+	})
+}
 
 // WithFailClosed makes a Limiter error reject the request through the
 // ErrorResponder (503 by default) instead of letting it through.
@@ -124,8 +139,8 @@ func WithFailClosed() Option { return optionFunc(func(c *config) { c.failClosed 
 
 // WithErrorResponder replaces DefaultErrorResponder as the writer of the
 // responses to requests whose keys could not be resolved and, with
-// WithFailClosed, to requests the Limiter could not decide. A nil f keeps
-// DefaultErrorResponder.
+// WithFailClosed, to requests the Limiter could not decide. A nil f means
+// the default, DefaultErrorResponder.
 func WithErrorResponder(f ErrorResponder) Option {
 	return optionFunc(func(c *config) {
 		if f != nil {
@@ -141,7 +156,11 @@ func WithErrorResponder(f ErrorResponder) Option {
 // concurrent use and quick. nil means the default: no handler. Writing the
 // response is the ErrorResponder's job, not the handler's.
 func WithErrorHandler(f func(error)) Option {
-	return optionFunc(func(c *config) { c.onError = f })
+	return optionFunc(func(c *config) {
+		if f != nil {
+			c.onError = f
+		}
+	})
 }
 
 // WithoutRateLimitHeaders leaves the RateLimit and RateLimit-Policy fields
@@ -161,7 +180,9 @@ func New(l sluice.Limiter, keys KeyFunc, opts ...Option) func(http.Handler) http
 	}
 	c := config{respond: DefaultErrorResponder, maxBody: 1 << 20}
 	for _, o := range opts {
-		o.apply(&c)
+		if o != nil {
+			o.apply(&c)
+		}
 	}
 	adm := sluice.NewAdmitter(l)
 	return func(next http.Handler) http.Handler {

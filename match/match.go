@@ -142,7 +142,10 @@ func formatCount(n int) string {
 }
 
 // Add records a problem at path, or only counts it once Problems holds
-// MaxProblems (the message is then not even formatted).
+// MaxProblems (the message is then not even formatted). With Validate and
+// Err it is for code that validates a configuration of its own holding
+// rate limits (stack and envoyrls do), so that its problems and match's
+// come in one ConfigError.
 func (e *ConfigError) Add(path, format string, args ...any) {
 	if len(e.Problems) >= MaxProblems {
 		e.Omitted++

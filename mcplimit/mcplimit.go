@@ -91,7 +91,11 @@ func WithFailClosed() Option { return optionFunc(func(c *config) { c.failClosed 
 // metrics. It must be safe for concurrent use and quick. nil means the
 // default: no handler.
 func WithErrorHandler(f func(error)) Option {
-	return optionFunc(func(c *config) { c.onError = f })
+	return optionFunc(func(c *config) {
+		if f != nil {
+			c.onError = f
+		}
+	})
 }
 
 // Middleware returns receiving middleware for mcp.Server.AddReceivingMiddleware
@@ -107,7 +111,9 @@ func Middleware(l sluice.Limiter, keys KeyFunc, opts ...Option) mcp.Middleware {
 	}
 	c := config{code: slerrors.DefaultJSONRPCCode}
 	for _, o := range opts {
-		o.apply(&c)
+		if o != nil {
+			o.apply(&c)
+		}
 	}
 	adm := sluice.NewAdmitter(l)
 	return func(next mcp.MethodHandler) mcp.MethodHandler {

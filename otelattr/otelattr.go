@@ -204,7 +204,9 @@ type wrapper struct {
 func Wrap(l sluice.Limiter, opts ...Option) sluice.Limiter {
 	w := &wrapper{inner: l, schema: Default}
 	for _, o := range opts {
-		o.apply(w)
+		if o != nil {
+			o.apply(w)
+		}
 	}
 	if r, ok := l.(sluice.Reserver); ok {
 		rw := &reserverWrapper{wrapper: w, inner: r}

@@ -35,9 +35,9 @@ func BenchmarkOverhead(b *testing.B) {
 		name string
 		l    sluice.Limiter
 	}{{"trivial", trivial}, {"stack", st}} {
-		wrap := func(every int) sluice.Limiter {
+		wrap := func(o otelmetric.Option) sluice.Limiter {
 			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
-			m, err := otelmetric.New(mp, otelmetric.WithDurationSampling(every))
+			m, err := otelmetric.New(mp, o)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -48,10 +48,10 @@ func BenchmarkOverhead(b *testing.B) {
 			l    sluice.Limiter
 		}{
 			{"bare", inner.l},
-			{"metrics", wrap(otelmetric.DefaultDurationSampling)},
-			{"metrics-timed-1in16", wrap(16)},
-			{"metrics-timed-all", wrap(1)},
-			{"metrics-untimed", wrap(0)},
+			{"metrics", wrap(otelmetric.WithDurationSampling(otelmetric.DefaultDurationSampling))},
+			{"metrics-timed-1in16", wrap(otelmetric.WithDurationSampling(16))},
+			{"metrics-timed-all", wrap(otelmetric.WithDurationSampling(1))},
+			{"metrics-untimed", wrap(otelmetric.WithoutDurations())},
 		} {
 			b.Run(inner.name+"/"+side.name, func(b *testing.B) {
 				ctx, keys := context.Background(), sluice.NewKeys("caller", "alice")
@@ -112,16 +112,16 @@ func BenchmarkOverheadAB(b *testing.B) {
 		l    sluice.Limiter
 	}{{"trivial", trivial}, {"stack", st}} {
 		b.Run(inner.name, func(b *testing.B) {
-			wrap := func(every int) sluice.Limiter {
+			wrap := func(o otelmetric.Option) sluice.Limiter {
 				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
-				m, err := otelmetric.New(mp, otelmetric.WithDurationSampling(every))
+				m, err := otelmetric.New(mp, o)
 				if err != nil {
 					b.Fatal(err)
 				}
 				return m.Wrap(inner.l)
 			}
 			names := []string{"bare", "metrics", "untimed", "control"}
-			sides := []sluice.Limiter{inner.l, wrap(otelmetric.DefaultDurationSampling), wrap(0), inner.l}
+			sides := []sluice.Limiter{inner.l, wrap(otelmetric.WithDurationSampling(otelmetric.DefaultDurationSampling)), wrap(otelmetric.WithoutDurations()), inner.l}
 			const chunk = 1000
 			ctx, keys := context.Background(), sluice.NewKeys("caller", "alice")
 			var deltas [4][]float64

@@ -97,13 +97,13 @@ func first(h http.Header, name string) string {
 	return ""
 }
 
-// Observe reads the rate-limit fields of a response header received at
-// now: the IETF RateLimit and RateLimit-Policy fields (draft 11),
+// Observe reads the rate-limit fields of a response header h received at
+// now (the instant first, as in every explicit-time function of sluice): the IETF RateLimit and RateLimit-Policy fields (draft 11),
 // Retry-After and retry-after-ms, OpenAI's x-ratelimit-*-requests and
 // -tokens, Anthropic's anthropic-ratelimit-*, and GitHub's x-ratelimit-*.
 // When several formats state a request quota, the first in that order
 // wins; token quotas are not read from a response with IETF fields. Observe never fails: what it cannot trust, it leaves out.
-func Observe(h http.Header, now time.Time) Observation { return observe(h, now, nil) }
+func Observe(now time.Time, h http.Header) Observation { return observe(h, now, nil) }
 
 // policyCache keeps the last RateLimit-Policy value an upstream sent, parsed:
 // it rarely changes, and parsing it on every response is most of the cost
@@ -118,7 +118,7 @@ func observe(h http.Header, now time.Time, pc *atomic.Pointer[policyCache]) Obse
 	var o Observation
 	o.RetryAfter, o.HasRetryAfter = parseRetryAfterMs(first(h, hRetryAfterMs))
 	if !o.HasRetryAfter {
-		o.RetryAfter, o.HasRetryAfter = ParseRetryAfter(first(h, hRetryAfter), now)
+		o.RetryAfter, o.HasRetryAfter = ParseRetryAfter(now, first(h, hRetryAfter))
 	}
 	switch {
 	case observeIETF(&o, h, pc):
@@ -139,10 +139,10 @@ func observe(h http.Header, now time.Time, pc *atomic.Pointer[policyCache]) Obse
 	return o
 }
 
-// ParseRetryAfter parses a Retry-After value received at now: delay
+// ParseRetryAfter parses a Retry-After value v received at now: delay
 // seconds or an HTTP date. A date in the past gives 0. It reports false
 // for a value that is empty, unparseable, negative or longer than a day.
-func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+func ParseRetryAfter(now time.Time, v string) (time.Duration, bool) {
 	v = trimSpace(v)
 	if v == "" {
 		return 0, false

@@ -69,7 +69,7 @@ func TestObserve(t *testing.T) {
 			"Retry-After", "Wed, 99 Foo 2030", "anthropic-ratelimit-requests-reset", "tomorrow"), pace.Observation{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := pace.Observe(tc.h, t0); got != tc.want {
+			if got := pace.Observe(t0, tc.h); got != tc.want {
 				t.Fatalf("\ngot  %+v\nwant %+v", got, tc.want)
 			}
 		})
@@ -96,7 +96,7 @@ func TestParseRetryAfter(t *testing.T) {
 		{t0.Add(-time.Hour).Format(http.TimeFormat), 0, true},
 		{t0.Add(48 * time.Hour).Format(http.TimeFormat), 0, false},
 	} {
-		got, ok := pace.ParseRetryAfter(tc.in, t0)
+		got, ok := pace.ParseRetryAfter(t0, tc.in)
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("ParseRetryAfter(%q) = %v, %v; want %v, %v", tc.in, got, ok, tc.want, tc.ok)
 		}
@@ -129,7 +129,7 @@ func FuzzObserveIETF(f *testing.F) {
 	f.Add(`"a";q=1;w=1, "b";q=2;w=1;qu="requests"`, `"a";r=1;t=1, "b";r=2;t=1`, "Wed, 21 Oct 2015 07:28:00 GMT")
 	f.Add(`"x\";q=9";q=1000000000000;w=1`, `"x";r=-3`, "-1")
 	f.Fuzz(func(t *testing.T, policy, current, retry string) {
-		o := pace.Observe(header("RateLimit-Policy", policy, "RateLimit", current, "Retry-After", retry), t0)
+		o := pace.Observe(t0, header("RateLimit-Policy", policy, "RateLimit", current, "Retry-After", retry))
 		checkObservation(t, o)
 	})
 }
@@ -145,7 +145,7 @@ func FuzzObserveVendors(f *testing.F) {
 				"anthropic-ratelimit-requests-reset", rfc, "anthropic-ratelimit-tokens-remaining", remaining, "anthropic-ratelimit-tokens-reset", rfc),
 			header("x-ratelimit-limit", ghLimit, "x-ratelimit-remaining", ghRemaining, "x-ratelimit-reset", ghReset),
 		} {
-			checkObservation(t, pace.Observe(h, t0))
+			checkObservation(t, pace.Observe(t0, h))
 		}
 	})
 }
@@ -156,7 +156,7 @@ func FuzzParseRetryAfter(f *testing.F) {
 	f.Add("Sunday, 06-Nov-94 08:49:37 GMT")
 	f.Add("1000000000000")
 	f.Fuzz(func(t *testing.T, v string) {
-		d, ok := pace.ParseRetryAfter(v, t0)
+		d, ok := pace.ParseRetryAfter(t0, v)
 		if d < 0 || d > 24*time.Hour || (!ok && d != 0) {
 			t.Fatalf("ParseRetryAfter(%q) = %v, %v", v, d, ok)
 		}

@@ -89,8 +89,8 @@ func defaultJitter(d time.Duration) time.Duration {
 }
 
 // WithClock sets the Transport's time source (default time.Now). The
-// deadline of a request's context is compared with this clock. A nil func
-// is ignored.
+// deadline of a request's context is compared with this clock. A nil now
+// means the default.
 func WithClock(now func() time.Time) Option {
 	return optionFunc(func(c *config) {
 		if now != nil {
@@ -101,7 +101,7 @@ func WithClock(now func() time.Time) Option {
 
 // WithSleep sets how the Transport waits (default: a timer). sleep must
 // block until d has passed on the Transport's clock or ctx is done, and
-// return ctx.Err() in the latter case. A nil func is ignored.
+// return ctx.Err() in the latter case. A nil sleep means the default.
 func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
 	return optionFunc(func(c *config) {
 		if sleep != nil {
@@ -112,7 +112,8 @@ func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
 
 // WithJitter sets the random delay added when a pause ends, given the
 // pause's length; it must return a value in [0, d] (others are clamped).
-// The default is uniform over [0, min(d/4, 2s)). A nil func is ignored.
+// The default is uniform over [0, min(d/4, 2s)); a nil jitter means the
+// default.
 func WithJitter(jitter func(d time.Duration) time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if jitter != nil {
@@ -122,20 +123,35 @@ func WithJitter(jitter func(d time.Duration) time.Duration) Option {
 }
 
 // WithMaxWait sets the longest a request waits for its upstream before
-// RoundTrip gives up with a *WaitError (default DefaultMaxWait). Zero
-// means never wait: a request that would have to, fails at once. A
-// negative d is treated as zero.
+// RoundTrip gives up with a *WaitError. d ≤ 0 means the default,
+// DefaultMaxWait; to never wait, use WithoutWait.
 func WithMaxWait(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.maxWait = max(d, 0) })
+	return optionFunc(func(c *config) {
+		if d > 0 {
+			c.maxWait = d
+		}
+	})
+}
+
+// WithoutWait makes a request that would have to wait for its upstream
+// fail at once with a *WaitError instead (a maximum wait of zero), for
+// callers that would rather shed load than queue it. A later WithMaxWait
+// sets a wait again.
+func WithoutWait() Option {
+	return optionFunc(func(c *config) { c.maxWait = 0 })
 }
 
 // WithMaxUpstreams bounds how many upstream keys the Transport keeps state
 // for (default DefaultMaxUpstreams). When it is full, the least recently
 // used idle key is forgotten; when none is idle, requests for new keys are
-// paced together in one shared slot, more slowly, never faster. n < 1 is
-// treated as 1.
+// paced together in one shared slot, more slowly, never faster. n ≤ 0
+// means the default.
 func WithMaxUpstreams(n int) Option {
-	return optionFunc(func(c *config) { c.maxKeys = max(n, 1) })
+	return optionFunc(func(c *config) {
+		if n > 0 {
+			c.maxKeys = n
+		}
+	})
 }
 
 // UpstreamFunc names the upstream of a request: requests with the same name
@@ -146,7 +162,11 @@ type UpstreamFunc func(*http.Request) string
 // default: the URL's scheme and host and a digest of the credential headers
 // (WithCredentialHeaders). Only a 64-bit digest of the name is kept.
 func WithUpstream(f UpstreamFunc) Option {
-	return optionFunc(func(c *config) { c.upstream = f })
+	return optionFunc(func(c *config) {
+		if f != nil {
+			c.upstream = f
+		}
+	})
 }
 
 // KeyFunc resolves the Keys a request is asked of the limiters of
@@ -162,30 +182,40 @@ type KeyFunc func(*http.Request) (sluice.Keys, error)
 // error, for logs and metrics. It must be safe for concurrent use and
 // quick. nil means the default: no handler.
 func WithErrorHandler(f func(error)) Option {
-	return optionFunc(func(c *config) { c.onError = f })
+	return optionFunc(func(c *config) {
+		if f != nil {
+			c.onError = f
+		}
+	})
 }
 
 // WithCredentialHeaders sets the request headers whose values, digested,
 // are part of the default key (default: Authorization, X-Api-Key and
 // Api-Key), so that two API keys on one host are paced apart. Names are
-// canonicalized.
+// canonicalized; empty names are skipped, and no name at all means the
+// default. To key by host alone, without any credential, give an
+// UpstreamFunc (WithUpstream) that returns req.URL.Host.
 func WithCredentialHeaders(names ...string) Option {
+	var hs []string
+	for _, n := range names {
+		if n != "" {
+			hs = append(hs, http.CanonicalHeaderKey(n))
+		}
+	}
 	return optionFunc(func(c *config) {
-		c.credHeaders = c.credHeaders[:0:0]
-		for _, n := range names {
-			c.credHeaders = append(c.credHeaders, http.CanonicalHeaderKey(n))
+		if len(hs) > 0 {
+			c.credHeaders = hs
 		}
 	})
 }
 
 // WithLimit sets a ceiling of n requests per period (burst n) for every
 // upstream key. Requests are paced at it from the first one, and a limit
-// learned from responses can lower it but never raise it. n < 1 or
-// period ≤ 0 leaves the ceiling unset.
+// learned from responses can lower it but never raise it. By default
+// there is no ceiling; n ≤ 0 or per ≤ 0 means the default.
 func WithLimit(n int, per time.Duration) Option {
 	return optionFunc(func(c *config) {
-		if n < 1 || per <= 0 {
-			c.ceilInterval, c.ceilBurst = 0, 0
+		if n <= 0 || per <= 0 {
 			return
 		}
 		c.ceilInterval = max(int64(per)/int64(n), 1)
@@ -194,11 +224,15 @@ func WithLimit(n int, per time.Duration) Option {
 }
 
 // WithRetry makes RoundTrip retry a throttled request, after the pause its
-// response imposed, up to attempts times in all (attempts ≤ 1: no retry,
-// the default). A request is retried only when its body can be replayed:
+// response imposed, up to attempts times in all. By default a request is
+// not retried; attempts ≤ 0 means the default, and 1 is the same. A request is retried only when its body can be replayed:
 // it has none, or it has GetBody. The throttled response's body is closed.
 func WithRetry(attempts int) Option {
-	return optionFunc(func(c *config) { c.retries = max(attempts-1, 0) })
+	return optionFunc(func(c *config) {
+		if attempts > 0 {
+			c.retries = attempts - 1
+		}
+	})
 }
 
 // WithDefaultPause sets the pause after a throttled response that states
@@ -219,10 +253,13 @@ func WithDefaultPause(d time.Duration) Option {
 // nil means the default, Transport.DefaultKeys. When l cannot decide (it
 // returns an error), the request goes ahead: the upstream remains the
 // judge, and the error handler (WithErrorHandler) observes the error. A nil
-// l means no limiter (the default).
+// l means the default: no limiter (keys, if not nil, still applies to
+// WithTokens).
 func WithLimiter(l sluice.Limiter, keys KeyFunc) Option {
 	return optionFunc(func(c *config) {
-		c.limiter = l
+		if l != nil {
+			c.limiter = l
+		}
 		if keys != nil {
 			c.keys = keys
 		}
@@ -235,9 +272,15 @@ func WithLimiter(l sluice.Limiter, keys KeyFunc) Option {
 // (OpenAI and Anthropic JSON, streamed or not) when its body has been read
 // to the end or closed. A response without usage keeps the estimate; a
 // response that is not a success gives the reservation back. r is asked
-// with the Keys of WithLimiter's keys, or DefaultKeys.
+// with the Keys of WithLimiter's keys, or DefaultKeys. A nil r means the
+// default: no token reservation. A nil estimate reserves 0 units up front
+// (the response's usage is still charged), as does an estimate below 0.
 func WithTokens(r sluice.Reserver, estimate func(*http.Request) int) Option {
-	return optionFunc(func(c *config) { c.tokens, c.estimate = r, estimate })
+	return optionFunc(func(c *config) {
+		if r != nil {
+			c.tokens, c.estimate = r, estimate
+		}
+	})
 }
 
 // WithStore makes the Transport share what it learns about each upstream
@@ -261,9 +304,12 @@ func WithTokens(r sluice.Reserver, estimate func(*http.Request) int) Option {
 // under a millisecond or over a day, a quota read more than a minute in
 // the future, a pause longer than a day) are ignored, as bad headers are. When the store fails, the Transport paces
 // by what it learned itself and calls Hooks.StoreFailed; it tries again
-// at the next refresh. A nil s shares nothing.
+// at the next refresh. A nil s means the default: nothing is shared.
 func WithStore(s Store, refresh time.Duration) Option {
 	return optionFunc(func(c *config) {
+		if s == nil {
+			return
+		}
 		c.store = s
 		c.storeEvery = refresh
 		if refresh <= 0 {
@@ -290,7 +336,8 @@ type Hooks struct {
 	StoreFailed func(ctx context.Context, err error)
 }
 
-// WithHooks sets the Hooks.
+// WithHooks sets the Hooks. The default is none; nil fields are not
+// called.
 func WithHooks(h Hooks) Option {
 	return optionFunc(func(c *config) { c.hooks = h })
 }

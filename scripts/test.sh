@@ -8,6 +8,8 @@
 # outside the repository, and used).
 # Run from anywhere: bash scripts/test.sh
 # Extra arguments go to `go test` (e.g. -run TestX, -count 1).
+# Each step prints its wall time when it ends ("== <step> (<seconds> s)"),
+# and a table at the end gives each module's total and outcome.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,38 +28,66 @@ if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
 	before=$(tree_state)
 fi
 
-echo "== gofmt"
-unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
-if [ -n "$unformatted" ]; then
-	echo "gofmt would change:"; echo "$unformatted"; exit 1
-fi
+# Wall time: seconds per module (or per whole-repository step) and which
+# of them failed, for the summary at the end.
+declare -A secs failed
+rows=()
+# step NAME ROW CMD...: runs CMD, prints "== NAME (<seconds> s)" after it,
+# adds the seconds to ROW's total (none when ROW is empty) and returns
+# CMD's exit status.
+step() {
+	local name=$1 row=$2 start=${EPOCHREALTIME/,/.} rc=0 s
+	shift 2
+	echo "== $name"
+	"$@" || rc=$?
+	s=$(awk -v a="$start" -v b="${EPOCHREALTIME/,/.}" 'BEGIN { printf "%.1f", b - a }')
+	echo "== $name ($s s)"
+	if [ -n "$row" ]; then
+		[ -n "${secs[$row]+set}" ] || rows+=("$row")
+		secs[$row]=$(awk -v a="${secs[$row]:-0}" -v b="$s" 'BEGIN { printf "%.1f", a + b }')
+		[ "$rc" -eq 0 ] || failed[$row]=1
+	fi
+	return "$rc"
+}
+# inside DIR CMD...: runs CMD in DIR, in a subshell.
+inside() { (cd "$1" && shift && "$@"); }
+summary() {
+	local r total=0
+	echo "== wall time"
+	printf '%-28s %9s  %s\n' "module or step" seconds outcome
+	for r in "${rows[@]}"; do
+		printf '%-28s %9s  %s\n' "$r" "${secs[$r]}" "$([ -n "${failed[$r]:-}" ] && echo FAILED || echo ok)"
+		total=$(awk -v a="$total" -v b="${secs[$r]}" 'BEGIN { printf "%.1f", a + b }')
+	done
+	printf '%-28s %9s\n' total "$total"
+}
+gofmt_check() {
+	local unformatted
+	unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go')) || return
+	if [ -n "$unformatted" ]; then
+		echo "gofmt would change:"; echo "$unformatted"; return 1
+	fi
+}
+
+step gofmt gofmt gofmt_check || exit 1
 
 status=0
 for m in "${modules[@]}"; do
-	echo "== module $m: go mod tidy -diff"
-	(cd "$m" && go mod tidy -diff) || status=1
-	echo "== module $m: go vet"
-	(cd "$m" && go vet ./...) || status=1
-	echo "== module $m: staticcheck $STATICCHECK_VERSION"
-	(cd "$m" && go run "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" ./...) || status=1
-	echo "== module $m: go test -race"
-	(cd "$m" && go test -race -count=1 "$@" ./...) || status=1
+	step "module $m: go mod tidy -diff" "$m" inside "$m" go mod tidy -diff || status=1
+	step "module $m: go vet" "$m" inside "$m" go vet ./... || status=1
+	step "module $m: staticcheck $STATICCHECK_VERSION" "$m" inside "$m" go run "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" ./... || status=1
+	step "module $m: go test -race" "$m" inside "$m" go test -race -count=1 "$@" ./... || status=1
 done
 # -race skips the allocation tests (counts differ under the race detector):
 # run them once more without it, so that every zero-allocation promise is
 # checked on every run.
 for m in "${modules[@]}"; do
-	echo "== module $m: allocation tests (without -race)"
-	(cd "$m" && go test -count=1 -run Alloc "$@" ./...) || status=1
+	step "module $m: allocation tests (without -race)" "$m" inside "$m" go test -count=1 -run Alloc "$@" ./... || status=1
 done
-echo "== benchmark smoke (ratios against bench/smoke.txt; warns, never fails)"
-bash scripts/benchsmoke.sh
-echo "== exported identifiers per released module (internal/apicount)"
-go run ./internal/apicount || status=1
-echo "== API guard"
-bash scripts/apicheck.sh || status=1
-echo "== consumer test"
-bash scripts/consumer.sh || status=1
+step "benchmark smoke (ratios against bench/smoke.txt; warns, never fails)" "benchmark smoke" bash scripts/benchsmoke.sh || exit
+step "exported identifiers per released module (internal/apicount)" "apicount" go run ./internal/apicount || status=1
+step "API guard" "API guard" bash scripts/apicheck.sh || status=1
+step "consumer test" "consumer test" bash scripts/consumer.sh || status=1
 if $in_git; then
 	echo "== the tests left the tree as they found it"
 	if [ "$(tree_state)" != "$before" ]; then
@@ -69,6 +99,7 @@ if $in_git; then
 else
 	echo "== not a git checkout: tree check skipped"
 fi
+summary
 if [ "$status" -ne 0 ]; then
 	echo "FAILED"; exit 1
 fi

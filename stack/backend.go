@@ -16,7 +16,9 @@ import (
 )
 
 // Backend computes bucket decisions outside this process's memory, so that
-// several processes share one limit (the Redis backend implements it). A
+// several processes share one limit (the Redis backend implements it).
+// Users pass one to WithBackend; the rest of this doc, and Op, Outcome,
+// ConnBackend and BucketKey, are for backend implementers. A
 // Stack resolves entries and orders the applicable buckets itself, then hands
 // the ordered list to the backend in one call per decision.
 //
@@ -42,7 +44,8 @@ type Backend interface {
 	Adjust(ctx context.Context, at time.Time, ops []Op) error
 }
 
-// Op is one bucket of one decision.
+// Op is one bucket of one decision. For backend implementers: a Stack
+// hands its Backend the Ops of a decision; users never build one.
 type Op struct {
 	// Key identifies the bucket. It is stable for as long as the limit keeps
 	// its id and dimension keys and the entry keeps its values, so state
@@ -80,7 +83,8 @@ type Op struct {
 	TTL   time.Duration
 }
 
-// ConnBackend is a Backend that also holds connections slots (Op.Conn)
+// ConnBackend is, for backend implementers, a Backend that also holds
+// connections slots (Op.Conn)
 // shared by every process using it. A Stack with a backend that is not a
 // ConnBackend, or whose SharesConnections reports false, refuses
 // configurations with connections limits.
@@ -89,7 +93,8 @@ type ConnBackend interface {
 	SharesConnections() bool
 }
 
-// Outcome is the result of Backend.Take.
+// Outcome is the result of Backend.Take. For backend implementers: a
+// Backend returns it; users see Decisions instead.
 type Outcome struct {
 	// Denied is the index of the op that denied, or -1 when all passed.
 	Denied int
@@ -100,8 +105,9 @@ type Outcome struct {
 	// is a cost above a burst.
 	Permanent, OverBurst bool
 	// Remaining holds, when all passed, the whole units left in each op's
-	// bucket (same indexes as ops); it may be nil if the backend does not
-	// report them. On a denial it may hold what each bucket holds, nothing
+	// bucket (same indexes as ops; for a shadow op that could not pass,
+	// what its bucket holds, nothing taken); it may be nil if the backend
+	// does not report them. On a denial it may hold what each bucket holds, nothing
 	// having been taken (the Redis backend reports it in the decision's one
 	// round trip, so that a caller telling its client needs no second
 	// call), or be nil.
@@ -114,7 +120,8 @@ type Outcome struct {
 	Notices []error
 }
 
-// BucketKey renders the identity of one bucket as
+// BucketKey is for backend implementers (and their tests): it renders the
+// identity of one bucket, the Op.Key a Stack gives its Backend, as
 // "<rateLimitId>|<metric>|<rate index>|<entry values>|<request values>",
 // each value length-prefixed ("9:my-target"), so that no two buckets share a
 // key whatever their values contain. Request values are those at the entry's
@@ -255,6 +262,7 @@ func (m *MemoryBackend) Take(ctx context.Context, at time.Time, ops []Op) (Outco
 		}
 		if op.Shadow {
 			out.ShadowDenied = append(out.ShadowDenied, i)
+			out.Remaining[i] = res.Remaining // what it holds (0 for a slot): nothing was taken
 			continue
 		}
 		out.Denied = i

@@ -66,8 +66,7 @@ type sourceOptionFunc func(*Source)
 func (f sourceOptionFunc) applySource(s *Source) { f(s) }
 
 // WithInterval sets how often Run refreshes: the bound on how long a change
-// takes to be enforced. The default is DefaultRefreshInterval; a zero or
-// negative d keeps it.
+// takes to be enforced. d ≤ 0 means the default, DefaultRefreshInterval.
 func WithInterval(d time.Duration) SourceOption {
 	return sourceOptionFunc(func(s *Source) {
 		if d > 0 {
@@ -80,8 +79,13 @@ func WithInterval(d time.Duration) SourceOption {
 // its own ticker (the interval is then c's business). Tests drive a Source
 // this way without waiting; a program can share one scheduler among several
 // sources. If c is closed, Run stops refreshing and waits for its context.
+// A nil c means the default: Run's own ticker (WithInterval).
 func WithTicks(c <-chan time.Time) SourceOption {
-	return sourceOptionFunc(func(s *Source) { s.ticks = c })
+	return sourceOptionFunc(func(s *Source) {
+		if c != nil {
+			s.ticks = c
+		}
+	})
 }
 
 // NewSource returns a Source that keeps st's configuration in step with the
@@ -91,7 +95,9 @@ func WithTicks(c <-chan time.Time) SourceOption {
 func NewSource(st *Stack, fetch func(ctx context.Context) ([]byte, error), opts ...SourceOption) *Source {
 	s := &Source{st: st, fetch: fetch, interval: DefaultRefreshInterval, created: st.now()}
 	for _, o := range opts {
-		o.applySource(s)
+		if o != nil {
+			o.applySource(s)
+		}
 	}
 	return s
 }

@@ -38,11 +38,12 @@
 //
 // Allow, AllowN and Reserve read the Stack's clock (WithClock); AllowAt and
 // ReserveAt take the instant instead, as the first argument after the
-// context. Every package of sluice follows that rule: the explicit-time
-// form of a method M is MAt, with the instant first after the context
-// (package bucket keeps x/time/rate's names, AllowN(t, n), with the
-// instant first too). A Backend's Take and Adjust take it in the same
-// place.
+// context. The methods of every package of sluice follow that rule: the
+// explicit-time form of a method M is MAt, with the instant first after
+// the context (package bucket keeps x/time/rate's names, AllowN(t, n),
+// with the instant first too). A Backend's Take and Adjust take it in the
+// same place, and so do functions such as pace.Observe(now, h) (see the
+// sluice package documentation, "Explicit time").
 //
 // # Names of limits and buckets
 //
@@ -110,7 +111,8 @@ func (f optionFunc) apply(s *Stack) { f(s) }
 // the wall clock advanced by the monotonic clock only (a wall-clock step
 // never moves it). Tests pass a fake clock; AllowAt takes an explicit
 // instant instead. Per-value buckets are reclaimed by instants from this
-// clock, so every instant given to AllowAt should come from it too.
+// clock, so every instant given to AllowAt should come from it too. A nil
+// now means the default.
 func WithClock(now func() time.Time) Option {
 	return optionFunc(func(s *Stack) {
 		if now != nil {
@@ -121,8 +123,15 @@ func WithClock(now func() time.Time) Option {
 
 // WithBackend makes the Stack decide through b (for example Redis, so that a
 // fleet shares its limits) instead of in-process buckets. Entry matching and
-// ordering still happen in the Stack; b is called once per decision.
-func WithBackend(b Backend) Option { return optionFunc(func(s *Stack) { s.backend = b }) }
+// ordering still happen in the Stack; b is called once per decision. A nil
+// b means the default: in-process buckets.
+func WithBackend(b Backend) Option {
+	return optionFunc(func(s *Stack) {
+		if b != nil {
+			s.backend = b
+		}
+	})
+}
 
 // WithFailClosed makes a backend error deny by returning it from Allow. By
 // default the Stack fails open: a request the backend could not decide is
@@ -131,12 +140,19 @@ func WithBackend(b Backend) Option { return optionFunc(func(s *Stack) { s.backen
 func WithFailClosed() Option { return optionFunc(func(s *Stack) { s.failClosed = true }) }
 
 // WithErrorHandler receives every backend error, whatever the failure
-// policy (for logging and metrics). It must be safe for concurrent use.
-func WithErrorHandler(f func(error)) Option { return optionFunc(func(s *Stack) { s.onError = f }) }
+// policy (for logging and metrics). It must be safe for concurrent use. A
+// nil f means the default: no handler.
+func WithErrorHandler(f func(error)) Option {
+	return optionFunc(func(s *Stack) {
+		if f != nil {
+			s.onError = f
+		}
+	})
+}
 
 // WithLeaseTTL sets how long a connections slot taken by Reserve stays held
-// if its reservation is never reconciled or cancelled (default
-// DefaultLeaseTTL). Set it above your longest request.
+// if its reservation is never reconciled or cancelled. Set it above your
+// longest request. d ≤ 0 means the default, DefaultLeaseTTL.
 func WithLeaseTTL(d time.Duration) Option {
 	return optionFunc(func(s *Stack) {
 		if d > 0 {
@@ -146,7 +162,8 @@ func WithLeaseTTL(d time.Duration) Option {
 }
 
 // WithMaxBuckets bounds the per-value buckets the Stack holds in memory to
-// n, across all its limits and reloads (n ≤ 0: no bound, the default).
+// n, across all its limits and reloads. n ≤ 0 means the default: no
+// bound.
 // Per-value buckets are those of entries with "*" positions, one per
 // distinct combination of values callers send; without a bound their
 // number follows the callers (each costs at most 64 bytes, whatever the
@@ -174,7 +191,6 @@ func WithLeaseTTL(d time.Duration) Option {
 // effect.
 func WithMaxBuckets(n int) Option {
 	return optionFunc(func(s *Stack) {
-		s.budget = nil
 		if n > 0 {
 			s.budget = bucket.NewBudget(n)
 		}
@@ -194,7 +210,9 @@ func New(cfg Config, opts ...Option) (*Stack, error) {
 func newValid(cfg Config, opts []Option) (*Stack, error) {
 	s := &Stack{now: monoclock.Now, leaseTTL: DefaultLeaseTTL}
 	for _, o := range opts {
-		o.apply(s)
+		if o != nil {
+			o.apply(s)
+		}
 	}
 	if err := checkBackendConfig(s.backend, &cfg); err != nil {
 		return nil, err
@@ -305,6 +323,14 @@ func (s *Stack) Allow(ctx context.Context, keys sluice.Keys) (d sluice.Decision,
 				err = s.evaluateAfterOrdered(ctx, c, &keys, t, 0, res, &d)
 			}
 			return d, err
+		}
+		if c.one != nil && s.backend == nil && !sluice.EvaluatedRequested(ctx) {
+			// One per-value limit, the commonest configuration: its take
+			// straight from here (evaluateSingles' first step).
+			if evaluateSingle(c.one, &keys, t, 0, &d) {
+				return d, nil
+			}
+			return d, s.evaluateGeneral(ctx, c, &keys, t, 0, nil, &d)
 		}
 		err = s.evaluate(ctx, c, &keys, t, 0, nil, &d)
 	}

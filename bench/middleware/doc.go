@@ -3,5 +3,6 @@
 // go-chi/httprate, grpclimit against go-grpc-middleware's ratelimit
 // interceptor over golang.org/x/time/rate. It is a nested module so that
 // the peers never enter sluice's own go.mod; it has no code of its own
-// beyond the benchmarks (see BENCHMARKS.md at the repository root).
+// beyond the benchmarks (see BENCHMARKS.md at the repository root,
+// "Middleware: HTTP" and "Middleware: gRPC").
 package middleware

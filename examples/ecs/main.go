@@ -3,6 +3,9 @@
 // throttled call prints the ThrottlingException an AWS SDK would see.
 //
 //	go run ./examples/ecs
+//
+// It takes no flags or arguments; given any, it says so in one line and the
+// exit status is 1.
 package main
 
 import (
@@ -15,8 +18,12 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 {
+		fmt.Fprintf(os.Stderr, "ecs: unexpected argument %q: this example takes no flags or arguments\n", os.Args[1])
+		os.Exit(1)
+	}
 	if err := run(os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		fmt.Fprintln(os.Stderr, "ecs:", err)
 		os.Exit(1)
 	}
 }

@@ -3,6 +3,9 @@
 // enforcement document, driven by a fake clock and printed.
 //
 //	go run ./examples/gateway
+//
+// It takes no flags or arguments; given any, it says so in one line and the
+// exit status is 1.
 package main
 
 import (
@@ -44,8 +47,12 @@ const config = `{"rateLimits": [
 ]}`
 
 func main() {
+	if len(os.Args) > 1 {
+		fmt.Fprintf(os.Stderr, "gateway: unexpected argument %q: this example takes no flags or arguments\n", os.Args[1])
+		os.Exit(1)
+	}
 	if err := run(os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		fmt.Fprintln(os.Stderr, "gateway:", err)
 		os.Exit(1)
 	}
 }

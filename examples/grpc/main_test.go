@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -64,12 +65,73 @@ call 3: ResourceExhausted "sluice: rate limit exceeded for per-caller/caller=ali
 	}
 }
 
+// closedAddr returns a loopback address nothing listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// Without flags the example serves on a port of its own, calls itself until
+// throttled, waits out the delay on its still clock and is served again.
+func TestDefaultRun(t *testing.T) {
+	var out strings.Builder
+	if err := runArgs(context.Background(), nil, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + out.String())
+	for _, want := range []string{
+		"call 2: OK\ncall 3: ResourceExhausted \"sluice: rate limit exceeded for per-caller/caller=alice (requests), retry after 500ms\"\n",
+		"  RetryInfo delay: 500ms\n  grpc-retry-pushback-ms: [500]\n(the server's clock moves 500ms on)\ncall 4: OK\n",
+		"bob has a bucket of his own:\ncall 1: OK\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+}
+
+// A server that is not there is one line naming -addr and the cause,
+// before any call.
 func TestClientReportsAnUnreachableServer(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	var b strings.Builder
-	// Port 1 on loopback: nothing listens there.
-	if err := runClient(ctx, &b, "127.0.0.1:1", "alice", 1); err == nil {
-		t.Errorf("no error from a client whose server is unreachable; printed %q", b.String())
+	addr := closedAddr(t)
+	var out strings.Builder
+	err := runArgs(context.Background(), []string{"-client", "-addr", addr}, &out, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "-addr "+addr) || !strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("error %v, want one line naming -addr %s and the cause", err, addr)
+	}
+	if out.Len() != 0 {
+		t.Errorf("printed anyway: %q", out.String())
+	}
+}
+
+func TestFlagsOutOfRange(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-client", "-n", "0"}, "-n 0:"},
+		{[]string{"-client", "-n", "1001"}, "-n 1001:"},
+		{[]string{"-client", "-caller", ""}, "-caller: empty"},
+		{[]string{"-n", "2"}, "-n is for the client: add -client"},
+		{[]string{"-caller", "bob"}, "-caller is for the client: add -client"},
+		{[]string{"-addr", busy.Addr().String()}, "-addr " + busy.Addr().String() + ":"},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+	} {
+		var out strings.Builder
+		err := runArgs(context.Background(), tc.args, &out, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || out.Len() != 0 {
+			t.Errorf("%q: error %v (printed %q), want one naming %q", tc.args, err, out.String(), tc.want)
+		}
 	}
 }

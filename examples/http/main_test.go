@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -148,5 +151,58 @@ func TestNotFoundUsesUpNothing(t *testing.T) {
 	}
 	if code := serve("/hello"); code != 429 {
 		t.Errorf("alice's 6th /hello: %d, want 429", code)
+	}
+}
+
+// Without flags the example serves on a port of its own and is its own
+// client: the sixth /hello and the third /report are throttled, with their
+// headers and bodies printed, and /report is served again 30 s later.
+func TestDefaultRun(t *testing.T) {
+	var out strings.Builder
+	if err := runArgs(context.Background(), nil, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + out.String())
+	for _, want := range []string{
+		"GET /hello         as alice  429 Too Many Requests\n  Retry-After: 1 | retry-after-ms: 200 | RateLimit-Policy: \"per-caller\";q=5;w=1 | RateLimit: \"per-caller\";r=0;t=1\n" +
+			`  {"error":"Rate limit exceeded","success":false,"limitKey":"per-caller/caller=alice","metric":"requests","retryAfter":1}` + "\n",
+		"GET /hello         as bob    200 OK\n",
+		"GET /report        as erin   429 Too Many Requests\n  Retry-After: 30 |",
+		"(the clock moves 30s on, as Retry-After asked)\nGET /report        as erin   200 OK\n",
+		"GET /no-such-route as frank  404 Not Found\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	// -format changes the body's shape.
+	out.Reset()
+	if err := runArgs(context.Background(), []string{"-format", "anthropic"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"type":"error","error":{"type":"rate_limit_error","message":"Rate limit exceeded","limitKey":"per-route/route=GET %2Freport","metric":"requests","retryAfter":30}}`; !strings.Contains(out.String(), want) {
+		t.Errorf("-format anthropic: output lacks %s:\n%s", want, out.String())
+	}
+}
+
+func TestFlagsOutOfRange(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-format", "xml"}, `-format "xml": want http, anthropic`},
+		{[]string{"-addr", busy.Addr().String()}, "-addr " + busy.Addr().String() + ":"},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+	} {
+		var out strings.Builder
+		err := runArgs(context.Background(), tc.args, &out, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") || out.Len() != 0 {
+			t.Errorf("%q: error %v (printed %q), want one line naming %q", tc.args, err, out.String(), tc.want)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -98,5 +99,53 @@ func TestGoClient(t *testing.T) {
 	}
 	if len(throttled) != 2 || throttled[0].LimitKey != "per-tool/targetName=my-target,toolName=upper" || throttled[0].RetryAfter != 1 {
 		t.Errorf("throttled calls: %+v, want 2 with retryAfter 1", throttled)
+	}
+}
+
+// Without flags the example serves on a port of its own and calls its
+// tools until throttled, printing the JSON-RPC error, and is served again
+// once its clock has moved on by retryAfter.
+func TestDefaultRun(t *testing.T) {
+	var out strings.Builder
+	if err := runArgs(context.Background(), nil, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + out.String())
+	for _, want := range []string{
+		"call 2, readData(\"b\"): \"b\"\ncall 3, readData(\"c\"): throttled\n" +
+			`  {"jsonrpc":"2.0","id":3,"error":{"code":-32003,"message":"Rate limit exceeded","data":{"limitKey":"per-tool/targetName=my-target,toolName=readData","metric":"requests","retryAfter":1}}}` + "\n",
+		"call 4, upper(\"d\"): \"D\"\ncall 5, upper(\"e\"): throttled\n",
+		"(the clock moves 1s on, as retryAfter asked)\ncall 6, readData(\"f\"): \"f\"\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	out.Reset()
+	if err := runArgs(context.Background(), []string{"-code", "429"}, &out, io.Discard); err != nil || !strings.Contains(out.String(), `"error":{"code":429,`) {
+		t.Errorf("-code 429: %v\n%s", err, out.String())
+	}
+}
+
+func TestFlagsOutOfRange(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-code", "0"}, "-code 0:"},
+		{[]string{"-code", "4294967296"}, "-code 4294967296:"},
+		{[]string{"-addr", busy.Addr().String()}, "-addr " + busy.Addr().String() + ":"},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+	} {
+		var out strings.Builder
+		err := runArgs(context.Background(), tc.args, &out, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") || out.Len() != 0 {
+			t.Errorf("%q: error %v (printed %q), want one line naming %q", tc.args, err, out.String(), tc.want)
+		}
 	}
 }

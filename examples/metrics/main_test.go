@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"regexp"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -40,7 +42,7 @@ func TestMetricsExample(t *testing.T) {
 	}
 	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	ticks := make(chan time.Time)
-	a, err := newApp(path, c.now, stack.WithTicks(ticks))
+	a, err := newApp(path, c.now, func(err error) { t.Log(err) }, stack.WithTicks(ticks))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,5 +155,77 @@ func TestMetricsExample(t *testing.T) {
 	}
 	if v := metric(allowed); v != 7 {
 		t.Errorf("allowed decisions %v, want 7", v)
+	}
+}
+
+// Without flags the example runs from any directory (its limits are built
+// in), is throttled, reloads, refuses a broken file and prints the metrics
+// that say so.
+func TestDefaultRun(t *testing.T) {
+	t.Chdir(t.TempDir())
+	var out strings.Builder
+	if err := runArgs(context.Background(), nil, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + out.String())
+	for _, want := range []string{
+		"refreshed: generation 1\nGET /hello as alice, 6 times: 200 200 200 200 200 429\n  Retry-After: 1 | rate limit exceeded (per-caller/caller=alice)\n",
+		"refreshed: generation 2\nGET /hello as bob, 11 times: 200 200 200 200 200 200 200 200 200 200 429\n",
+		"  logged: stack: configuration refresh (load) failed",
+		"GET /hello as carol, 11 times: ",
+		"  sluice_config_generation 2\n  sluice_config_refresh_age_seconds 15\n  sluice_config_refresh_errors_total 1\n",
+		`  sluice_decisions_total{sluice_ratelimit_decision="throttled",sluice_ratelimit_limit_key="per-caller",sluice_ratelimit_metric="requests"} 3`,
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+}
+
+// Serving the built-in limits: a Source that always fetches the same
+// document stays at generation 1.
+func TestBuiltinLimitsServe(t *testing.T) {
+	a, err := newApp("", time.Now, func(err error) { t.Error(err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := a.source.Refresh(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if g := a.source.Status().Generation; g != 1 {
+		t.Errorf("generation %d, want 1", g)
+	}
+	rec := httptest.NewRecorder()
+	a.handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/hello", nil))
+	if rec.Code != 200 {
+		t.Errorf("/hello: %d", rec.Code)
+	}
+}
+
+func TestFlagsOutOfRange(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-addr", "127.0.0.1:0", "-config", "limits.json", "-interval", "0s"}, "-interval 0s:"},
+		{[]string{"-addr", "127.0.0.1:0", "-config", "limits.json", "-interval", "48h"}, "-interval 48h0m0s:"},
+		{[]string{"-config", "limits.json"}, "-config is for serving: add -addr"},
+		{[]string{"-addr", "127.0.0.1:0", "-interval", "1s"}, "-interval is for polling a file: add -config"},
+		{[]string{"-addr", "127.0.0.1:0", "-config", "no-such-file.json"}, "-config: open no-such-file.json:"},
+		{[]string{"-addr", busy.Addr().String()}, "-addr " + busy.Addr().String() + ":"},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+	} {
+		var out strings.Builder
+		err := runArgs(context.Background(), tc.args, &out, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") || out.Len() != 0 {
+			t.Errorf("%q: error %v (printed %q), want one line naming %q", tc.args, err, out.String(), tc.want)
+		}
 	}
 }

@@ -68,3 +68,41 @@ func TestZeroCostCheckThenDebitOnRedis(t *testing.T) {
 		t.Fatalf("check on an empty bucket: retry after %v, want 1s", d.RetryAfter)
 	}
 }
+
+// A shadow op that cannot pass reports what its bucket holds (nothing is
+// taken), as in memory, on the script's fast path (its stored parameters)
+// and on its general path (parameters that changed), so that a caller can
+// tell how far over the limit a shadow rule was.
+func TestShadowDeniedReportsHeld(t *testing.T) {
+	srv := startRedis(t)
+	client, _ := newClient(t, srv.Addr)
+	clock := limitertest.NewClock(limitertest.Start)
+	rb, err := redisbackend.New(client, redisbackend.WithClock(clock.Now),
+		redisbackend.WithKeyPrefix(uniquePrefix("shadowheld")), redisbackend.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, be := range []struct {
+		name string
+		b    stack.Backend
+	}{{"memory", stack.NewMemoryBackend()}, {"redis", rb}} {
+		at := clock.Now()
+		shadow := stack.Op{Key: "s", Rate: 10, Period: time.Hour, Burst: 10, Cost: 8, Shadow: true}
+		other := stack.Op{Key: "o", Rate: 100, Period: time.Hour, Burst: 100, Cost: 1}
+		if out, err := be.b.Take(ctx, at, []stack.Op{shadow, other}); err != nil || len(out.ShadowDenied) != 0 || out.Remaining[0] != 2 {
+			t.Fatalf("%s: first take %+v, %v; want remaining 2", be.name, out, err)
+		}
+		shadow.Cost = 3 // 2 held
+		out, err := be.b.Take(ctx, at, []stack.Op{shadow, other})
+		if err != nil || out.Denied != -1 || len(out.ShadowDenied) != 1 || out.Remaining[0] != 2 || out.Remaining[1] != 98 {
+			t.Fatalf("%s: shadow over %+v, %v; want shadow denied, remaining [2 98]", be.name, out, err)
+		}
+		shadow.Rate, shadow.Burst = 20, 20 // new parameters (the general path on Redis): still 2 held
+		shadow.Cost = 3
+		out, err = be.b.Take(ctx, at, []stack.Op{shadow, other})
+		if err != nil || out.Denied != -1 || len(out.ShadowDenied) != 1 || out.Remaining[0] != 2 {
+			t.Fatalf("%s: shadow over after a new burst %+v, %v; want shadow denied, remaining 2", be.name, out, err)
+		}
+	}
+}

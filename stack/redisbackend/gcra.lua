@@ -57,7 +57,8 @@
 -- handed out again is counted against the part kept first.
 --
 -- Take returns {denied, retry_us, permanent, overburst, #shadow, shadow...,
--- remaining...} with 0-based indexes (denied = -1: all passed). On a
+-- remaining...} with 0-based indexes (denied = -1: all passed); a shadow op
+-- that could not pass reports what its bucket holds (0 for a slot). On a
 -- denial, remaining (what each bucket holds, nothing taken) is present when
 -- the fast paths decided, absent when the general path did. Adjust and pay
 -- return 0.
@@ -263,7 +264,7 @@ local function fast(nops)
         H[i] = math.floor(val / T)
       elseif shadow then
         shadowed[#shadowed + 1] = i - 1
-        H[i] = 0
+        H[i] = math.floor(h / T) -- what it holds: nothing was taken
       else
         denied = i
         if st == 1 then perm = true elseif st == 2 then perm, over = true, val else retry = val end
@@ -531,6 +532,7 @@ local function take(nops)
     elseif shadow then
       shadowed[#shadowed + 1] = i - 1
       rem[i] = 0
+      if s then rem[i] = math.floor(s.held / q.T) end -- what it holds: nothing was taken
     else
       local perm, over, retry = false, false, 0
       if st == 1 then

@@ -161,13 +161,18 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 // once Redis answers again is decided there.
 func TestRedisHangsEachCallIsBounded(t *testing.T) {
 	srv := startRedis(t)
+	// The proxy, not the server, hangs: an external server
+	// (SLUICE_REDIS_ADDR) serves as well as one of this test's own.
 	proxy := redistest.NewProxy(t, srv.Addr)
 	client := redis.NewClient(&redis.Options{Addr: proxy.Addr, ContextTimeoutEnabled: true, MaxRetries: -1,
 		ReadTimeout: time.Hour, WriteTimeout: time.Hour})
 	t.Cleanup(func() { client.Close() })
+	// The clock moves only when stepped: each decision that must ask Redis
+	// is made one probe interval after the last failure.
+	const probe = time.Nanosecond
 	clock := limitertest.NewClock(limitertest.Start)
 	b, err := redisbackend.New(client, redisbackend.WithKeyPrefix(uniquePrefix("hang")), redisbackend.WithClock(clock.Now),
-		redisbackend.WithTimeout(50*time.Millisecond), redisbackend.WithProbeInterval(0))
+		redisbackend.WithTimeout(50*time.Millisecond), redisbackend.WithProbeInterval(probe))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,6 +186,7 @@ func TestRedisHangsEachCallIsBounded(t *testing.T) {
 	}
 	proxy.SetMode(redistest.Stall)
 	for i := 0; i < 3; i++ {
+		clock.Advance(probe) // a probe is due: this decision asks the hung server too
 		res := make(chan error, 1)
 		go func() {
 			_, err := s.Allow(ctx, keys)
@@ -199,8 +205,10 @@ func TestRedisHangsEachCallIsBounded(t *testing.T) {
 		t.Errorf("the proxy accepted %d connections: the decisions did not reach it", n)
 	}
 	proxy.Release()
+	clock.Advance(probe) // the first decision probes, and Redis answers
 	// The held requests died with their connections: Redis took one unit
-	// of the bucket of 10, so 9 more pass at this instant, then a denial.
+	// of the bucket of 10, so 9 more pass (4 ns later: no refill), then a
+	// denial.
 	for i := 0; i <= 9; i++ {
 		d, err := s.Allow(ctx, keys)
 		if err != nil {

@@ -271,8 +271,8 @@ func TestNewPaceStoreErrors(t *testing.T) {
 		t.Fatal("nil client accepted")
 	}
 	client, _ := newClient(t, "127.0.0.1:1")
-	if _, err := redisbackend.NewPaceStore(client, redisbackend.WithTimeout(-1)); err == nil {
-		t.Fatal("negative timeout accepted")
+	if _, err := redisbackend.NewPaceStore(client, redisbackend.WithLocalFallback(2)); err == nil {
+		t.Fatal("share above 1 accepted")
 	}
 	if _, err := redisbackend.NewPaceStore(client, redisbackend.WithKeyPrefix("{x}")); err == nil {
 		t.Fatal("prefix with braces accepted")

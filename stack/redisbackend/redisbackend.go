@@ -124,8 +124,10 @@ var _ stack.ConnBackend = (*Backend)(nil)
 func (b *Backend) SharesConnections() bool { return true }
 
 // Option configures New and NewPaceStore. Options are made by the With…
-// functions of this package; an option given an invalid value makes New
-// (or NewPaceStore) return an error naming the option and the value.
+// functions of this package. A zero, negative, NaN or nil value means the
+// option is not given (its default, named in its doc); a value wrong in
+// another way makes New (or NewPaceStore) return an error naming the
+// option and the value.
 type Option interface{ apply(*options) }
 
 // options are what the Options set. err is the first invalid option's
@@ -164,29 +166,34 @@ func newOptions(opts []Option) options {
 	return o
 }
 
-// WithKeyPrefix sets the prefix of every key (default "sluice"). Keys are
+// WithKeyPrefix sets the prefix of every key. Keys are
 // "<prefix>:{<tag>}:<bucket key>" with the bucket key of stack.BucketKey.
-// The prefix must not contain '{' or '}'.
+// An empty p means the default, "sluice"; a prefix that contains '{' or
+// '}' is an error.
 func WithKeyPrefix(p string) Option {
 	return optionFunc(func(o *options) {
-		if strings.ContainsAny(p, "{}") {
+		switch {
+		case p == "":
+		case strings.ContainsAny(p, "{}"):
 			o.fail(fmt.Errorf("redisbackend: WithKeyPrefix(%q): the prefix contains '{' or '}'", p))
-			return
+		default:
+			o.prefix = p
 		}
-		o.prefix = p
 	})
 }
 
-// WithHashTag sets the Redis Cluster hash tag shared by all keys (default:
-// the key prefix, so keys look like "sluice:{sluice}:…"). It must be
-// non-empty and must not contain '{' or '}'.
+// WithHashTag sets the Redis Cluster hash tag shared by all keys. An empty
+// tag means the default, the key prefix (keys look like
+// "sluice:{sluice}:…"); a tag that contains '{' or '}' is an error.
 func WithHashTag(tag string) Option {
 	return optionFunc(func(o *options) {
-		if tag == "" || strings.ContainsAny(tag, "{}") {
-			o.fail(fmt.Errorf("redisbackend: WithHashTag(%q): the tag is empty or contains '{' or '}'", tag))
-			return
+		switch {
+		case tag == "":
+		case strings.ContainsAny(tag, "{}"):
+			o.fail(fmt.Errorf("redisbackend: WithHashTag(%q): the tag contains '{' or '}'", tag))
+		default:
+			o.tag = tag
 		}
-		o.tag = tag
 	})
 }
 
@@ -228,11 +235,11 @@ func WithSpread() Option {
 //
 // pin must be fast, safe for concurrent use and always give the same
 // answer for the same bucket. Every process of a fleet must use the same
-// pin function, or they will not share buckets.
+// pin function, or they will not share buckets. A nil pin means the option
+// is not given: the default layout, one hash tag (WithHashTag).
 func WithPin(pin func(Bucket) string) Option {
 	return optionFunc(func(o *options) {
 		if pin == nil {
-			o.fail(errors.New("redisbackend: WithPin(nil): the pin function is nil"))
 			return
 		}
 		o.layout = layoutSpread
@@ -244,38 +251,39 @@ func WithPin(pin func(Bucket) string) Option {
 // Redis server's TIME. By default time comes from the server, so that pods
 // with skewed clocks still share one timeline. Use it in tests and
 // simulations. Key expiry still follows the server's clock, so the injected
-// clock must not run slower than real time.
+// clock must not run slower than real time. A nil now means the default:
+// the server's TIME for a Backend, time.Now for a PaceStore.
 func WithClock(now func() time.Time) Option {
 	return optionFunc(func(o *options) {
-		o.clock = now
+		if now != nil {
+			o.clock = now
+		}
 	})
 }
 
-// WithTimeout bounds each call to Redis (default 50 ms). The bound applies
-// to reading the reply only if the client was created with
-// ContextTimeoutEnabled: true (go-redis otherwise uses its ReadTimeout).
+// WithTimeout bounds each call to Redis; d ≤ 0 means the default, 50 ms.
+// The bound applies to reading the reply only if the client was created
+// with ContextTimeoutEnabled: true (go-redis otherwise uses its
+// ReadTimeout).
 func WithTimeout(d time.Duration) Option {
 	return optionFunc(func(o *options) {
-		if d <= 0 {
-			o.fail(fmt.Errorf("redisbackend: WithTimeout(%v): the timeout is not positive", d))
-			return
+		if d > 0 {
+			o.timeout = d
 		}
-		o.timeout = d
 	})
 }
 
 // WithProbeInterval sets how long after Redis fails the backend stops
-// asking it (default 200 ms): calls in that interval fail at once with
-// ErrUnavailable, or use the local fallback. After it, one call probes
-// Redis (a write, which also pays what the fallback decided); when it
-// succeeds, every call goes back to Redis. 0 probes on every call.
+// asking it: calls in that interval fail at once with ErrUnavailable, or
+// use the local fallback. After it, one call probes Redis (a write, which
+// also pays what the fallback decided); when it succeeds, every call goes
+// back to Redis. d ≤ 0 means the default, 200 ms; a nanosecond probes on
+// nearly every call.
 func WithProbeInterval(d time.Duration) Option {
 	return optionFunc(func(o *options) {
-		if d < 0 {
-			o.fail(fmt.Errorf("redisbackend: WithProbeInterval(%v): the interval is negative", d))
-			return
+		if d > 0 {
+			o.probe = d
 		}
-		o.probe = d
 	})
 }
 
@@ -283,7 +291,8 @@ func WithProbeInterval(d time.Duration) Option {
 // Redis cannot decide (see ErrUnavailable), instead of returning an error:
 // each bucket gets share of its rate and of its burst (burst rounded up),
 // share in (0, 1]. With N processes, share 1/N keeps the fleet within the
-// shared limit.
+// shared limit. By default there is no fallback: a share ≤ 0 or NaN means
+// the default, and a share above 1 is an error.
 //
 // Switching never creates tokens: a local bucket starts empty (it gets its
 // share of the rate from the start of the outage, no burst), what is
@@ -304,27 +313,28 @@ func WithProbeInterval(d time.Duration) Option {
 // documentation, "Redis Cluster").
 func WithLocalFallback(share float64) Option {
 	return optionFunc(func(o *options) {
-		if !(share > 0 && share <= 1) {
+		switch {
+		case !(share > 0): // zero, negative or NaN: not given
+		case share > 1:
 			o.fail(fmt.Errorf("redisbackend: WithLocalFallback(%v): the share is not in (0, 1]", share))
-			return
+		default:
+			o.share = share
 		}
-		o.share = share
 	})
 }
 
 // WithMaxBatch sets how many concurrent decisions of this process may go
-// to Redis in one script call (default 64; 1 sends each alone). A decision
+// to Redis in one script call (1 sends each alone); n ≤ 0 means the
+// default, 64. A decision
 // is sent at once while fewer than two calls are in flight; the ones that
 // arrive meanwhile wait and go together in the next call, each still
 // evaluated atomically and in order. Under concurrency this saves round
 // trips and server time per decision; a lone caller never waits.
 func WithMaxBatch(n int) Option {
 	return optionFunc(func(o *options) {
-		if n < 1 {
-			o.fail(fmt.Errorf("redisbackend: WithMaxBatch(%d): the batch size is not positive", n))
-			return
+		if n > 0 {
+			o.maxBatch = n
 		}
-		o.maxBatch = n
 	})
 }
 

@@ -3,6 +3,7 @@ package redisbackend_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -174,13 +175,9 @@ func TestOptionsAreValidated(t *testing.T) {
 		want string
 	}{
 		"prefix with brace": {redisbackend.WithKeyPrefix("a{b"), `redisbackend: WithKeyPrefix("a{b")`},
-		"empty tag":         {redisbackend.WithHashTag(""), `redisbackend: WithHashTag("")`},
-		"nil pin":           {redisbackend.WithPin(nil), "redisbackend: WithPin(nil)"},
-		"zero timeout":      {redisbackend.WithTimeout(0), "redisbackend: WithTimeout(0s)"},
-		"negative probe":    {redisbackend.WithProbeInterval(-time.Second), "redisbackend: WithProbeInterval(-1s)"},
-		"share 0":           {redisbackend.WithLocalFallback(0), "redisbackend: WithLocalFallback(0)"},
+		"tag with brace":    {redisbackend.WithHashTag("x}"), `redisbackend: WithHashTag("x}")`},
 		"share above 1":     {redisbackend.WithLocalFallback(1.5), "redisbackend: WithLocalFallback(1.5)"},
-		"zero batch":        {redisbackend.WithMaxBatch(0), "redisbackend: WithMaxBatch(0)"},
+		"share +Inf":        {redisbackend.WithLocalFallback(math.Inf(1)), "redisbackend: WithLocalFallback(+Inf)"},
 	} {
 		if _, err := redisbackend.New(c, redisbackend.WithKeyPrefix("ok"), tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: New: err = %v, want it to contain %q", name, err, tc.want)
@@ -190,8 +187,8 @@ func TestOptionsAreValidated(t *testing.T) {
 		}
 	}
 	// The first invalid option is the one reported.
-	if _, err := redisbackend.New(c, redisbackend.WithTimeout(-1), redisbackend.WithMaxBatch(0)); err == nil || !strings.Contains(err.Error(), "WithTimeout(-1ns)") {
-		t.Errorf("two invalid options: err = %v, want the first (WithTimeout)", err)
+	if _, err := redisbackend.New(c, redisbackend.WithLocalFallback(2), redisbackend.WithKeyPrefix("{")); err == nil || !strings.Contains(err.Error(), "WithLocalFallback(2)") {
+		t.Errorf("two invalid options: err = %v, want the first (WithLocalFallback)", err)
 	}
 	if _, err := redisbackend.New(nil); err == nil {
 		t.Error("nil client accepted")

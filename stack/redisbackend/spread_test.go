@@ -27,8 +27,8 @@ func TestSpreadOptions(t *testing.T) {
 	if _, err := redisbackend.New(ring, redisbackend.WithSpread()); err == nil || !strings.Contains(err.Error(), "Ring") {
 		t.Errorf("WithSpread on a Ring: %v, want an error naming the Ring", err)
 	}
-	if _, err := redisbackend.New(client, redisbackend.WithPin(nil)); err == nil {
-		t.Error("WithPin(nil): no error")
+	if b, err := redisbackend.New(client, redisbackend.WithPin(nil)); err != nil || b.KeyPrefix() != "sluice:{sluice}:" {
+		t.Errorf("WithPin(nil): %v, %v; want the default layout (one hash tag)", b.KeyPrefix(), err)
 	}
 	// The default layout keeps one tag (the keys of earlier versions).
 	b, _ := redisbackend.New(client)

@@ -46,7 +46,9 @@ func (k Bucket) Value(i int) string {
 	return ""
 }
 
-// ParseBucketKey takes apart a key made by stack.BucketKey. It reports
+// ParseBucketKey takes apart a key made by stack.BucketKey, for pin
+// functions (WithPin gets it done already, as a Bucket) and for tools that
+// read the keys in Redis. It reports
 // false for a string that is not one (for instance when the limit id or
 // the metric contains '|', which makes the key ambiguous).
 func ParseBucketKey(key string) (Bucket, bool) {
@@ -157,7 +159,8 @@ func hexTag(h uint32) string {
 
 // Slot returns the Redis Cluster hash slot of key (CRC16 of its hash tag,
 // or of the whole key when it has none, modulo 16384), as CLUSTER KEYSLOT
-// computes it.
+// computes it. It is for operators and tests checking where WithSpread or
+// WithPin put a bucket (with Backend.Key); deciding needs none of it.
 func Slot(key string) int {
 	if s := strings.IndexByte(key, '{'); s >= 0 {
 		if e := strings.IndexByte(key[s+1:], '}'); e > 0 {

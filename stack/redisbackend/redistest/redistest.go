@@ -269,3 +269,89 @@ func (s *Server) Resume(t testing.TB) {
 		t.Fatal(err)
 	}
 }
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat:
+// 100 on every Linux architecture Go supports.
+const clockTicks = 100
+
+// CPUTime returns the CPU time, user and system, the redis-server process
+// has used so far (read from /proc/<pid>/stat, in steps of 10 ms), and
+// false when it cannot be read: an external server (SLUICE_REDIS_ADDR),
+// one stopped, or a system without /proc. Unlike INFO commandstats, it
+// counts all the server's work: reading requests, writing replies, the
+// event loop, besides running the commands.
+func (s *Server) CPUTime() (time.Duration, bool) {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0, false
+	}
+	return ProcessCPUTime(s.cmd.Process.Pid)
+}
+
+// ProcessCPUTime returns the CPU time, user and system, process pid has
+// used so far, from /proc/<pid>/stat (in steps of 10 ms), and false when it
+// cannot be read. Benchmarks use it for a server process they started.
+func ProcessCPUTime(pid int) (time.Duration, bool) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	return parseStatCPU(string(data))
+}
+
+// parseStatCPU reads utime + stime (fields 14 and 15) from a
+// /proc/<pid>/stat line; the command name before them, in parentheses, may
+// hold spaces and parentheses itself.
+func parseStatCPU(stat string) (time.Duration, bool) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(stat[i+1:]) // f[0] is field 3, the state
+	if len(f) < 13 {
+		return 0, false
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil || ut < 0 || st < 0 {
+		return 0, false
+	}
+	return time.Duration(ut+st) * (time.Second / clockTicks), true
+}
+
+// CommandStat is one command's line of INFO commandstats.
+type CommandStat struct {
+	// Calls is how many times the command ran; Usec the microseconds the
+	// server spent running it.
+	Calls, Usec int64
+}
+
+// CommandStats reads INFO commandstats through c, by command name as Redis
+// writes it ("evalsha", "incrby"), since the server started or the last
+// CONFIG RESETSTAT.
+func CommandStats(ctx context.Context, c redis.UniversalClient) (map[string]CommandStat, error) {
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]CommandStat{}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		name, isCmd := strings.CutPrefix(name, "cmdstat_")
+		if !ok || !isCmd {
+			continue
+		}
+		var cs CommandStat
+		for _, f := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			x, _ := strconv.ParseInt(v, 10, 64)
+			switch k {
+			case "calls":
+				cs.Calls = x
+			case "usec":
+				cs.Usec = x
+			}
+		}
+		out[name] = cs
+	}
+	return out, nil
+}

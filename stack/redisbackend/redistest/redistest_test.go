@@ -1,11 +1,15 @@
 package redistest
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // fatalRecorder is a testing.TB whose Fatalf records its message instead of
@@ -55,5 +59,52 @@ func TestFreePortClusterBus(t *testing.T) {
 	}
 	if chosen == 0 {
 		t.Fatal("freePort(true) found no port in 20 tries")
+	}
+}
+
+// utime and stime are read after the command name, whatever it holds.
+func TestParseStatCPU(t *testing.T) {
+	for _, tc := range []struct {
+		stat string
+		want time.Duration
+		ok   bool
+	}{
+		{"4242 (redis-server) S 1 2 3 0 -1 4194560 1 0 0 0 150 25 0 0 20 0 5 0 1 2 3", 1750 * time.Millisecond, true},
+		{"4242 (a) b) (c) R 1 2 3 0 -1 4194560 1 0 0 0 7 3 0 0 20 0 5 0 1 2 3", 100 * time.Millisecond, true},
+		{"4242 (redis-server) S 1 2", 0, false},
+		{"no parenthesis", 0, false},
+		{"4242 (x) S 1 2 3 0 -1 4194560 1 0 0 0 -1 3 0", 0, false},
+	} {
+		got, ok := parseStatCPU(tc.stat)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("parseStatCPU(%q) = %v, %v; want %v, %v", tc.stat, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// A server this package started reports its CPU time and its commands.
+func TestCPUTimeAndCommandStats(t *testing.T) {
+	s := Start(t)
+	if s.External {
+		t.Skip("an external server's CPU time is not read")
+	}
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer c.Close()
+	ctx := context.Background()
+	for range 5 {
+		if err := c.Incr(ctx, "k").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := s.CPUTime(); !ok {
+		t.Error("CPUTime: not read")
+	}
+	st, err := CommandStats(ctx, c)
+	if err != nil || st["incr"].Calls != 5 {
+		t.Errorf("CommandStats: %v, %v; want 5 calls of incr", st, err)
+	}
+	s.Stop()
+	if _, ok := s.CPUTime(); ok {
+		t.Error("CPUTime of a stopped server: read")
 	}
 }

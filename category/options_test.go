@@ -1,0 +1,88 @@
+package category_test
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/category"
+)
+
+// TestOptionsNotGiven walks every option with the values the option rule
+// calls "not given" (zero, negative, NaN, nil, an undefined Mode): none
+// panics, New succeeds, and the Set behaves as with no option at all.
+func TestOptionsNotGiven(t *testing.T) {
+	cats := []category.Category{{Name: "c", Burst: 2, Refill: 1e-6, Actions: []string{"A", "B"}}}
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	cases := map[string]category.Option{
+		"nil Option":                   nil,
+		"WithMode(-1)":                 category.WithMode(-1),
+		"WithMode(99)":                 category.WithMode(99),
+		"WithDefault(\"\")":            category.WithDefault(""),
+		"WithActionKey(\"\")":          category.WithActionKey(""),
+		"WithResourcesKey(\"\")":       category.WithResourcesKey(""),
+		"WithClock(nil)":               category.WithClock(nil),
+		"WithResourceBucket(\"\",5,1)": category.WithResourceBucket("", 5, 1),
+		"WithResourceBucket(A,0,1)":    category.WithResourceBucket("A", 0, 1),
+		"WithResourceBucket(A,-1,1)":   category.WithResourceBucket("A", -1, 1),
+		"WithResourceBucket(A,5,0)":    category.WithResourceBucket("A", 5, 0),
+		"WithResourceBucket(A,5,-1)":   category.WithResourceBucket("A", 5, -1),
+		"WithResourceBucket(A,5,NaN)":  category.WithResourceBucket("A", 5, math.NaN()),
+	}
+	for name, o := range cases {
+		t.Run(name, func(t *testing.T) {
+			s, err := category.New(cats, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Shared mode, no resource bucket: A and B share a burst of 2,
+			// whatever resource count a request carries.
+			for i, a := range []string{"A", "B", "A"} {
+				d, err := s.AllowActionAt(t0, a, 1000)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Allowed != (i < 2) {
+					t.Fatalf("request %d (%s): allowed %v; want the shared bucket of 2 without a resource bucket", i, a, d.Allowed)
+				}
+			}
+			// No default category: an unknown action is an error.
+			if _, err := s.AllowActionAt(t0, "Z", 1); !errors.Is(err, category.ErrUnknownAction) {
+				t.Errorf("unknown action: %v, want ErrUnknownAction", err)
+			}
+			// The default dimensions (ActionKey, ResourcesKey) on the
+			// default clock: a fresh Set allows one request.
+			s, _ = category.New(cats, o)
+			d, err := s.Allow(t.Context(), sluice.NewKeys(category.ActionKey, "B", category.ResourcesKey, "7"))
+			if err != nil || !d.Allowed {
+				t.Fatalf("Allow with the default keys: %+v, %v", d, err)
+			}
+			if _, err := s.Allow(t.Context(), sluice.NewKeys(category.ActionKey, "B", category.ResourcesKey, "x")); err == nil || !strings.Contains(err.Error(), "resource count") {
+				t.Errorf("Allow with resources=x: %v; want the default ResourcesKey read and refused", err)
+			}
+		})
+	}
+}
+
+// TestOptionsInvalid checks that an option value wrong in another way than
+// "not given" makes New fail with an error naming the option and value.
+func TestOptionsInvalid(t *testing.T) {
+	cats := []category.Category{{Name: "c", Burst: 2, Refill: 1, Actions: []string{"A"}}}
+	cases := []struct {
+		o    category.Option
+		want string
+	}{
+		{category.WithDefault("missing"), `WithDefault("missing")`},
+		{category.WithResourceBucket("Z", 1, 1), `WithResourceBucket("Z", 1, 1)`},
+		{category.WithResourceBucket("A", 1, math.Inf(1)), `WithResourceBucket("A", 1, +Inf)`},
+	}
+	for _, c := range cases {
+		s, err := category.New(cats, c.o)
+		if err == nil || s != nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("New with %s: %v, %v; want an error naming it", c.want, s, err)
+		}
+	}
+}
