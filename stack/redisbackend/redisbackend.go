@@ -253,6 +253,13 @@ func WithPin(pin func(Bucket) string) Option {
 // simulations. Key expiry still follows the server's clock, so the injected
 // clock must not run slower than real time. A nil now means the default:
 // the server's TIME for a Backend, time.Now for a PaceStore.
+//
+// A Backend's own timers follow now too: the probe interval
+// (WithProbeInterval), the rejoin period after an outage and the local
+// fallback's once-a-second reports are measured on it, so a test or a
+// simulation steps them as it steps decisions. A backend on a clock that
+// never advances no longer probes Redis after a failure. Only the timeout
+// (WithTimeout), a network deadline, stays on real time.
 func WithClock(now func() time.Time) Option {
 	return optionFunc(func(o *options) {
 		if now != nil {
@@ -277,8 +284,10 @@ func WithTimeout(d time.Duration) Option {
 // asking it: calls in that interval fail at once with ErrUnavailable, or
 // use the local fallback. After it, one call probes Redis (a write, which
 // also pays what the fallback decided); when it succeeds, every call goes
-// back to Redis. d ≤ 0 means the default, 200 ms; a nanosecond probes on
-// nearly every call.
+// back to Redis. d ≤ 0 means the default, 200 ms. The interval is measured
+// on the injected clock when there is one (WithClock): a nanosecond probes
+// on nearly every call, or with WithClock on every call made after the
+// clock has moved since the last failure.
 func WithProbeInterval(d time.Duration) Option {
 	return optionFunc(func(o *options) {
 		if d > 0 {
