@@ -229,12 +229,16 @@ func TestWaitN(t *testing.T) {
 		}
 	})
 	t.Run("cancelled while waiting gives tokens back", func(t *testing.T) {
-		clk := &cancelClock{fakeClock: newFakeClock()}
-		b := bucket.New(10, 1, fakeClockOpts(clk)...)
+		clk := newFakeClock()
+		ctx, cancel := context.WithCancel(context.Background())
+		// A sleep that the context's end interrupts.
+		b := bucket.New(10, 1, bucket.WithClock(clk.Now), bucket.WithSleep(func(ctx context.Context, d time.Duration) error {
+			cancel()
+			<-ctx.Done()
+			return ctx.Err()
+		}))
 		b.AllowN(clk.Now(), 1)
 		before := b.TokensAt(clk.Now())
-		ctx, cancel := context.WithCancel(context.Background())
-		clk.cancel = cancel
 		if err := b.Wait(ctx); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Wait: %v, want context.Canceled", err)
 		}
@@ -288,18 +292,6 @@ func fakeClockOpts(c interface {
 	Sleep(context.Context, time.Duration) error
 }) []bucket.Option {
 	return []bucket.Option{bucket.WithClock(c.Now), bucket.WithSleep(c.Sleep)}
-}
-
-// cancelClock cancels the context instead of letting the sleep end.
-type cancelClock struct {
-	*fakeClock
-	cancel context.CancelFunc
-}
-
-func (c *cancelClock) Sleep(ctx context.Context, d time.Duration) error {
-	c.cancel()
-	<-ctx.Done()
-	return ctx.Err()
 }
 
 func TestSetLimitAndBurstKeepTokens(t *testing.T) {

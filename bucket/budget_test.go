@@ -126,30 +126,6 @@ func TestBudgetZeroIsPermanent(t *testing.T) {
 	}
 }
 
-// A Table dropped while holding buckets gives them back to its Budget.
-func TestBudgetReleasedWhenTableDropped(t *testing.T) {
-	bud := bucket.NewBudget(1000)
-	func() {
-		tab := bucket.NewTable(1, 5, bucket.WithBudget(bud))
-		for i := range 300 {
-			tab.TakeN(t0, strconv.Itoa(i), 1)
-		}
-		if bud.Len() != 300 {
-			t.Fatalf("Budget Len = %d, want 300", bud.Len())
-		}
-	}()
-	// The release runs in the runtime's cleanup goroutine after a collection;
-	// a loaded machine may need many collections (and wall time) before it
-	// is scheduled, so the loop is bounded by a deadline, not a count.
-	for deadline := time.Now().Add(20 * time.Second); bud.Len() != 0 && time.Now().Before(deadline); {
-		runtime.GC()
-		runtime.Gosched()
-	}
-	if bud.Len() != 0 {
-		t.Fatalf("Budget Len = %d after its only Table was collected, want 0", bud.Len())
-	}
-}
-
 // Reconfiguring to rate.Inf drops every bucket: nothing is left to count.
 func TestTableReconfigureInfDropsBuckets(t *testing.T) {
 	bud := bucket.NewBudget(10)

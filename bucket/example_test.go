@@ -1,43 +1,17 @@
 package bucket_test
 
 import (
-	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/bucket"
+	"github.com/sluicehq/sluice/stack/limitertest"
 )
 
-// fakeClock is a test clock whose Sleep advances its time instead of
+// newFakeClock returns a manual clock whose Sleep advances it instead of
 // sleeping: pass bucket.WithClock(c.Now) and bucket.WithSleep(c.Sleep).
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2036, time.March, 1, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	c.Advance(d)
-	return nil
+func newFakeClock() *limitertest.Clock {
+	return limitertest.NewClock(time.Date(2036, time.March, 1, 12, 0, 0, 0, time.UTC))
 }
 
 // The seed's bucket: capacity 50, refilled at 20 per second.

@@ -290,7 +290,9 @@ func TestReloadKeepsStateAndTheLastGoodConfig(t *testing.T) {
 	}
 }
 
-// Start polls on its own goroutine; Close stops it and waits.
+// Start checks on its own goroutine at every tick; Close stops it, stops
+// its ticker and waits. The ticks are the test's: each step is an event,
+// and an unbuffered tick is taken only when the previous Check is done.
 func TestWatcherStartAndClose(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "api.yaml")
@@ -302,20 +304,43 @@ func TestWatcherStartAndClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := envoyrls.New(cfg)
-	w := envoyrls.NewWatcher(srv, path, nil)
-	w.Start(time.Millisecond)
+	var reported []error // written by the watcher's goroutine, read after a tick is taken
+	w := envoyrls.NewWatcher(srv, path, func(err error) { reported = append(reported, err) })
+	ticks, stopped := make(chan time.Time), make(chan struct{})
+	envoyrls.TickWith(w, ticks, stopped)
+	w.Start(time.Hour)
+	tick := func() { ticks <- time.Time{} }
+	// A tick with nothing changed reloads nothing.
+	tick()
+	tick() // taken once the previous Check returned
+	if got := srv.Config().Domains(); len(got) != 1 || got[0] != "api" {
+		t.Fatalf("domains %v before any change, want [api]", got)
+	}
 	if err := os.WriteFile(path, []byte("domain: moved\ndescriptors: []\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for srv.Config().Domains()[0] != "moved" {
-		if time.Now().After(deadline) {
-			t.Fatal("the watcher never reloaded")
-		}
-		time.Sleep(time.Millisecond) // waiting for the watcher's goroutine, not for time to pass in a bucket
+	tick()
+	tick()
+	if got := srv.Config().Domains(); len(got) != 1 || got[0] != "moved" {
+		t.Fatalf("domains %v after one tick on a changed file, want [moved]", got)
+	}
+	if len(reported) != 0 {
+		t.Fatalf("errors reported: %v", reported)
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	_ = w.Close()
+	select {
+	case <-stopped:
+	default:
+		t.Fatal("Close returned with the ticker still running")
+	}
+	select {
+	case ticks <- time.Time{}:
+		t.Fatal("a tick was taken after Close")
+	default:
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
 }

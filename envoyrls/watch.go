@@ -24,6 +24,15 @@ type Watcher struct {
 
 	stop chan struct{}
 	done chan struct{}
+
+	// ticker makes Start's ticks: a real ticker, or the test's channel
+	// (export_test.go).
+	ticker func(d time.Duration) (ticks <-chan time.Time, stop func())
+}
+
+func realTicker(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(d)
+	return t.C, t.Stop
 }
 
 // NewWatcher returns a Watcher of path for srv. It starts nothing. It
@@ -31,7 +40,7 @@ type Watcher struct {
 // only if they change afterwards (srv is assumed to hold their
 // configuration). onError, if not nil, is called with every failed reload.
 func NewWatcher(srv *Server, path string, onError func(error)) *Watcher {
-	w := &Watcher{srv: srv, path: path, onError: onError}
+	w := &Watcher{srv: srv, path: path, onError: onError, ticker: realTicker}
 	if files, err := readPath(path); err == nil {
 		w.last = digest(files)
 	}
@@ -103,13 +112,13 @@ func (w *Watcher) Start(interval time.Duration) {
 	w.mu.Unlock()
 	go func() {
 		defer close(done)
-		t := time.NewTicker(interval)
-		defer t.Stop()
+		ticks, stopTicks := w.ticker(interval)
+		defer stopTicks()
 		for {
 			select {
 			case <-stop:
 				return
-			case <-t.C:
+			case <-ticks:
 				_, _ = w.Check()
 			}
 		}

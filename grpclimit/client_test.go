@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,34 +21,8 @@ import (
 	"github.com/sluicehq/sluice/grpclimit"
 	"github.com/sluicehq/sluice/pace"
 	"github.com/sluicehq/sluice/stack"
+	"github.com/sluicehq/sluice/stack/limitertest"
 )
-
-// stepClock is a clock whose sleep advances it, recording the sleeps.
-type stepClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	sleeps []time.Duration
-}
-
-func (c *stepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *stepClock) Sleep(ctx context.Context, d time.Duration) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	c.sleeps = append(c.sleeps, d)
-	return ctx.Err()
-}
-
-func (c *stepClock) Slept() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return fmt.Sprint(c.sleeps)
-}
 
 func noJitter(time.Duration) time.Duration { return 0 }
 
@@ -57,7 +30,7 @@ func noJitter(time.Duration) time.Duration { return 0 }
 // interceptor: the paced client's second call is throttled with RetryInfo,
 // and its third waits the delay instead of being throttled again.
 func TestUnaryClientInterceptorLearnsRetryInfo(t *testing.T) {
-	clk := &stepClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clk := limitertest.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	limits, err := stack.Load([]byte(`{"rateLimits": [{"rateLimitId": "per-method", "dimensionKeys": ["method"],
 	  "entries": [{"dimensions": {"method": "*"}, "requests": [{"rate": 1, "period": "second"}]}]}]}`), stack.WithClock(clk.Now))
 	if err != nil {
@@ -74,7 +47,7 @@ func TestUnaryClientInterceptorLearnsRetryInfo(t *testing.T) {
 	if fmt.Sprint(codesSeen) != "[OK ResourceExhausted OK]" {
 		t.Fatalf("codes %v", codesSeen)
 	}
-	if got := clk.Slept(); got != "[1s]" {
+	if got := fmt.Sprint(clk.Slept()); got != "[1s]" {
 		t.Fatalf("slept %s, want [1s]", got)
 	}
 }
@@ -92,7 +65,7 @@ func TestUnaryClientInterceptorPushback(t *testing.T) {
 		{"99999999999", "[1s]"},
 	} {
 		t.Run(tc.trailer, func(t *testing.T) {
-			clk := &stepClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+			clk := limitertest.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 			p := pace.New(nil, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithJitter(noJitter))
 			var calls int
 			throttleFirst := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
@@ -109,7 +82,7 @@ func TestUnaryClientInterceptorPushback(t *testing.T) {
 			if _, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
 				t.Fatal(err)
 			}
-			if got := clk.Slept(); got != tc.want {
+			if got := fmt.Sprint(clk.Slept()); got != tc.want {
 				t.Fatalf("slept %s, want %s", got, tc.want)
 			}
 		})
@@ -118,7 +91,7 @@ func TestUnaryClientInterceptorPushback(t *testing.T) {
 
 // A pause longer than the maximum wait fails the call before sending.
 func TestUnaryClientInterceptorMaxWait(t *testing.T) {
-	clk := &stepClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clk := limitertest.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	p := pace.New(nil, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithMaxWait(time.Second))
 	var calls int
 	server := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
@@ -136,7 +109,7 @@ func TestUnaryClientInterceptorMaxWait(t *testing.T) {
 
 // Streams are paced at their start and learn from their end.
 func TestStreamClientInterceptor(t *testing.T) {
-	clk := &stepClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clk := limitertest.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	p := pace.New(nil, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithJitter(noJitter))
 	var calls int
 	server := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
@@ -157,7 +130,7 @@ func TestStreamClientInterceptor(t *testing.T) {
 			t.Fatal("stream did not end")
 		}
 	}
-	if got := clk.Slept(); got != "[2s]" {
+	if got := fmt.Sprint(clk.Slept()); got != "[2s]" {
 		t.Fatalf("slept %s, want [2s]", got)
 	}
 }

@@ -15,7 +15,9 @@ import (
 )
 
 // With a stack (a sluice.Reserver), a stream holds a connections slot for
-// its whole life and gives it back when it ends.
+// its whole life and gives it back when it ends. The test learns that the
+// interceptor has returned (and so released) from an interceptor wrapped
+// around it: the next stream must then be admitted at the first try.
 func TestStreamHoldsConnectionSlot(t *testing.T) {
 	s, err := stack.New(stack.Config{RateLimits: []stack.RateLimit{{
 		RateLimitID: "streams", DimensionKeys: []string{"caller"},
@@ -24,7 +26,13 @@ func TestStreamHoldsConnectionSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := serve(t, grpc.ChainStreamInterceptor(grpclimit.StreamServerInterceptor(s, callerKey)))
+	ended := make(chan error, 8) // one per stream the server ran, after grpclimit's interceptor returned
+	outer := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		err := handler(srv, ss)
+		ended <- err
+		return err
+	}
+	client := serve(t, grpc.ChainStreamInterceptor(outer, grpclimit.StreamServerInterceptor(s, callerKey)))
 	open := func(ctx context.Context) error {
 		st, err := client.Watch(ctx, &healthpb.HealthCheckRequest{})
 		if err != nil {
@@ -33,7 +41,18 @@ func TestStreamHoldsConnectionSlot(t *testing.T) {
 		_, err = st.Recv()
 		return err
 	}
+	// awaitEnd waits for the server to finish one stream: an event, with a
+	// deadline only for a hang.
+	awaitEnd := func(what string) {
+		t.Helper()
+		select {
+		case <-ended:
+		case <-time.After(time.Minute):
+			t.Fatalf("%s: the server never finished the stream", what)
+		}
+	}
 	ctx1, cancel1 := context.WithCancel(asCaller("alice"))
+	defer cancel1()
 	if err := open(ctx1); err != nil {
 		t.Fatalf("first stream: %v", err)
 	}
@@ -43,21 +62,22 @@ func TestStreamHoldsConnectionSlot(t *testing.T) {
 	if status.Code(err) != codes.ResourceExhausted || quotaFailure(t, err).Subject != "streams/caller=alice" {
 		t.Fatalf("second stream while the first is open: %v", err)
 	}
-	if err := open(asCaller("bob")); err != nil {
+	awaitEnd("the denied stream")
+	ctx3, cancel3 := context.WithCancel(asCaller("bob"))
+	if err := open(ctx3); err != nil {
 		t.Fatalf("another caller has its own slot: %v", err)
 	}
+	cancel3()
+	awaitEnd("bob's stream")
 	cancel1() // the server handler returns and the interceptor releases
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		ctx3, cancel3 := context.WithCancel(asCaller("alice"))
-		err := open(ctx3)
-		cancel3()
-		if err == nil {
-			break
-		}
-		if status.Code(err) != codes.ResourceExhausted || time.Now().After(deadline) {
-			t.Fatalf("after the first stream ended: %v", err)
-		}
+	awaitEnd("alice's first stream")
+	ctx4, cancel4 := context.WithCancel(asCaller("alice"))
+	defer cancel4()
+	if err := open(ctx4); err != nil {
+		t.Fatalf("after the first stream ended: %v", err)
+	}
+	if n := len(ended); n != 0 {
+		t.Fatalf("%d streams ended unaccounted for", n)
 	}
 }
 

@@ -5,59 +5,28 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/stack/limitertest"
 )
 
 // t0 is far enough ahead that a context deadline set on it has not
 // passed in real time.
 var t0 = time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 
-// stepClock is a clock whose sleep advances it at once, recording every
-// sleep: for tests with one goroutine.
-type stepClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	sleeps []time.Duration
-}
+// newStepClock returns the repository's test clock at t0: its Sleep
+// advances it at once and records the sleep, for tests with one goroutine.
+func newStepClock() *limitertest.Clock { return limitertest.NewClock(t0) }
 
-func newStepClock() *stepClock { return &stepClock{now: t0} }
+// vsched runs goroutines in virtual time on a limitertest.Clock: the
+// goroutines it runs (Go) are active until they sleep; when none is
+// active, the clock jumps to the earliest wake-up and releases those
+// sleepers. Work done by other goroutines (an HTTP server) happens while
+// its caller is active, so in no virtual time.
+type vsched struct {
+	clock *limitertest.Clock
 
-func (c *stepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *stepClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-func (c *stepClock) Sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.sleeps = append(c.sleeps, d)
-	c.mu.Unlock()
-	return nil
-}
-
-func (c *stepClock) Slept() []time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]time.Duration(nil), c.sleeps...)
-}
-
-// vclock is virtual time for many goroutines: the goroutines it runs (Go)
-// are active until they sleep; when none is active, time jumps to the
-// earliest wake-up and releases those sleepers. Work done by other
-// goroutines (an HTTP server) happens while its caller is active, so in
-// no virtual time.
-type vclock struct {
 	mu       sync.Mutex
-	now      time.Time
+	changed  *sync.Cond // broadcast when the sleepers change
 	active   int
 	seq      int
 	sleepers sleeperHeap
@@ -89,16 +58,17 @@ func (h *sleeperHeap) Pop() any {
 	return x
 }
 
-func newVClock() *vclock { return &vclock{now: t0} }
-
-func (c *vclock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
+func newVSched() *vsched {
+	c := &vsched{clock: limitertest.NewClock(t0)}
+	c.changed = sync.NewCond(&c.mu)
+	return c
 }
 
+// Now reads the clock.
+func (c *vsched) Now() time.Time { return c.clock.Now() }
+
 // Go runs f as an active goroutine.
-func (c *vclock) Go(f func()) {
+func (c *vsched) Go(f func()) {
 	c.mu.Lock()
 	c.active++
 	c.mu.Unlock()
@@ -115,9 +85,11 @@ func (c *vclock) Go(f func()) {
 	}()
 }
 
-func (c *vclock) Wait() { c.wg.Wait() }
+func (c *vsched) Wait() { c.wg.Wait() }
 
-func (c *vclock) Sleep(ctx context.Context, d time.Duration) error {
+// Sleep blocks the calling goroutine (one of Go's) until the clock reaches
+// now+d or ctx ends.
+func (c *vsched) Sleep(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -126,10 +98,11 @@ func (c *vclock) Sleep(ctx context.Context, d time.Duration) error {
 	}
 	c.mu.Lock()
 	c.seq++
-	s := &sleeper{at: c.now.Add(d), seq: c.seq, ch: make(chan struct{})}
+	s := &sleeper{at: c.clock.Now().Add(d), seq: c.seq, ch: make(chan struct{})}
 	heap.Push(&c.sleepers, s)
 	c.active--
 	c.advance()
+	c.changed.Broadcast()
 	c.mu.Unlock()
 	select {
 	case <-s.ch:
@@ -142,6 +115,7 @@ func (c *vclock) Sleep(ctx context.Context, d time.Duration) error {
 		default:
 			s.gone = true
 			c.active++
+			c.changed.Broadcast()
 		}
 		return ctx.Err()
 	}
@@ -149,24 +123,23 @@ func (c *vclock) Sleep(ctx context.Context, d time.Duration) error {
 
 // advance releases the earliest sleepers when nobody is active; c.mu is
 // held.
-func (c *vclock) advance() {
+func (c *vsched) advance() {
 	for c.active == 0 && c.sleepers.Len() > 0 {
 		s := heap.Pop(&c.sleepers).(*sleeper)
+		c.changed.Broadcast()
 		if s.gone {
 			continue
 		}
-		if s.at.After(c.now) {
-			c.now = s.at
+		if d := s.at.Sub(c.clock.Now()); d > 0 {
+			c.clock.Advance(d)
 		}
 		c.active++
 		close(s.ch)
 	}
 }
 
-// Sleeping reports how many goroutines are asleep.
-func (c *vclock) Sleeping() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// sleeping counts the goroutines asleep; c.mu is held.
+func (c *vsched) sleeping() int {
 	n := 0
 	for _, s := range c.sleepers {
 		if !s.gone {
@@ -174,4 +147,14 @@ func (c *vclock) Sleeping() int {
 		}
 	}
 	return n
+}
+
+// AwaitSleeping blocks until exactly n goroutines are asleep: an event
+// (each sleep and wake-up signals it), not a poll.
+func (c *vsched) AwaitSleeping(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.sleeping() != n {
+		c.changed.Wait()
+	}
 }

@@ -41,6 +41,11 @@ type config struct {
 
 	hooks   Hooks
 	onError func(error)
+
+	// probeWait, if not nil, is called by a caller about to wait for a
+	// cold upstream's probe to answer: tests use it as the event that the
+	// caller is held back (export_test.go).
+	probeWait func()
 }
 
 // Defaults of the options.

@@ -400,6 +400,9 @@ func (t *Transport) awaitProbe(ctx context.Context, ch <-chan struct{}, c call, 
 	}
 	timer := time.NewTimer(left)
 	defer timer.Stop()
+	if t.cfg.probeWait != nil {
+		t.cfg.probeWait()
+	}
 	select {
 	case <-ch:
 		return nil

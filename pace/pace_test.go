@@ -378,7 +378,7 @@ func TestAWSThrottlingBody(t *testing.T) {
 
 // Callers waiting for one upstream are served in the order they came.
 func TestFIFO(t *testing.T) {
-	vc := newVClock()
+	vc := newVSched()
 	var (
 		mu    sync.Mutex
 		order []int
@@ -399,9 +399,7 @@ func TestFIFO(t *testing.T) {
 			order = append(order, i)
 			mu.Unlock()
 		})
-		for vc.Sleeping() != i+1 { // caller i has taken its slot
-			time.Sleep(time.Millisecond)
-		}
+		vc.AwaitSleeping(i + 1) // caller i has taken its slot
 	}
 	close(release)
 	vc.Wait()
@@ -416,7 +414,7 @@ func TestFIFO(t *testing.T) {
 // A caller whose context ends while it waits gets the context's error,
 // sends nothing, and gives its slot back to the next caller.
 func TestCancelWhileWaiting(t *testing.T) {
-	vc := newVClock()
+	vc := newVSched()
 	s := &script{reply: func(int, *http.Request) *http.Response {
 		return resp(200, "", "RateLimit-Policy", `"p";q=1;w=1`, "RateLimit", `"p";r=0;t=1`)
 	}}
@@ -432,9 +430,7 @@ func TestCancelWhileWaiting(t *testing.T) {
 		_, err := tr.RoundTrip(req)
 		errc <- err
 	})
-	for vc.Sleeping() != 1 {
-		time.Sleep(time.Millisecond)
-	}
+	vc.AwaitSleeping(1)
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
@@ -558,30 +554,55 @@ func TestDefaultBackoff(t *testing.T) {
 
 // A cold upstream gets one request at a time until it has answered once:
 // a crowd does not hit an upstream whose limit is not known yet. A probe
-// that fails hands the role on.
+// that fails hands the role on. The test steps through it on events: the
+// upstream reports each call, the Transport each caller it holds back, so
+// every count is exact whatever the scheduling.
 func TestColdStartProbe(t *testing.T) {
+	const callers = 8
 	var inflight atomic.Int64
-	var crowded atomic.Bool
+	held := make(chan struct{}, 4*callers) // a caller waits for the probe
+	arrived := make(chan int64, callers)   // the upstream got call n
 	first := make(chan struct{})
 	var calls atomic.Int64
+	var crowded atomic.Int64 // probes that found another call in flight
 	up := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
-		inflight.Add(1)
+		n := calls.Add(1)
+		if inflight.Add(1) != 1 && n <= 2 {
+			crowded.Add(1)
+		}
 		defer inflight.Add(-1)
-		switch calls.Add(1) {
+		arrived <- n
+		switch n {
 		case 1:
 			<-first
 			return nil, errors.New("connection refused")
 		case 2:
-			time.Sleep(20 * time.Millisecond) // the others would pile in now, were they let
-			crowded.Store(inflight.Load() != 1)
+			// Every other caller has been released by the failed probe
+			// and is held back again, behind this second probe.
+			for heldBack := 0; heldBack < callers-2; {
+				select {
+				case <-held:
+					heldBack++
+				case m := <-arrived:
+					if m != n {
+						t.Errorf("call %d sent while the second probe was in flight", m)
+						return nil, errors.New("test failed")
+					}
+				}
+			}
+			if c := calls.Load(); c != 2 {
+				t.Errorf("%d requests sent while the second probe was in flight", c)
+			}
 			return resp(200, "", "RateLimit-Policy", `"p";q=100;w=1`, "RateLimit", `"p";r=90;t=1`), nil
 		}
 		return resp(200, ""), nil
 	})
-	tr := pace.New(up)
+	clk := newStepClock()
+	tr := pace.New(up, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithMaxWait(time.Hour),
+		pace.WithProbeWait(func() { held <- struct{}{} }))
 	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for range 8 {
+	errs := make(chan error, callers)
+	for range callers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -594,23 +615,34 @@ func TestColdStartProbe(t *testing.T) {
 			res.Body.Close()
 		}()
 	}
-	for calls.Load() == 0 {
-		time.Sleep(time.Millisecond)
+	var release sync.Once
+	defer release.Do(func() { close(first) }) // if the test fails before
+	// The first caller probes; the seven others are held back, and no
+	// other call arrives meanwhile.
+	<-arrived
+	for range callers - 1 {
+		select {
+		case <-held:
+		case n := <-arrived:
+			t.Fatalf("call %d sent to a cold upstream before it answered", n)
+		}
 	}
-	time.Sleep(20 * time.Millisecond)
 	if c := calls.Load(); c != 1 {
 		t.Fatalf("%d requests sent to a cold upstream before it answered", c)
 	}
-	close(first)
+	release.Do(func() { close(first) })
 	wg.Wait()
 	close(errs)
 	if n := len(errs); n != 1 {
 		t.Fatalf("%d errors, want the failed probe's only", n)
 	}
-	if calls.Load() != 8 {
-		t.Fatalf("%d requests sent, want 8", calls.Load())
+	if calls.Load() != callers {
+		t.Fatalf("%d requests sent, want %d", calls.Load(), callers)
 	}
-	if crowded.Load() {
-		t.Fatal("other requests were sent while the second probe was in flight")
+	if n := len(held); n != 0 {
+		t.Fatalf("%d callers held back after the upstream answered", n)
+	}
+	if c := crowded.Load(); c != 0 {
+		t.Fatalf("%d probes were sent beside another call", c)
 	}
 }

@@ -28,7 +28,7 @@ func runFleetScenario(t testing.TB, store bool) scenario {
 		window    = 5 * time.Second
 		quota     = 50
 	)
-	vc := newVClock()
+	vc := newVSched()
 	var (
 		mu          sync.Mutex
 		windowStart = t0

@@ -32,7 +32,7 @@ func runScenario(t testing.TB, paced bool) scenario {
 		think    = 500 * time.Millisecond
 		duration = 10 * time.Second
 	)
-	vc := newVClock()
+	vc := newVSched()
 	limits, err := stack.Load([]byte(`{"rateLimits": [{"rateLimitId": "per-ip", "dimensionKeys": ["ip"],
 	  "entries": [{"dimensions": {"ip": "*"}, "requests": [{"rate": 100, "period": "second"}]}]}]}`), stack.WithClock(vc.Now))
 	if err != nil {
@@ -68,7 +68,7 @@ func runScenario(t testing.TB, paced bool) scenario {
 
 // work is one worker: until end on vc, it sends a request through rt to
 // url, counts its outcome in s, and thinks for think.
-func (s *scenario) work(ctx context.Context, vc *vclock, rt http.RoundTripper, url string, end time.Time, think time.Duration) {
+func (s *scenario) work(ctx context.Context, vc *vsched, rt http.RoundTripper, url string, end time.Time, think time.Duration) {
 	for vc.Now().Before(end) {
 		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
 		r, err := rt.RoundTrip(req)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/pace"
+	"github.com/sluicehq/sluice/stack/limitertest"
 )
 
 // countingStore counts the calls that reach the store it wraps, and can
@@ -159,7 +160,7 @@ func TestStoreConcurrent(t *testing.T) {
 
 // fleet is two "processes" calling one upstream: a sees its RateLimit
 // headers, b is answered without any.
-func fleet(t *testing.T, store pace.Store, clk *stepClock, bOpts ...pace.Option) (a, b *pace.Transport, sa, sb *script) {
+func fleet(t *testing.T, store pace.Store, clk *limitertest.Clock, bOpts ...pace.Option) (a, b *pace.Transport, sa, sb *script) {
 	t.Helper()
 	sa = &script{clock: clk.Now, reply: func(int, *http.Request) *http.Response {
 		return resp(200, "", "RateLimit-Policy", `"default";q=2;w=1`)

@@ -5,7 +5,8 @@
 # behind its peer, the count of exported identifiers per released module
 # (internal/apicount), then the API guard (scripts/apicheck.sh) and the consumer
 # test (scripts/consumer.sh: every released module installed with go get
-# outside the repository, and used).
+# outside the repository, and used; it runs in the background from the
+# start, see below).
 # Run from anywhere: bash scripts/test.sh
 # Extra arguments go to `go test` (e.g. -run TestX, -count 1).
 # Each step prints its wall time when it ends ("== <step> (<seconds> s)"),
@@ -71,23 +72,62 @@ gofmt_check() {
 
 step gofmt gofmt gofmt_check || exit 1
 
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/sluice-test.XXXXXX")
+consumer_pid=
+finish() {
+	if [ -n "$consumer_pid" ]; then kill "$consumer_pid" 2>/dev/null; wait "$consumer_pid" 2>/dev/null; fi
+	rm -rf "$tmp"
+}
+trap finish EXIT
+
+# The consumer test builds every released module afresh outside the
+# repository (minutes, much of it waiting on the module proxy and the
+# linker): it runs in the background from the start, beside the modules'
+# tests, and its output is printed in one piece at the end
+# (SLUICE_TEST_SERIAL=1 runs it in its turn instead). It reads the tree and
+# writes only under its own temporary directory.
+consumer_start=
+if [ -z "${SLUICE_TEST_SERIAL:-}" ]; then
+	consumer_start=${EPOCHREALTIME/,/.}
+	bash scripts/consumer.sh >"$tmp/consumer.log" 2>&1 &
+	consumer_pid=$!
+fi
+consumer_result() {
+	if [ -z "$consumer_start" ]; then
+		bash scripts/consumer.sh
+		return
+	fi
+	local rc=0
+	wait "$consumer_pid" || rc=$?
+	consumer_pid=
+	cat "$tmp/consumer.log"
+	awk -v a="$consumer_start" -v b="${EPOCHREALTIME/,/.}" 'BEGIN { printf "(in the background: %.1f s in all)\n", b - a }'
+	return "$rc"
+}
+
+# staticcheck is built once, not by go run in every module.
+staticcheck() { "$tmp/bin/staticcheck" "$@"; }
+step "build staticcheck $STATICCHECK_VERSION" "" env GOBIN="$tmp/bin" GOFLAGS= go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" || exit 1
+
 status=0
 for m in "${modules[@]}"; do
 	step "module $m: go mod tidy -diff" "$m" inside "$m" go mod tidy -diff || status=1
 	step "module $m: go vet" "$m" inside "$m" go vet ./... || status=1
-	step "module $m: staticcheck $STATICCHECK_VERSION" "$m" inside "$m" go run "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" ./... || status=1
-	step "module $m: go test -race" "$m" inside "$m" go test -race -count=1 "$@" ./... || status=1
+	step "module $m: staticcheck $STATICCHECK_VERSION" "$m" inside "$m" staticcheck ./... || status=1
+	# go vet above ran every analyzer on every package, tests included; the
+	# subset go test runs by default would only repeat part of it.
+	step "module $m: go test -race" "$m" inside "$m" go test -race -vet=off -count=1 "$@" ./... || status=1
 done
 # -race skips the allocation tests (counts differ under the race detector):
 # run them once more without it, so that every zero-allocation promise is
 # checked on every run.
 for m in "${modules[@]}"; do
-	step "module $m: allocation tests (without -race)" "$m" inside "$m" go test -count=1 -run Alloc "$@" ./... || status=1
+	step "module $m: allocation tests (without -race)" "$m" inside "$m" go test -vet=off -count=1 -run Alloc "$@" ./... || status=1
 done
 step "benchmark smoke (ratios against bench/smoke.txt; warns, never fails)" "benchmark smoke" bash scripts/benchsmoke.sh || exit
 step "exported identifiers per released module (internal/apicount)" "apicount" go run ./internal/apicount || status=1
 step "API guard" "API guard" bash scripts/apicheck.sh || status=1
-step "consumer test" "consumer test" bash scripts/consumer.sh || status=1
+step "consumer test" "consumer test" consumer_result || status=1
 if $in_git; then
 	echo "== the tests left the tree as they found it"
 	if [ "$(tree_state)" != "$before" ]; then

@@ -7,24 +7,16 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	slerrors "github.com/sluicehq/sluice/errors"
+	"github.com/sluicehq/sluice/stack/limitertest"
 )
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
-
 func TestHTTPExample(t *testing.T) {
-	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	h, err := newHandler(c.now, slerrors.HTTPJSON)
+	c := limitertest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	h, err := newHandler(c.Now, slerrors.HTTPJSON)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +60,7 @@ func TestHTTPExample(t *testing.T) {
 	}
 
 	// Per route: /report 2 per minute for everyone.
-	c.add(time.Second)
+	c.Advance(time.Second)
 	get("/report", "carol")
 	get("/report", "dave")
 	res, body = get("/report", "erin")
@@ -79,7 +71,7 @@ func TestHTTPExample(t *testing.T) {
 		t.Errorf("RateLimit-Policy %q", got)
 	}
 	// Waiting the advertised 30 s is enough.
-	c.add(30 * time.Second)
+	c.Advance(30 * time.Second)
 	if res, _ := get("/report", "erin"); res.StatusCode != 200 {
 		t.Errorf("/report after retryAfter: %d", res.StatusCode)
 	}
@@ -105,8 +97,8 @@ func TestFormats(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-		h, err := newHandler(c.now, f)
+		c := limitertest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		h, err := newHandler(c.Now, f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,8 +119,8 @@ func TestFormats(t *testing.T) {
 // Mounted after routing, the middleware never sees a request that matches no
 // route: a 404 uses up nothing.
 func TestNotFoundUsesUpNothing(t *testing.T) {
-	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	h, err := newHandler(c.now, slerrors.HTTPJSON)
+	c := limitertest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	h, err := newHandler(c.Now, slerrors.HTTPJSON)
 	if err != nil {
 		t.Fatal(err)
 	}

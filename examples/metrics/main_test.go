@@ -10,23 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/stack"
+	"github.com/sluicehq/sluice/stack/limitertest"
 )
-
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
 func limitsDoc(perMinute int) []byte {
 	return []byte(`{"rateLimits": [{"rateLimitId": "per-caller", "dimensionKeys": ["caller"], "entries": [
@@ -40,28 +31,32 @@ func TestMetricsExample(t *testing.T) {
 	if err := os.WriteFile(path, limitsDoc(2), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	c := limitertest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	ticks := make(chan time.Time)
-	a, err := newApp(path, c.now, func(err error) { t.Log(err) }, stack.WithTicks(ticks))
+	a, err := newApp(path, c.Now, func(err error) { t.Log(err) }, stack.WithTicks(ticks))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	// Run refreshes at once, then on each tick. Ticks are unbuffered, so
+	// the first one is taken only once the initial refresh is done: an
+	// event, not a poll. Then Run stops (with the refresh of that tick
+	// done or skipped), and the test refreshes by hand, deterministically.
+	runCtx, stopRun := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- a.source.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) {
-			t.Errorf("Run = %v", err)
-		}
-	}()
-	// Run refreshes at once, then on each tick; no tick is sent, so the
-	// test refreshes by hand, deterministically.
-	for deadline := time.Now().Add(10 * time.Second); a.source.Status().Generation == 0; runtime.Gosched() {
-		if time.Now().After(deadline) {
-			t.Fatal("Run did not refresh at once")
-		}
+	go func() { done <- a.source.Run(runCtx) }()
+	select {
+	case ticks <- time.Time{}:
+	case err := <-done:
+		t.Fatalf("Run returned before its first tick: %v", err)
 	}
+	if g := a.source.Status().Generation; g != 1 {
+		t.Fatalf("generation %d after Run's first refresh, want 1", g)
+	}
+	stopRun()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Run = %v", err)
+	}
+	ctx := context.Background()
 	refresh := func() { _ = a.source.Refresh(ctx) }
 
 	srv := httptest.NewServer(a.handler)
@@ -137,7 +132,7 @@ func TestMetricsExample(t *testing.T) {
 	}
 
 	// A broken file: counted, the 4 per minute stay.
-	c.add(15 * time.Second) // one unit refills at 4 per minute
+	c.Advance(15 * time.Second) // one unit refills at 4 per minute
 	if err := os.WriteFile(path, []byte(`{"rateLimits": [`), 0o644); err != nil {
 		t.Fatal(err)
 	}

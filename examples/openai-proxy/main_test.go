@@ -15,15 +15,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/stack"
+	"github.com/sluicehq/sluice/stack/limitertest"
 )
-
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
 // fakeUpstream is an OpenAI-compatible chat completions server whose answer
 // (content pieces, usage, status) the test sets before each call.
@@ -121,7 +114,7 @@ func (u *fakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
 
 // harness is the proxy in front of a fake upstream, on a frozen clock.
 type harness struct {
-	clock  *clock
+	clock  *limitertest.Clock
 	up     *fakeUpstream
 	srv    *httptest.Server
 	served chan struct{} // one value for every request the proxy finished
@@ -141,8 +134,8 @@ func tpmConfig(tpm int) string {
 
 func newHarness(t *testing.T, config string) *harness {
 	t.Helper()
-	h := &harness{clock: &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, up: newFakeUpstream(t), served: make(chan struct{}, 100)}
-	limits, err := stack.Load([]byte(config), stack.WithClock(h.clock.now))
+	h := &harness{clock: limitertest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), up: newFakeUpstream(t), served: make(chan struct{}, 100)}
+	limits, err := stack.Load([]byte(config), stack.WithClock(h.clock.Now))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/stack"
+	"github.com/sluicehq/sluice/stack/limitertest"
 )
 
 // TestEstimateOverLimit: an estimate larger than the 50-token limit is
@@ -71,11 +72,11 @@ func TestOverrunChargedToNextRequest(t *testing.T) {
 	if res.StatusCode != 429 || res.Header.Get("Retry-After-Ms") != "20000" || !strings.Contains(b, `"retryAfter":20`) {
 		t.Fatalf("after the overrun: %d retry-after-ms %q %s", res.StatusCode, res.Header.Get("Retry-After-Ms"), b)
 	}
-	h.clock.add(20*time.Second - time.Millisecond)
+	h.clock.Advance(20*time.Second - time.Millisecond)
 	if res, _ := h.chat(t, body(100, nil)); res.StatusCode != 429 {
 		t.Fatalf("admitted before the debt was paid: %d", res.StatusCode)
 	}
-	h.clock.add(time.Millisecond)
+	h.clock.Advance(time.Millisecond)
 	if res, b := h.chat(t, body(100, nil)); res.StatusCode != 200 {
 		t.Fatalf("throttled after RetryAfter: %d %s", res.StatusCode, b)
 	}
@@ -202,8 +203,8 @@ func TestUpstreamFailures(t *testing.T) {
 	// Nothing listens at the upstream address any more.
 	gone := httptest.NewServer(http.NotFoundHandler())
 	gone.Close()
-	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	limits, err := stack.Load([]byte(tpmConfig(600)), stack.WithClock(c.now))
+	c := limitertest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	limits, err := stack.Load([]byte(tpmConfig(600)), stack.WithClock(c.Now))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,3 +48,19 @@ func ExampleNewPerValue() {
 	// false 500ms
 	// true
 }
+
+// Code that sleeps through a function of its own (bucket.WithSleep,
+// pace.WithSleep) sleeps on the Clock: the clock moves, nothing waits,
+// and the test reads what was waited for.
+func ExampleClock_Sleep() {
+	c := limitertest.NewClock(limitertest.Start)
+	_ = c.Sleep(context.Background(), 250*time.Millisecond)
+	_ = c.Sleep(context.Background(), time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	fmt.Println(c.Sleep(ctx, time.Hour))
+	fmt.Println(c.Now().Sub(limitertest.Start), c.Slept())
+	// Output:
+	// context canceled
+	// 1.25s [250ms 1s]
+}

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,8 +28,16 @@ import (
 
 // Clock is a manual clock. The suite advances it; limiters read it. It is
 // safe for concurrent use and cheap to read (one atomic load).
+//
+// It is the one test clock of the repository's own tests too: its Sleep
+// advances it instead of sleeping, so code that takes a clock and a sleep
+// (bucket.WithClock and WithSleep, pace.WithClock and WithSleep) runs on
+// it without waiting, and Slept tells the test what was waited for.
 type Clock struct {
 	ns atomic.Int64 // nanoseconds since clockBase
+
+	mu     sync.Mutex
+	sleeps []time.Duration
 }
 
 var clockBase = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -45,6 +54,30 @@ func (c *Clock) Now() time.Time { return clockBase.Add(time.Duration(c.ns.Load()
 
 // Advance moves the clock forward by d.
 func (c *Clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+// Sleep is a sleep on the clock that does not wait: it returns ctx's error
+// if ctx is done, and otherwise advances the clock by d (if d > 0) and
+// records d for Slept. Its signature is the one bucket.WithSleep and
+// pace.WithSleep take.
+func (c *Clock) Sleep(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.sleeps = append(c.sleeps, d)
+	c.mu.Unlock()
+	if d > 0 {
+		c.Advance(d)
+	}
+	return nil
+}
+
+// Slept returns the durations Sleep was called with, in order.
+func (c *Clock) Slept() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.sleeps)
+}
 
 // Factory builds the limiter under test for cfg, reading time from clock.
 type Factory func(t *testing.T, cfg stack.Config, clock *Clock) sluice.Limiter

@@ -1,0 +1,11 @@
+package envoyrls
+
+import "time"
+
+// TickWith makes w's Start tick on ticks instead of a real ticker, and
+// close stopped when Start's goroutine stops its ticker.
+func TickWith(w *Watcher, ticks <-chan time.Time, stopped chan<- struct{}) {
+	w.ticker = func(time.Duration) (<-chan time.Time, func()) {
+		return ticks, func() { close(stopped) }
+	}
+}
