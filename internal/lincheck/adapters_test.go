@@ -14,9 +14,10 @@ import (
 
 // grant is what a take leaves its caller for giving back.
 type grant struct {
-	at  time.Time
-	g   bucket.Grant
-	ref *refGrant // the reference bucket's (reference_test.go)
+	at   time.Time
+	g    bucket.Grant
+	ref  *refGrant // the reference bucket's (reference_test.go)
+	left int64     // units still outstanding, for targets that pass them (nodeTarget)
 }
 
 // target is one bucket under test: a Bucket, or a Table with the key a

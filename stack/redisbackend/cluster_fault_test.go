@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,15 +43,77 @@ func containsInt(s []int, v int) bool {
 	return false
 }
 
-// waitFor polls cond every 50 ms until it holds or d has passed.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+// replicaInSync waits until master's replica has every write the master
+// had when it was called: a write on one connection, then WAIT for one
+// replica to acknowledge it (no polling).
+func replicaInSync(t testing.TB, master string, key string) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", d, what)
+	ctx, cancel := context.WithTimeout(context.Background(), eventLimit)
+	defer cancel()
+	conn := node(t, master).Conn()
+	defer conn.Close()
+	if err := conn.Set(ctx, key, "sync", 0).Err(); err != nil {
+		t.Fatalf("a write on %s: %v", master, err)
+	}
+	if n, err := conn.Wait(ctx, 1, 0).Result(); err != nil || n != 1 {
+		t.Fatalf("WAIT for %s's replica: %d, %v", master, n, err)
+	}
+}
+
+// replicaOf returns the address of master's replica among addrs, asking
+// each node its role (a replica knows its master at once; the cluster's
+// view of it follows by gossip).
+func replicaOf(t testing.TB, addrs []string, master string) string {
+	t.Helper()
+	host, port, _ := strings.Cut(master, ":")
+	for _, a := range addrs {
+		role, err := node(t, a).Do(context.Background(), "ROLE").Slice()
+		if err != nil {
+			t.Fatalf("ROLE of %s: %v", a, err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		if len(role) >= 3 && role[0] == "slave" && role[1] == host && fmt.Sprint(role[2]) == port {
+			return a
+		}
+	}
+	t.Fatalf("no replica of %s among %v", master, addrs)
+	return ""
+}
+
+// takeOver makes replica the master of its failed master's slots now
+// (CLUSTER FAILOVER TAKEOVER: no failure detection to wait for) and waits
+// until the other nodes and client route slot to it.
+func takeOver(t testing.TB, client *redis.ClusterClient, replica, other string, slot int) {
+	t.Helper()
+	ctx := context.Background()
+	if err := node(t, replica).Do(ctx, "CLUSTER", "FAILOVER", "TAKEOVER").Err(); err != nil {
+		t.Fatalf("CLUSTER FAILOVER TAKEOVER on %s: %v", replica, err)
+	}
+	o := node(t, other)
+	eventually(t, "slot "+strconv.Itoa(slot)+" served by "+replica, func() bool {
+		ranges, err := o.ClusterSlots(ctx).Result() //lint:ignore SA1019 CLUSTER SHARDS is Redis 7 only
+		if err != nil {
+			return false
+		}
+		for _, r := range ranges {
+			if slot >= int(r.Start) && slot <= int(r.End) {
+				return r.Nodes[0].Addr == replica
+			}
+		}
+		return false
+	})
+	eventually(t, "the client routing slot "+strconv.Itoa(slot)+" to "+replica, func() bool {
+		client.ReloadState(ctx)
+		n, err := client.MasterForKey(ctx, keyInSlot(slot))
+		return err == nil && n.Options().Addr == replica
+	})
+}
+
+// keyInSlot returns a key of slot.
+func keyInSlot(slot int) string {
+	for i := 0; ; i++ {
+		if k := "s" + strconv.Itoa(i); redisbackend.Slot(k) == slot {
+			return k
+		}
 	}
 }
 
@@ -62,21 +125,26 @@ func node(t testing.TB, addr string) *redis.Client {
 
 // TestClusterFaults runs on six nodes (three masters, three replicas): a
 // slot of a decision's bucket migrates to another master under traffic,
-// then a master is killed and its replica promoted. Decisions never admit
-// past a limit, decisions that do not need the failed master go on, and
-// the others come back after the promotion.
+// then a master is killed and its replica takes over. Decisions never
+// admit past a limit, decisions that do not need the failed master go on,
+// those that need it fail and, on the injected clock, are not retried
+// until the probe interval has passed; they succeed as soon as the replica
+// serves the slots. Each step waits for the traffic to have decided, not
+// for a span of time.
 func TestClusterFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a six-node cluster")
 	}
 	addrs, srvs := startCluster(t, 3, 1, "--cluster-node-timeout", "3000",
-		"--cluster-require-full-coverage", "no") // the other masters serve while B's slots have none
-	client, _ := newClusterClient(t, addrs)
+		"--cluster-require-full-coverage", "no", // the other masters serve while B's slots have none
+		"--repl-diskless-sync", "no") // the replicas' first sync starts at once (no diskless delay)
+	client, _ := newClusterClient(t, addrs, fastRetries)
 	ctx := context.Background()
 	masters := clusterMasters(t, client, 3)
 	clock := limitertest.NewClock(limitertest.Start)
+	const probe = 100 * time.Millisecond
 	b, err := redisbackend.New(client, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
-		redisbackend.WithTimeout(300*time.Millisecond), redisbackend.WithProbeInterval(100*time.Millisecond),
+		redisbackend.WithTimeout(5*time.Second), redisbackend.WithProbeInterval(probe),
 		redisbackend.WithKeyPrefix(uniquePrefix("fault")))
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +161,8 @@ func TestClusterFaults(t *testing.T) {
 
 	// A slot migrates from A to C while eight goroutines decide on A (two
 	// slots: one cross-slot call, batched) and on A and B.
-	var admitted, failed atomic.Int64
+	var decided, admitted, failed atomic.Int64
+	var prog progress
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
@@ -102,6 +171,7 @@ func TestClusterFaults(t *testing.T) {
 			dec = all[:2] // A alone: batched with A's other decisions, two slots
 		}
 		wg.Go(func() {
+			defer prog.bump()
 			for !stop.Load() {
 				out, err := b.Take(ctx, clock.Now(), append([]stack.Op(nil), dec...))
 				switch {
@@ -109,18 +179,28 @@ func TestClusterFaults(t *testing.T) {
 					failed.Add(1)
 				case err != nil:
 					t.Errorf("migration: %v", err)
-					return
+					stop.Store(true)
 				case out.Denied < 0:
 					admitted.Add(1)
 				}
-				time.Sleep(time.Millisecond)
+				decided.Add(1)
+				prog.bump()
 			}
 		})
+	}
+	// traffic waits until the goroutines have made n more decisions.
+	// Each step passes the probe interval first: a master that failed a
+	// decision (a redirection the client gave up on) is asked again.
+	traffic := func(n int64, when string) {
+		t.Helper()
+		clock.Advance(probe)
+		d0 := decided.Load()
+		prog.await(t, fmt.Sprintf("%d decisions %s", n, when), func() bool { return decided.Load()-d0 >= n || stop.Load() })
 	}
 	slot := redisbackend.Slot(b.Key(kA1))
 	a, c := node(t, nA), node(t, nC)
 	idA, idC := a.ClusterMyID(ctx).Val(), c.ClusterMyID(ctx).Val()
-	time.Sleep(100 * time.Millisecond)
+	traffic(40, "before the migration")
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -130,7 +210,7 @@ func TestClusterFaults(t *testing.T) {
 	atStart := admitted.Load()
 	must(c.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", idA).Err())
 	must(a.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", idC).Err())
-	time.Sleep(100 * time.Millisecond)
+	traffic(40, "with the slot migrating, its keys on A")
 	host, port, _ := strings.Cut(nC, ":")
 	for {
 		keys, err := a.ClusterGetKeysInSlot(ctx, slot, 100).Result()
@@ -144,12 +224,12 @@ func TestClusterFaults(t *testing.T) {
 		}
 		must(a.Do(ctx, args...).Err())
 	}
-	time.Sleep(100 * time.Millisecond)
+	traffic(40, "with the slot migrating, its keys on C")
 	for _, n := range []string{nC, nA, nB} { // the destination first, then the source
 		must(node(t, n).Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", idC).Err())
 	}
 	during := admitted.Load() - atStart
-	time.Sleep(200 * time.Millisecond)
+	traffic(40, "after the migration")
 	stop.Store(true)
 	wg.Wait()
 	if during == 0 {
@@ -158,11 +238,14 @@ func TestClusterFaults(t *testing.T) {
 	// The bucket, now on C, holds exactly what was taken (a call cut
 	// short may have taken unseen): no decision was lost or counted
 	// twice by the move.
-	client.ReloadState(ctx)
-	waitFor(t, 5*time.Second, "the client sees the slot on C", func() bool { return nodeOf(t, client, b.Key(kA1)) == nC })
-	probe := []stack.Op{op(kA1, burstA1)}
-	probe[0].Cost = 0
-	out, err := b.Take(ctx, clock.Now(), probe)
+	eventually(t, "the client sees the slot on C", func() bool {
+		client.ReloadState(ctx)
+		return nodeOf(t, client, b.Key(kA1)) == nC
+	})
+	clock.Advance(probe) // a master the last decisions failed on is asked again
+	probeA := []stack.Op{op(kA1, burstA1)}
+	probeA[0].Cost = 0
+	out, err := b.Take(ctx, clock.Now(), probeA)
 	if err != nil || out.Denied >= 0 {
 		t.Fatalf("after the migration: %+v, %v", out, err)
 	}
@@ -174,13 +257,13 @@ func TestClusterFaults(t *testing.T) {
 	}
 	t.Logf("migration under traffic: %d admitted (%d while the slot moved), %d unavailable, %d left", admitted.Load(), during, failed.Load(), out.Remaining[0])
 
-	// Kill B (after its replica has synced): decisions on A only go on;
-	// decisions that need B fail (the policy applies) until the replica
-	// is promoted, then succeed.
-	waitFor(t, 20*time.Second, "B's replica in sync", func() bool {
-		info, _ := node(t, nB).Info(ctx, "replication").Result()
-		return strings.Contains(info, "connected_slaves:1") && strings.Contains(info, "state=online")
-	})
+	// Kill B once its replica has every write: decisions on A alone go
+	// on; a decision that needs B fails, and the next ones fail at once
+	// (B is not asked) until the clock passes the probe interval; once the
+	// replica has taken over, they succeed.
+	slotB := redisbackend.Slot(b.Key(kB))
+	replicaB := replicaOf(t, addrs, nB)
+	replicaInSync(t, nB, keyInSlot(slotB))
 	var srvB = srvs[0]
 	for _, s := range srvs {
 		if s.Addr == nB {
@@ -189,43 +272,40 @@ func TestClusterFaults(t *testing.T) {
 	}
 	srvB.Stop()
 	onlyA := []stack.Op{op(kA2, 100000)}
-	sawFail := false
-	promoted := func() bool {
-		s, err := node(t, nA).ClusterSlots(ctx).Result() //lint:ignore SA1019 CLUSTER SHARDS is Redis 7 only
-		if err != nil {
-			return false
-		}
-		bs := redisbackend.Slot(b.Key(kB))
-		for _, r := range s {
-			if bs >= int(r.Start) && bs <= int(r.End) {
-				return r.Nodes[0].Addr != nB
-			}
-		}
-		return false
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for !promoted() {
-		if time.Now().After(deadline) {
-			t.Fatal("B's replica not promoted within 30 s")
-		}
+	needB := func(step string) error {
+		t.Helper()
 		if _, err := b.Take(ctx, clock.Now(), append([]stack.Op(nil), onlyA...)); err != nil {
-			t.Fatalf("a decision on A alone failed while B is down: %v", err)
+			t.Fatalf("%s: a decision on A alone failed while B is down: %v", step, err)
 		}
-		if _, err := b.Take(ctx, clock.Now(), append([]stack.Op(nil), all[1:]...)); err != nil {
-			if !errors.Is(err, redisbackend.ErrUnavailable) {
-				t.Fatalf("a decision needing B: %v, want ErrUnavailable", err)
-			}
-			sawFail = true
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if !sawFail {
-		t.Error("no decision needing B failed while B was down")
-	}
-	waitFor(t, 10*time.Second, "decisions needing B succeed after the promotion", func() bool {
 		out, err := b.Take(ctx, clock.Now(), append([]stack.Op(nil), all[1:]...))
-		return err == nil && out.Denied < 0
-	})
+		if err != nil && !errors.Is(err, redisbackend.ErrUnavailable) {
+			t.Fatalf("%s: a decision needing B: %v, want ErrUnavailable", step, err)
+		}
+		if err == nil && out.Denied >= 0 {
+			t.Fatalf("%s: a decision needing B denied: %+v", step, out)
+		}
+		return err
+	}
+	notRetried := func(err error) bool { return err != nil && strings.Contains(err.Error(), "not retried") }
+	if err := needB("B killed"); err == nil || notRetried(err) {
+		t.Fatalf("B killed: the first decision needing B: %v, want B's failure", err)
+	}
+	for i := 0; i < 3; i++ {
+		if err := needB("within the probe interval"); !notRetried(err) {
+			t.Fatalf("within the probe interval: a decision needing B: %v, want it failed without asking B", err)
+		}
+	}
+	clock.Advance(probe)
+	if err := needB("probe interval passed"); err == nil || notRetried(err) {
+		t.Fatalf("probe interval passed: a decision needing B: %v, want B asked (and failing)", err)
+	}
+	if err := needB("probe failed"); !notRetried(err) {
+		t.Fatalf("after a failed probe: %v, want B not asked again", err)
+	}
+	takeOver(t, client, replicaB, nA, slotB)
+	if err := needB("replica took over"); err != nil {
+		t.Fatalf("a decision needing B's slots after the takeover: %v", err)
+	}
 }
 
 // clusterMasters returns the addresses of the cluster's masters, in slot

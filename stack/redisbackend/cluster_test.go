@@ -18,7 +18,8 @@ import (
 
 // startCluster starts masters·(1+replicas) cluster-enabled redis-servers
 // (extra arguments go to each) and joins them with redis-cli --cluster
-// create, then waits until every node reports cluster_state:ok. It skips
+// create, then waits until every node reports cluster_state:ok (asking
+// each until it does, within eventLimit). It skips
 // (with the reason) only when redis-cli or cluster mode is unavailable.
 func startCluster(t testing.TB, masters, replicas int, extra ...string) ([]string, []*redistest.Server) {
 	t.Helper()
@@ -43,18 +44,11 @@ func startCluster(t testing.TB, masters, replicas int, extra ...string) ([]strin
 	}
 	for _, a := range addrs {
 		c := redis.NewClient(&redis.Options{Addr: a})
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			info, _ := c.ClusterInfo(context.Background()).Result()
-			if strings.Contains(info, "cluster_state:ok") {
-				break
-			}
-			if time.Now().After(deadline) {
-				c.Close()
-				t.Fatalf("cluster node %s not ok: %s", a, info)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		var info string
+		eventually(t, "cluster node "+a+" ok", func() bool {
+			info, _ = c.ClusterInfo(context.Background()).Result()
+			return strings.Contains(info, "cluster_state:ok")
+		})
 		c.Close()
 	}
 	return addrs, srvs

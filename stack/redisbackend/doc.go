@@ -95,7 +95,10 @@
 // and a NOSCRIPT that EVAL did not cure. Take then returns an error
 // matching ErrUnavailable and the Stack fails open (default) or closed
 // (stack.WithFailClosed); for WithProbeInterval after a failure calls do
-// not wait on Redis at all, then one call probes it. Other error replies
+// not wait on Redis at all, then one call probes it. With WithClock the
+// probe interval, the rejoin period and the fallback's reports are measured
+// on that clock too (a frozen clock never probes again); only the timeout,
+// a network deadline, is always real time. Other error replies
 // (a key holding something that is not a bucket) are errors too, never
 // taken for unavailability.
 //

@@ -15,14 +15,15 @@ import (
 
 // The fleet's remaining gaps of issue #21, item 4, each against a real
 // redis-server that the test stops and restarts. Time is a fake clock
-// (WithClock); the only real waits are for the server to come up and for
-// the probe interval, after which a decision asks Redis again.
+// (WithClock), which the backend's probe interval and rejoin period follow
+// too: the only real wait is for the server to come up (until it answers
+// PING).
 
 const (
 	gapProbe = 50 * time.Millisecond
-	// gapTimeout makes the rejoin period 4·(probe + timeout), over 4 s,
-	// so that a loaded machine does not end it before a test's checks (a
-	// stopped server refuses connections at once: nothing waits for it).
+	// gapTimeout makes the rejoin period 4·(probe + timeout), over 4 s of
+	// the fake clock: no test's checks reach its end (a stopped server
+	// refuses connections at once: nothing waits on the timeout).
 	gapTimeout = time.Second
 )
 
@@ -65,14 +66,14 @@ func admitCount(t *testing.T, b *redisbackend.Backend, clock *limitertest.Clock,
 	}
 }
 
-// restart starts the stopped server again and waits out the probe
-// interval, so that the next decision probes it.
+// restart starts the stopped server again (it answers PING) and steps the
+// clock over the probe interval, so that the next decision probes it.
 func restart(t *testing.T, srv interface {
 	Restart(testing.TB)
-}) {
+}, clock *limitertest.Clock) {
 	t.Helper()
 	srv.Restart(t)
-	time.Sleep(gapProbe + 10*time.Millisecond)
+	clock.Advance(gapProbe)
 }
 
 // (a) A give-back while Redis is down returns to the local bucket no unit
@@ -124,7 +125,7 @@ func TestGiveBackDuringOutageAddsNoLocalUnits(t *testing.T) {
 
 	// Redis comes back empty (no persistence): the probe charges it with
 	// the 5 units the fallback admitted, so 5 of 10 are left.
-	restart(t, srv)
+	restart(t, srv, clock)
 	probe := gapOp("k", 0)
 	probe.Shadow = true // the local bound is empty: its check is over, reported
 	out, err := b.Take(ctx, clock.Now(), []stack.Op{probe})
@@ -157,7 +158,7 @@ func TestNoSpuriousDenialsAfterRejoin(t *testing.T) {
 		t.Fatalf("a new local bucket admitted %d", n)
 	}
 	clock.Advance(2 * time.Second)
-	restart(t, srv)
+	restart(t, srv, clock)
 	// The first decision probes Redis (empty after the restart) and begins
 	// the rejoin period; "fresh" was never decided locally.
 	out, err := b.Take(ctx, clock.Now(), []stack.Op{gapOp("fresh", 1)})
@@ -218,7 +219,7 @@ func TestRefusedPaymentStaysOwed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(gapProbe + 10*time.Millisecond)
+	clock.Advance(gapProbe) // the next decision probes
 	// The probe: k2's 3 are paid, k1's and k5's refused (twice: by the
 	// probe and by the payment that begins the rejoin period).
 	if out, err := b.Take(ctx, clock.Now(), []stack.Op{gapOp("k3", 0)}); err != nil || out.Denied != -1 {
@@ -244,7 +245,7 @@ func TestRefusedPaymentStaysOwed(t *testing.T) {
 	if err := check.Set(ctx, b.KeyPrefix()+"k5", "not a bucket", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(gapProbe + 10*time.Millisecond)
+	clock.Advance(gapProbe) // the next decision probes
 	out, err := b.Take(ctx, clock.Now(), []stack.Op{gapOp("k3", 0)})
 	if err != nil {
 		t.Fatal(err)

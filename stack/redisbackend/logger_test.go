@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/stack"
+	"github.com/sluicehq/sluice/stack/limitertest"
 	"github.com/sluicehq/sluice/stack/redisbackend"
 )
 
@@ -28,7 +29,8 @@ func (c counting) Printf(ctx context.Context, format string, v ...any) {
 
 // With the recommended client options and QuietLogger, an outage logs
 // nothing per failure (go-redis itself does), and the error handler hears
-// it instead, at most once a second besides the transitions.
+// it instead: the entry, then one report per second of the (fake) clock
+// with a growing count of failures.
 func TestQuietLoggerDuringAnOutage(t *testing.T) {
 	srv := startRedis(t)
 	if srv.External {
@@ -38,15 +40,19 @@ func TestQuietLoggerDuringAnOutage(t *testing.T) {
 	redis.SetLogger(counting{&raw, redisbackend.QuietLogger(counting{&passed, nil})})
 	t.Cleanup(func() { redis.SetLogger(redisbackend.QuietLogger(nil)) })
 
-	client := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
+	// PoolSize: more than the failed dials, so that go-redis never
+	// switches to its own once-a-second redial.
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1,
+		PoolSize: 10000})
 	t.Cleanup(func() { client.Close() })
-	b, err := redisbackend.New(client, redisbackend.WithKeyPrefix(uniquePrefix("quiet")),
+	clock := limitertest.NewClock(limitertest.Start)
+	b, err := redisbackend.New(client, redisbackend.WithKeyPrefix(uniquePrefix("quiet")), redisbackend.WithClock(clock.Now),
 		redisbackend.WithProbeInterval(20*time.Millisecond), redisbackend.WithLocalFallback(0.5))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ev events
-	s, err := stack.New(perCaller10, stack.WithBackend(b), stack.WithErrorHandler(ev.handle))
+	s, err := stack.New(perCaller10, stack.WithBackend(b), stack.WithClock(clock.Now), stack.WithErrorHandler(ev.handle))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,11 +62,13 @@ func TestQuietLoggerDuringAnOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Stop()
-	const outage = 1500 * time.Millisecond
-	for t0 := time.Now(); time.Since(t0) < outage; time.Sleep(2 * time.Millisecond) {
+	// 2.5 s of the clock in 10 ms steps: a probe (a failed dial) every
+	// other step.
+	for range 250 {
 		if _, err := s.Allow(ctx, keys); err != nil {
 			t.Fatal(err)
 		}
+		clock.Advance(10 * time.Millisecond)
 	}
 	if raw.Load() == 0 {
 		t.Error("go-redis logged nothing while Redis was down: the test no longer shows what QuietLogger drops")
@@ -69,9 +77,15 @@ func TestQuietLoggerDuringAnOutage(t *testing.T) {
 		t.Errorf("QuietLogger let %d of go-redis's %d lines through during the outage", passed.Load(), raw.Load())
 	}
 	fe := fallbacks(ev.take())
-	// The entry, then at most one report a second.
-	if len(fe) < 2 || len(fe) > 1+int(outage/time.Second)+1 || !fe[0].Active || fe[len(fe)-1].Failures <= fe[0].Failures {
-		t.Errorf("the error handler heard %d fallback events, want the entry and one report a second with a growing count: %v", len(fe), fe)
+	// The entry (one failure), then a report at 1 s and at 2 s: 50 and
+	// 100 failed probes more, 100 and 200 local decisions.
+	if len(fe) != 3 {
+		t.Fatalf("the error handler heard %d fallback events, want the entry and a report at each second: %v", len(fe), fe)
+	}
+	for i, want := range []struct{ failures, local int64 }{{1, 0}, {51, 100}, {101, 200}} {
+		if e := fe[i]; !e.Active || e.Failures != want.failures || e.Local != want.local {
+			t.Errorf("fallback event %d: active %v, %d failures, %d local; want active, %d and %d", i, e.Active, e.Failures, e.Local, want.failures, want.local)
+		}
 	}
 	// Other messages pass.
 	redisbackend.QuietLogger(counting{&passed, nil}).Printf(ctx, "redis: something else: %v", 1)

@@ -49,9 +49,12 @@ func TestClusterNodeFallbackFaults(t *testing.T) {
 	// cancelled) still charges what was decided locally, or keeps it owed:
 	// the debt is the backend's, not the caller's.
 	t.Run("cancelledProbe", func(t *testing.T) {
+		// Every decision on B after the first probes: each is made a probe
+		// interval after the last (the clock moves only when stepped).
+		const interval = time.Nanosecond
 		clock := limitertest.NewClock(limitertest.Start)
 		b, err := redisbackend.New(client, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
-			redisbackend.WithTimeout(2*time.Second), redisbackend.WithProbeInterval(time.Nanosecond), // every decision on B probes
+			redisbackend.WithTimeout(2*time.Second), redisbackend.WithProbeInterval(interval),
 			redisbackend.WithLocalFallback(0.5), redisbackend.WithKeyPrefix(uniquePrefix("cprobe")))
 		if err != nil {
 			t.Fatal(err)
@@ -70,6 +73,7 @@ func TestClusterNodeFallbackFaults(t *testing.T) {
 			if out, err := b.Take(ctx, clock.Now(), []stack.Op{opB}); err != nil || out.Denied >= 0 {
 				t.Fatalf("local decision %d: %+v, %v", i, out, err)
 			}
+			clock.Advance(interval)
 		}
 		oom(false)
 		cctx, cancel := context.WithCancel(ctx)
@@ -153,7 +157,7 @@ func TestClusterNodeFallbackFaults(t *testing.T) {
 		if !heardB(true) {
 			t.Fatalf("heard %v, want B entering its fallback", heard)
 		}
-		clock.Advance(time.Second) // the local bucket gets its share
+		clock.Advance(time.Second) // the local bucket gets its share; a probe is due
 		oom(false)
 		// This decision probes B (which decides again: an event) and fails
 		// on the bad caller's bucket.
@@ -261,7 +265,7 @@ func TestClusterNodeFallbackFaults(t *testing.T) {
 		if out, err := b.Take(ctx, clock.Now(), []stack.Op{opB}); err != nil || out.Denied != 0 {
 			t.Fatalf("B down, empty local bucket: %+v, %v", out, err)
 		}
-		clock.Advance(time.Second) // B's local bucket: 50
+		clock.Advance(time.Second) // B's local bucket: 50; a probe is due
 		oom(false)
 		probe := opB
 		probe.Cost = 0

@@ -3,7 +3,7 @@ package redisbackend_test
 import (
 	"context"
 	"errors"
-	"strings"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,20 +22,25 @@ import (
 // first, then what the share's rate refilled, never more), decisions on
 // both stay all or nothing, an adjustment is applied in Redis and locally
 // alike, the error handler's events name the master, and after its replica
-// takes over what was taken locally is charged to the new master.
+// takes over what was taken locally is charged to the new master. Time is
+// the injected clock, stepped; each step waits for the traffic to have
+// decided, not for a span of time; the replica takes over when the test
+// says so (CLUSTER FAILOVER TAKEOVER).
 func TestClusterNodeFallback(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a six-node cluster")
 	}
 	addrs, srvs := startCluster(t, 3, 1, "--cluster-node-timeout", "2000",
-		"--cluster-require-full-coverage", "no") // the other masters serve while B's slots have none
-	client, _ := newClusterClient(t, addrs)
+		"--cluster-require-full-coverage", "no", // the other masters serve while B's slots have none
+		"--repl-diskless-sync", "no") // its replica's first sync starts at once (no diskless delay)
+	client, _ := newClusterClient(t, addrs, fastRetries)
 	ctx := context.Background()
 	masters := clusterMasters(t, client, 3)
 	clock := limitertest.NewClock(limitertest.Start)
 	const share = 0.5
+	const probe = 100 * time.Millisecond
 	b, err := redisbackend.New(client, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
-		redisbackend.WithTimeout(300*time.Millisecond), redisbackend.WithProbeInterval(100*time.Millisecond),
+		redisbackend.WithTimeout(300*time.Millisecond), redisbackend.WithProbeInterval(probe),
 		redisbackend.WithLocalFallback(share), redisbackend.WithKeyPrefix(uniquePrefix("nodefb")))
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +86,7 @@ func TestClusterNodeFallback(t *testing.T) {
 	// A Stack on its own backend, with an error handler, and two callers
 	// whose buckets are on A and on B.
 	bs, err := redisbackend.New(client, redisbackend.WithSpread(), redisbackend.WithClock(clock.Now),
-		redisbackend.WithTimeout(300*time.Millisecond), redisbackend.WithProbeInterval(100*time.Millisecond),
+		redisbackend.WithTimeout(300*time.Millisecond), redisbackend.WithProbeInterval(probe),
 		redisbackend.WithLocalFallback(share), redisbackend.WithKeyPrefix(uniquePrefix("nodefb-stack")))
 	if err != nil {
 		t.Fatal(err)
@@ -135,18 +140,20 @@ func TestClusterNodeFallback(t *testing.T) {
 	if out, err := take(opC); err != nil || out.Denied >= 0 {
 		t.Fatalf("C's one token: %+v, %v", out, err)
 	}
-	waitFor(t, 20*time.Second, "B's replica in sync", func() bool {
-		info, _ := node(t, nB).Info(ctx, "replication").Result()
-		return strings.Contains(info, "connected_slaves:1") && strings.Contains(info, "state=online")
-	})
+	slotB := redisbackend.Slot(b.Key(kB))
+	replicaB := replicaOf(t, addrs, nB)
+	replicaInSync(t, nB, keyInSlot(slotB))
 
 	// Traffic: decisions on A alone, on A and B, and on B and C (C
 	// denies: what B took locally is given back), from four goroutines.
 	var withA, both atomic.Int64 // admitted
+	var needB atomic.Int64       // decided, needing B
+	var prog progress
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	for g := 0; g < 4; g++ {
 		wg.Go(func() {
+			defer prog.bump()
 			for i := 0; !stop.Load(); i++ {
 				ops := []stack.Op{opA}
 				switch {
@@ -158,10 +165,12 @@ func TestClusterNodeFallback(t *testing.T) {
 				out, err := take(ops...)
 				if err != nil {
 					t.Errorf("a decision failed: %v", err)
+					stop.Store(true)
 					return
 				}
 				if out.Denied < 0 && ops[0].Key == kB {
 					t.Errorf("a decision on B and an empty C admitted: %+v", out)
+					stop.Store(true)
 					return
 				}
 				if out.Denied < 0 {
@@ -170,11 +179,23 @@ func TestClusterNodeFallback(t *testing.T) {
 						both.Add(1)
 					}
 				}
-				time.Sleep(time.Millisecond)
+				if len(ops) == 2 && ops[0].Key == kA {
+					needB.Add(1)
+				}
+				prog.bump()
 			}
 		})
 	}
-	time.Sleep(100 * time.Millisecond)
+	// decisions waits until the traffic has made n more decisions on A
+	// and B, and moreA more admissions with A.
+	decisions := func(n, moreA int64, when string) {
+		t.Helper()
+		n0, a0 := needB.Load(), withA.Load()
+		prog.await(t, fmt.Sprintf("%d decisions needing B and %d admitted with A %s", n, moreA, when), func() bool {
+			return needB.Load()-n0 >= n && withA.Load()-a0 >= moreA || stop.Load()
+		})
+	}
+	decisions(20, 0, "before the kill")
 	var srvB = srvs[0]
 	for _, s := range srvs {
 		if s.Addr == nB {
@@ -182,12 +203,11 @@ func TestClusterNodeFallback(t *testing.T) {
 		}
 	}
 	srvB.Stop()
-	waitFor(t, 5*time.Second, "an event naming B as local", func() bool { return heard(nB, true) })
-	time.Sleep(100 * time.Millisecond)
+	prog.await(t, "an event naming B as local", func() bool { return heard(nB, true) || stop.Load() })
 	// The clock stands still: B's local bucket, empty, admits nothing,
 	// while decisions on A alone go on in Redis.
 	a0, b0 := withA.Load(), both.Load()
-	time.Sleep(300 * time.Millisecond)
+	decisions(50, 10, "with B local and the clock still")
 	if n := both.Load() - b0; n != 0 {
 		t.Errorf("%d decisions needing B admitted by an empty local bucket", n)
 	}
@@ -232,10 +252,8 @@ func TestClusterNodeFallback(t *testing.T) {
 	// spent, in debt by the charge), then a while more, admitting nothing.
 	b1 := both.Load()
 	clock.Advance(time.Second)
-	for deadline := time.Now().Add(10 * time.Second); both.Load()-b1 < int64(share*rateB) && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(300 * time.Millisecond)
+	prog.await(t, "the local bucket's second spent", func() bool { return both.Load()-b1 >= int64(share*rateB) || stop.Load() })
+	decisions(50, 0, "once the local bucket is spent")
 	stop.Store(true)
 	wg.Wait()
 	local := both.Load() - b1
@@ -271,16 +289,20 @@ func TestClusterNodeFallback(t *testing.T) {
 		t.Errorf("A holds %d in Redis after %d admissions and a charge, want %d (or up to 4 less)", got, withA.Load()+burstB, want)
 	}
 
-	// B's replica takes over; a probe charges the new master with what
-	// was decided locally: B's bucket, full again after the second
-	// (whatever the replica missed), holds burst - local.
+	// B's replica takes over; the next probe, one probe interval on,
+	// charges the new master with what was decided locally: B's bucket,
+	// full again after the second (whatever the replica missed), holds
+	// burst - local.
 	probeB := opB
 	probeB.Cost = 0
-	waitFor(t, 30*time.Second, "an event naming B as deciding again", func() bool {
-		client.ReloadState(ctx)
-		_, _ = take(probeB)
-		return heard(nB, false)
-	})
+	takeOver(t, client, replicaB, nA, slotB)
+	clock.Advance(probe)
+	if _, err := take(probeB); err != nil {
+		t.Fatalf("the probe of B's slots after the takeover: %v", err)
+	}
+	if !heard(nB, false) {
+		t.Fatal("the probe after the takeover did not end B's fallback")
+	}
 	if nodeOf(t, client, b.Key(kB)) == nB {
 		t.Fatal("B's slot still on B")
 	}
@@ -296,10 +318,19 @@ func TestClusterNodeFallback(t *testing.T) {
 	if want := burstB - local - 1; held != want {
 		t.Errorf("B's new master holds %d after %d local decisions and a charge were charged, want %d", held, local, want)
 	}
-	// For the rejoin period a decision on B must also pass its local
-	// bucket, in debt by the charge.
-	if out, err = take(probeB); err != nil || out.Denied != 0 {
-		t.Fatalf("B rejoining, its local bucket in debt: %+v, %v", out, err)
+	// For the rejoin period (1.6 s of the clock) a decision on B must
+	// also pass its local bucket: in debt by the charge, refilled by the
+	// share of the rate over the probe interval: 50/s × 0.1 s - 1 = 4,
+	// though Redis holds 49.
+	rejoinAdmits := int(share*rateB*probe.Seconds()) - 1
+	for i := 0; i <= rejoinAdmits; i++ {
+		out, err = take(opB)
+		if err != nil {
+			t.Fatalf("B rejoining, decision %d: %v", i, err)
+		}
+		if admitted := out.Denied < 0; admitted != (i < rejoinAdmits) {
+			t.Fatalf("B rejoining, decision %d: %+v; want %d admitted, then the local bound's denial", i, out, rejoinAdmits)
+		}
 	}
 	t.Logf("%d admissions with A, %d locally on B; B's bucket on the new master: %d", withA.Load(), local, held)
 }

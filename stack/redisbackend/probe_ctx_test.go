@@ -27,9 +27,12 @@ func TestFallbackCancelledProbe(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Every decision probes while down: each is made a probe interval
+	// after the last (the clock moves only when stepped).
+	const interval = time.Nanosecond
 	clock := limitertest.NewClock(limitertest.Start)
 	b, err := redisbackend.New(client, redisbackend.WithClock(clock.Now), redisbackend.WithTimeout(2*time.Second),
-		redisbackend.WithProbeInterval(time.Nanosecond), // every decision probes while down
+		redisbackend.WithProbeInterval(interval),
 		redisbackend.WithLocalFallback(0.5), redisbackend.WithKeyPrefix(uniquePrefix("cprobe1")))
 	if err != nil {
 		t.Fatal(err)
@@ -45,6 +48,7 @@ func TestFallbackCancelledProbe(t *testing.T) {
 		if out, err := b.Take(ctx, clock.Now(), []stack.Op{op}); err != nil || out.Denied >= 0 {
 			t.Fatalf("local decision %d: %+v, %v", i, out, err)
 		}
+		clock.Advance(interval)
 	}
 	oom(false)
 	cctx, cancel := context.WithCancel(ctx)
@@ -121,7 +125,7 @@ func TestFallbackCancelledRejoinTake(t *testing.T) {
 	if out, err := b.Take(ctx, clock.Now(), []stack.Op{op}); err != nil || out.Denied != 0 {
 		t.Fatalf("Redis down, empty local bucket: %+v, %v", out, err)
 	}
-	clock.Advance(time.Second) // the local bucket: 50
+	clock.Advance(time.Second) // the local bucket: 50; a probe is due
 	if err := admin.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -152,9 +156,10 @@ func TestFallbackEventOfCancelledProbe(t *testing.T) {
 	hook := &cancelOnScript{}
 	client.AddHook(hook)
 	ctx := context.Background()
+	const interval = time.Nanosecond
 	clock := limitertest.NewClock(limitertest.Start)
 	b, err := redisbackend.New(client, redisbackend.WithClock(clock.Now), redisbackend.WithTimeout(2*time.Second),
-		redisbackend.WithProbeInterval(time.Nanosecond), redisbackend.WithLocalFallback(0.5),
+		redisbackend.WithProbeInterval(interval), redisbackend.WithLocalFallback(0.5),
 		redisbackend.WithKeyPrefix(uniquePrefix("cevent1")))
 	if err != nil {
 		t.Fatal(err)
@@ -181,6 +186,7 @@ func TestFallbackEventOfCancelledProbe(t *testing.T) {
 	if err := client.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
 		t.Fatal(err)
 	}
+	clock.Advance(interval) // the next decision probes
 	cctx, cancel := context.WithCancel(ctx)
 	hook.arm(cancel) // the caller gives up as the probe starts: the probe still pays, and succeeds
 	if err := take(cctx, op); err == nil {

@@ -96,7 +96,8 @@ type Backend struct {
 	probe     time.Duration
 	share     float64 // local fallback share; 0: none
 
-	start time.Time // monotonic origin of mono
+	start     time.Time // origin of mono: the injected clock's reading at New, else time.Now()
+	realStart time.Time // origin of realMono: time.Now() at New
 
 	// state is stateUp (every call asks Redis), stateDown (Redis failed:
 	// calls are local or fail until a probe) or stateRejoin (Redis is back,
@@ -252,6 +253,13 @@ func WithPin(pin func(Bucket) string) Option {
 // simulations. Key expiry still follows the server's clock, so the injected
 // clock must not run slower than real time. A nil now means the default:
 // the server's TIME for a Backend, time.Now for a PaceStore.
+//
+// A Backend's own timers follow now too: the probe interval
+// (WithProbeInterval), the rejoin period after an outage and the local
+// fallback's once-a-second reports are measured on it, so a test or a
+// simulation steps them as it steps decisions. A backend on a clock that
+// never advances no longer probes Redis after a failure. Only the timeout
+// (WithTimeout), a network deadline, stays on real time.
 func WithClock(now func() time.Time) Option {
 	return optionFunc(func(o *options) {
 		if now != nil {
@@ -276,8 +284,10 @@ func WithTimeout(d time.Duration) Option {
 // asking it: calls in that interval fail at once with ErrUnavailable, or
 // use the local fallback. After it, one call probes Redis (a write, which
 // also pays what the fallback decided); when it succeeds, every call goes
-// back to Redis. d ≤ 0 means the default, 200 ms; a nanosecond probes on
-// nearly every call.
+// back to Redis. d ≤ 0 means the default, 200 ms. The interval is measured
+// on the injected clock when there is one (WithClock): a nanosecond probes
+// on nearly every call, or with WithClock on every call made after the
+// clock has moved since the last failure.
 func WithProbeInterval(d time.Duration) Option {
 	return optionFunc(func(o *options) {
 		if d > 0 {
@@ -348,7 +358,11 @@ func New(client redis.UniversalClient, opts ...Option) (*Backend, error) {
 		return nil, o.err
 	}
 	b := &Backend{client: client, prefix: o.prefix, tag: o.tag, layout: o.layout, pin: o.pin, clock: o.clock,
-		timeout: o.timeout, probe: o.probe, share: o.share, maxBatch: o.maxBatch, start: time.Now()}
+		timeout: o.timeout, probe: o.probe, share: o.share, maxBatch: o.maxBatch, realStart: time.Now()}
+	b.start = b.realStart
+	if b.clock != nil {
+		b.start = b.clock()
+	}
 	_, b.isCluster = client.(*redis.ClusterClient)
 	if b.layout == layoutSpread {
 		if b.tag != "" {
@@ -599,7 +613,22 @@ func argNum(a any) (int64, bool) {
 	return 0, false
 }
 
-func (b *Backend) mono() int64 { return int64(time.Since(b.start)) + 1 }
+// mono is the backend's instant for its own timers (the probe interval,
+// the rejoin period, the fallback's reports), in nanoseconds since New, at
+// least 1 then: on the injected clock (WithClock) when there is one, so
+// that a simulation or a test steps them as it steps decisions, and on this
+// process's monotonic clock otherwise.
+func (b *Backend) mono() int64 {
+	if b.clock != nil {
+		return int64(b.clock().Sub(b.start)) + 1
+	}
+	return int64(time.Since(b.start)) + 1
+}
+
+// realMono is mono on this process's monotonic clock whatever the injected
+// clock: for what bounds a network call (go-redis's deadlines are real
+// time).
+func (b *Backend) realMono() int64 { return int64(time.Since(b.realStart)) + 1 }
 
 // run evaluates the script and classifies a failure: an error that means
 // Redis cannot decide now wraps ErrUnavailable.
@@ -697,7 +726,7 @@ func (b *Backend) callContext(ctx context.Context) (context.Context, context.Can
 		return context.WithTimeout(ctx, b.timeout)
 	}
 	slot := b.timeout / 8
-	now := b.mono()
+	now := b.realMono() // the deadline below is real time, whatever the clock
 	if sc := b.shared.Load(); sc != nil && now < sc.until {
 		return sc.ctx, noCancel
 	}

@@ -67,7 +67,7 @@ func newPolicyStacks(t *testing.T, client redis.UniversalClient) *policyStacks {
 	mk := func(name string, extra ...redisbackend.Option) *redisbackend.Backend {
 		b, err := redisbackend.New(client, append([]redisbackend.Option{redisbackend.WithKeyPrefix(uniquePrefix(name)),
 			redisbackend.WithClock(p.clock.Now), redisbackend.WithTimeout(200 * time.Millisecond),
-			redisbackend.WithProbeInterval(300 * time.Millisecond)}, extra...)...)
+			redisbackend.WithProbeInterval(policyProbe)}, extra...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,10 +89,16 @@ func newPolicyStacks(t *testing.T, client redis.UniversalClient) *policyStacks {
 	return p
 }
 
+// policyProbe is the probe interval of policyStacks, on their clock.
+const policyProbe = 300 * time.Millisecond
+
 // check asserts that each policy is followed while Redis cannot decide:
 // fail-open admits and reports, fail-closed errs, the local fallback
 // decides at its share (half of 10/s, from an empty bucket) and reports
-// entering it; then, once Redis is restored, that it reports leaving it.
+// entering it; then, once Redis is restored, that the first decision a
+// probe interval later (on the clock) reports leaving it, with the
+// failures (the entry and a failed probe every 300 ms of the 0.9 s) and
+// the 40 local decisions, and that fail-closed decides again.
 func (p *policyStacks) check(t *testing.T, what, why string, restore func()) {
 	t.Helper()
 	ctx := context.Background()
@@ -132,21 +138,18 @@ func (p *policyStacks) check(t *testing.T, what, why string, restore func()) {
 		t.Errorf("%s: the fallback event's error %q does not say why", what, fe[0].Err)
 	}
 	restore()
-	var back *stack.FallbackError
-	for deadline := time.Now().Add(5 * time.Second); back == nil && time.Now().Before(deadline); {
-		p.clock.Advance(100 * time.Millisecond)
-		if _, err := p.local.Allow(ctx, keys); err != nil {
-			t.Fatalf("%s: after restore: %v", what, err)
-		}
-		for _, e := range fallbacks(p.localEv.take()) {
-			if !e.Active {
-				back = e
-			}
-		}
-		time.Sleep(5 * time.Millisecond)
+	p.clock.Advance(policyProbe)
+	if _, err := p.local.Allow(ctx, keys); err != nil {
+		t.Fatalf("%s: after restore: %v", what, err)
 	}
-	if back == nil || back.Failures < 1 || back.Local < 40 {
-		t.Errorf("%s: leaving the fallback: %+v, want failures ≥ 1 and ≥ 40 local decisions", what, back)
+	var back *stack.FallbackError
+	for _, e := range fallbacks(p.localEv.take()) {
+		if !e.Active {
+			back = e
+		}
+	}
+	if back == nil || back.Failures != 4 || back.Local != 40 {
+		t.Errorf("%s: leaving the fallback at the first probe after the restore: %+v, want 4 failures and 40 local decisions", what, back)
 	}
 	if _, err := p.closed.Allow(ctx, keys); err != nil {
 		t.Errorf("%s: fail-closed after restore: %v", what, err)
@@ -200,22 +203,17 @@ func TestRepliesThatCannotDecideFollowThePolicy(t *testing.T) {
 			busy := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 			t.Cleanup(func() { busy.Close() })
 			go busy.Eval(context.Background(), "local i = 0 while true do i = i + 1 end", nil)
-			for deadline := time.Now().Add(5 * time.Second); ; {
-				if err := admin.Ping(ctx).Err(); err != nil && strings.HasPrefix(err.Error(), "BUSY") {
-					return
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("the long script never made the server BUSY")
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			// The server says BUSY once the script has run for the
+			// threshold (100 ms): ask until it does.
+			eventually(t, "the long script made the server BUSY", func() bool {
+				err := admin.Ping(ctx).Err()
+				return err != nil && strings.HasPrefix(err.Error(), "BUSY")
+			})
 		}, func() {
-			for deadline := time.Now().Add(5 * time.Second); admin.ScriptKill(ctx).Err() != nil; {
-				if time.Now().After(deadline) {
-					t.Fatal("SCRIPT KILL failed")
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			eventually(t, "SCRIPT KILL succeeded", func() bool { return admin.ScriptKill(ctx).Err() == nil })
+			// The killed script's client may still be reading its error:
+			// the server answers again once PING does.
+			eventually(t, "the server answers after SCRIPT KILL", func() bool { return admin.Ping(ctx).Err() == nil })
 		}},
 	}
 	for _, c := range cases {

@@ -1,5 +1,9 @@
 // Package redistest starts throwaway redis-server processes for tests: on a
 // free 127.0.0.1 port, without persistence, stopped when the test ends.
+// NewProxy puts a proxy in front of one whose faults (a hung server, lost
+// replies, dropped or refused connections) the test switches at the step
+// it chooses; VerifyExited, called after m.Run, reports any server left
+// running.
 //
 // When SLUICE_REDIS_ADDR is set, Start returns that server instead (it
 // cannot be stopped or restarted). When redis-server is not on PATH, Start
@@ -8,6 +12,7 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -16,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,6 +39,54 @@ type Server struct {
 	args []string
 	cmd  *exec.Cmd
 	log  string // the server's output, appended to at each start
+	test string // the name of the test that started it
+}
+
+// started are the processes Start and Restart started and have not seen
+// exit, by PID, with the name of the test that started each.
+var (
+	startedMu sync.Mutex
+	started   = map[int]string{}
+)
+
+// VerifyExited returns an error naming every redis-server that Start or
+// Restart started in this process and that has not exited (with its PID
+// and the test that started it), nil when there is none. Call it after
+// m.Run in TestMain: a server left running outlives the tests, and holds
+// its port and memory. A server that exited on its own is reaped here.
+func VerifyExited() error {
+	startedMu.Lock()
+	defer startedMu.Unlock()
+	var alive []string
+	for pid, test := range started {
+		var ws syscall.WaitStatus
+		if got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil); got == pid || errors.Is(err, syscall.ECHILD) {
+			delete(started, pid) // exited: reaped now, or by someone else
+			continue
+		}
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			delete(started, pid)
+			continue
+		}
+		alive = append(alive, fmt.Sprintf("redis-server PID %d started by %s", pid, test))
+	}
+	if len(alive) == 0 {
+		return nil
+	}
+	slices.Sort(alive)
+	return fmt.Errorf("redistest: %d redis-server still running after the tests: %s", len(alive), strings.Join(alive, "; "))
+}
+
+func track(pid int, test string) {
+	startedMu.Lock()
+	started[pid] = test
+	startedMu.Unlock()
+}
+
+func untrack(pid int) {
+	startedMu.Lock()
+	delete(started, pid)
+	startedMu.Unlock()
 }
 
 // RequireServer returns the path of redis-server, skipping the test when
@@ -70,7 +124,7 @@ func Start(t testing.TB, extra ...string) *Server {
 			continue
 		}
 		dir := t.TempDir() // each try its own: a cluster node's nodes.conf names its port
-		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), log: filepath.Join(dir, "redis-server.log")}
+		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), log: filepath.Join(dir, "redis-server.log"), test: t.Name()}
 		s.args = append([]string{"--save", "", "--appendonly", "no", "--port", strconv.Itoa(port),
 			"--bind", "127.0.0.1", "--dir", dir}, extra...)
 		if err = s.start(); err == nil {
@@ -140,6 +194,7 @@ func (s *Server) start() error {
 		return fmt.Errorf("starting redis-server: %w", err)
 	}
 	s.cmd = cmd
+	track(cmd.Process.Pid, s.test)
 	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
 	defer c.Close()
 	deadline := time.Now().Add(5 * time.Second)
@@ -155,6 +210,7 @@ func (s *Server) start() error {
 		var ws syscall.WaitStatus
 		if pid, _ := syscall.Wait4(cmd.Process.Pid, &ws, syscall.WNOHANG, nil); pid == cmd.Process.Pid {
 			s.cmd = nil
+			untrack(cmd.Process.Pid)
 			_ = cmd.Process.Release() // reaped here, not by Wait
 			return fmt.Errorf("redis-server on %s exited (status %d) before answering PING; it said:\n%s", s.Addr, ws.ExitStatus(), out())
 		}
@@ -185,6 +241,8 @@ func (s *Server) Stop() {
 	_ = s.cmd.Wait()
 	if s.cmd.ProcessState == nil {
 		_ = s.cmd.Process.Signal(syscall.SIGCONT) // a paused server dies too
+	} else {
+		untrack(s.cmd.Process.Pid) // reaped by Wait
 	}
 	s.cmd = nil
 }
