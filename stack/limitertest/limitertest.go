@@ -37,7 +37,7 @@ type Clock struct {
 	ns atomic.Int64 // nanoseconds since clockBase
 
 	mu     sync.Mutex
-	sleeps []time.Duration
+	sleeps *[]time.Duration // behind a pointer: Clock stays comparable, as in v0.1.0
 }
 
 var clockBase = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -64,7 +64,10 @@ func (c *Clock) Sleep(ctx context.Context, d time.Duration) error {
 		return err
 	}
 	c.mu.Lock()
-	c.sleeps = append(c.sleeps, d)
+	if c.sleeps == nil {
+		c.sleeps = new([]time.Duration)
+	}
+	*c.sleeps = append(*c.sleeps, d)
 	c.mu.Unlock()
 	if d > 0 {
 		c.Advance(d)
@@ -76,7 +79,10 @@ func (c *Clock) Sleep(ctx context.Context, d time.Duration) error {
 func (c *Clock) Slept() []time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return slices.Clone(c.sleeps)
+	if c.sleeps == nil {
+		return nil
+	}
+	return slices.Clone(*c.sleeps)
 }
 
 // Factory builds the limiter under test for cfg, reading time from clock.
