@@ -6,7 +6,7 @@
 # (internal/apicount), then the API guard (scripts/apicheck.sh) and the consumer
 # test (scripts/consumer.sh: every released module installed with go get
 # outside the repository, and used; it runs in the background from the
-# start, see below).
+# start, see below). The modules run in two lanes at once.
 # Run from anywhere: bash scripts/test.sh
 # Extra arguments go to `go test` (e.g. -run TestX, -count 1).
 # Each step prints its wall time when it ends ("== <step> (<seconds> s)"),
@@ -29,38 +29,53 @@ if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
 	before=$(tree_state)
 fi
 
-# Wall time: seconds per module (or per whole-repository step) and which
-# of them failed, for the summary at the end.
-declare -A secs failed
-rows=()
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/sluice-test.XXXXXX")
+consumer_pid=
+lane_pids=()
+finish() {
+	for p in "${lane_pids[@]}" $consumer_pid; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	rm -rf "$tmp"
+}
+trap finish EXIT
+
+# Wall time: each step with a ROW appends "ROW<TAB>seconds<TAB>status" to
+# $tmp/rows.tsv (steps run in background lanes too, so a file, not shell
+# variables), and the summary at the end adds them up per module or step.
 # step NAME ROW CMD...: runs CMD, prints "== NAME (<seconds> s)" after it,
-# adds the seconds to ROW's total (none when ROW is empty) and returns
-# CMD's exit status.
+# records it under ROW (nothing when ROW is empty) and returns CMD's exit
+# status. STEP_LIVE, when set, is a file descriptor that also gets the two
+# "== NAME" lines as they happen (a lane's full output is printed later).
 step() {
 	local name=$1 row=$2 start=${EPOCHREALTIME/,/.} rc=0 s
 	shift 2
 	echo "== $name"
+	[ -z "${STEP_LIVE:-}" ] || echo "== $name" >&"$STEP_LIVE"
 	"$@" || rc=$?
 	s=$(awk -v a="$start" -v b="${EPOCHREALTIME/,/.}" 'BEGIN { printf "%.1f", b - a }')
 	echo "== $name ($s s)"
+	[ -z "${STEP_LIVE:-}" ] || echo "== $name ($s s)$([ "$rc" -eq 0 ] || echo ' FAILED')" >&"$STEP_LIVE"
 	if [ -n "$row" ]; then
-		[ -n "${secs[$row]+set}" ] || rows+=("$row")
-		secs[$row]=$(awk -v a="${secs[$row]:-0}" -v b="$s" 'BEGIN { printf "%.1f", a + b }')
-		[ "$rc" -eq 0 ] || failed[$row]=1
+		printf '%s\t%s\t%s\n' "$row" "$s" "$rc" >>"$tmp/rows.tsv"
 	fi
 	return "$rc"
 }
 # inside DIR CMD...: runs CMD in DIR, in a subshell.
 inside() { (cd "$1" && shift && "$@"); }
+# summary: the wall time of each row, in the order rows first appear
+# (modules in their sorted order), and the sum of them all.
 summary() {
-	local r total=0
-	echo "== wall time"
+	echo "== wall time (rows of the module lanes overlap in time: the sum is more than the run's wall time)"
 	printf '%-28s %9s  %s\n' "module or step" seconds outcome
-	for r in "${rows[@]}"; do
-		printf '%-28s %9s  %s\n' "$r" "${secs[$r]}" "$([ -n "${failed[$r]:-}" ] && echo FAILED || echo ok)"
-		total=$(awk -v a="$total" -v b="${secs[$r]}" 'BEGIN { printf "%.1f", a + b }')
-	done
-	printf '%-28s %9s\n' total "$total"
+	awk -F '\t' '
+		!($1 in secs) { order[++n] = $1 }
+		{ secs[$1] += $2; if ($3 != 0) bad[$1] = 1 }
+		END {
+			for (i = 1; i <= n; i++) {
+				r = order[i]; total += secs[r]
+				printf "%-28s %9.1f  %s\n", r, secs[r], (r in bad) ? "FAILED" : "ok"
+			}
+			printf "%-28s %9.1f\n", "total", total
+		}' "$tmp/rows.tsv"
 }
 gofmt_check() {
 	local unformatted
@@ -72,13 +87,6 @@ gofmt_check() {
 
 step gofmt gofmt gofmt_check || exit 1
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/sluice-test.XXXXXX")
-consumer_pid=
-finish() {
-	if [ -n "$consumer_pid" ]; then kill "$consumer_pid" 2>/dev/null; wait "$consumer_pid" 2>/dev/null; fi
-	rm -rf "$tmp"
-}
-trap finish EXIT
 
 # The consumer test builds every released module afresh outside the
 # repository (minutes, much of it waiting on the module proxy and the
@@ -109,21 +117,56 @@ consumer_result() {
 staticcheck() { "$tmp/bin/staticcheck" "$@"; }
 step "build staticcheck $STATICCHECK_VERSION" "" env GOBIN="$tmp/bin" GOFLAGS= go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" || exit 1
 
-status=0
-for m in "${modules[@]}"; do
-	step "module $m: go mod tidy -diff" "$m" inside "$m" go mod tidy -diff || status=1
-	step "module $m: go vet" "$m" inside "$m" go vet ./... || status=1
-	step "module $m: staticcheck $STATICCHECK_VERSION" "$m" inside "$m" staticcheck ./... || status=1
+# Each module's checks, in order: tidiness, vet, staticcheck, the tests
+# with -race, then the allocation tests again without it (-race skips them:
+# counts differ under the race detector), so that every zero-allocation
+# promise is checked on every run.
+module_checks() {
+	local m=$1 rc=0
+	step "module $m: go mod tidy -diff" "$m" inside "$m" go mod tidy -diff || rc=1
+	step "module $m: go vet" "$m" inside "$m" go vet ./... || rc=1
+	step "module $m: staticcheck $STATICCHECK_VERSION" "$m" inside "$m" staticcheck ./... || rc=1
 	# go vet above ran every analyzer on every package, tests included; the
 	# subset go test runs by default would only repeat part of it.
-	step "module $m: go test -race" "$m" inside "$m" go test -race -vet=off -count=1 "$@" ./... || status=1
-done
-# -race skips the allocation tests (counts differ under the race detector):
-# run them once more without it, so that every zero-allocation promise is
-# checked on every run.
-for m in "${modules[@]}"; do
-	step "module $m: allocation tests (without -race)" "$m" inside "$m" go test -vet=off -count=1 -run Alloc "$@" ./... || status=1
-done
+	step "module $m: go test -race" "$m" inside "$m" go test -race -vet=off -count=1 "${test_args[@]}" ./... || rc=1
+	step "module $m: allocation tests (without -race)" "$m" inside "$m" go test -vet=off -count=1 -run Alloc "${test_args[@]}" ./... || rc=1
+	return "$rc"
+}
+test_args=("$@")
+
+# The modules run in two lanes at once (one test binary alone leaves much
+# of the second core idle: linking, redis-server, single-goroutine tests).
+# The lanes are balanced by their usual times: the nested modules with the
+# heaviest dependencies in one, the rest in the other. Each module's output
+# goes to a log printed whole, in module order, when both lanes are done;
+# the "== step (seconds)" lines are printed live. SLUICE_TEST_SERIAL=1 runs
+# the modules one after another instead.
+lane2_modules=" ./examples ./stack/redisbackend ./envoyrls "
+status=0
+exec {live}>&1
+run_lane() {
+	local lane=$1 m rc=0
+	for m in "${modules[@]}"; do
+		case "$lane2_modules" in
+		*" $m "*) [ "$lane" = 2 ] || continue ;;
+		*) [ "$lane" = 1 ] || continue ;;
+		esac
+		STEP_LIVE=$live module_checks "$m" >"$tmp/module-${m//\//_}.log" 2>&1 || rc=1
+	done
+	return "$rc"
+}
+if [ -n "${SLUICE_TEST_SERIAL:-}" ]; then
+	for m in "${modules[@]}"; do module_checks "$m" || status=1; done
+else
+	echo "== modules in two lanes (each module's output follows when both are done)"
+	run_lane 1 &
+	lane_pids+=($!)
+	run_lane 2 &
+	lane_pids+=($!)
+	for p in "${lane_pids[@]}"; do wait "$p" || status=1; done
+	lane_pids=()
+	for m in "${modules[@]}"; do cat "$tmp/module-${m//\//_}.log"; done
+fi
 step "benchmark smoke (ratios against bench/smoke.txt; warns, never fails)" "benchmark smoke" bash scripts/benchsmoke.sh || exit
 step "exported identifiers per released module (internal/apicount)" "apicount" go run ./internal/apicount || status=1
 step "API guard" "API guard" bash scripts/apicheck.sh || status=1
