@@ -20,9 +20,10 @@ run() {
 	echo "== $name: $* ($(date -u +%H:%M:%S), load $(cut -d' ' -f1 /proc/loadavg))"
 	"$@" >"$out/$name.txt" 2>&1 || { echo "perfrows: $name failed, see $out/$name.txt"; exit 1; }
 }
-# One per-caller limit through Limiter.Allow, 10,000 and 100,000 callers,
-# against go-limiter and a mutex map of x/time/rate, with the floor sides.
-run onelimit go test ./bench -run '^$' -bench 'OneLimit$' -benchmem -benchtime 200000x -count 3
+# One per-caller limit through Limiter.Allow, 10,000 and 100,000 callers
+# (and 10,000 from 16 goroutines), against go-limiter and a mutex map of
+# x/time/rate, with the floor sides.
+run onelimit go test ./bench -run '^$' -bench 'OneLimit$|OneLimitParallel$' -benchmem -benchtime 200000x -count 3
 # What the API's shape costs, against smaller shapes.
 run apishape go test ./bench -run '^$' -bench 'APIShape$' -benchtime 2000000x -count 3
 # The gateway stack (3 limits) against the same written by hand.

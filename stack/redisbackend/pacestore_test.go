@@ -6,45 +6,21 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/pace"
+	"github.com/sluicehq/sluice/stack/limitertest"
 	"github.com/sluicehq/sluice/stack/redisbackend"
 )
 
-// paceClock is a simulated clock whose sleeps advance it at once.
-type paceClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
+// paceT0 is where the pacing tests' clock (a limitertest.Clock, whose
+// sleeps advance it at once) starts.
 var paceT0 = time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
-
-func (c *paceClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *paceClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-func (c *paceClock) Sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	c.Advance(d)
-	return nil
-}
 
 // paceUpstream answers with its reply func and records when it was called.
 type paceUpstream struct {
-	clock *paceClock
+	clock *limitertest.Clock
 	reply func() (int, http.Header)
 	times []time.Duration
 }
@@ -82,7 +58,7 @@ func newPaceStore(t *testing.T, addr, prefix string, opts ...redisbackend.Option
 func TestPaceStoreTwoProcesses(t *testing.T) {
 	srv := startRedis(t)
 	prefix := uniquePrefix("pace")
-	clk := &paceClock{now: paceT0}
+	clk := limitertest.NewClock(paceT0)
 	throttle := false
 	upA := &paceUpstream{clock: clk, reply: func() (int, http.Header) {
 		h := http.Header{"Ratelimit-Policy": {`"default";q=2;w=1`}}
@@ -244,7 +220,7 @@ func TestPaceStoreUnavailable(t *testing.T) {
 	}
 	s := newPaceStore(t, srv.Addr, uniquePrefix("down"), redisbackend.WithTimeout(200*time.Millisecond))
 	srv.Stop()
-	clk := &paceClock{now: paceT0}
+	clk := limitertest.NewClock(paceT0)
 	up := &paceUpstream{clock: clk, reply: func() (int, http.Header) {
 		return 200, http.Header{"Ratelimit-Policy": {`"default";q=2;w=1`}}
 	}}
