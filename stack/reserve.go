@@ -116,6 +116,11 @@ func (r *reservation) record(items []item, kb []byte, t time.Time) {
 
 // holdsSlots reports whether r took a connection slot.
 func (r *reservation) holdsSlots() bool {
+	for _, op := range r.ops {
+		if op.Conn {
+			return true
+		}
+	}
 	for i := 0; i < r.n; i++ {
 		if rb := r.slot(i).rb; rb != nil && rb.kind == kindConnections {
 			return true
@@ -181,13 +186,14 @@ func (s *Stack) ReserveAt(ctx context.Context, t time.Time, keys sluice.Keys, es
 
 // ReserveSlots implements sluice.SlotReserver: it decides the request as
 // Allow does and holds a slot of every connections limit that applies to
-// it, released by the Reservation's Reconcile or Cancel. A configuration
-// without connections limits, or a Stack with a Backend (which does not
-// enforce them), costs exactly an Allow and returns sluice.NoReservation; so
-// does a request no connections limit applies to.
+// it, in memory or on the Stack's Backend (slots a fleet shares), released
+// by the Reservation's Reconcile or Cancel; either releases the slots only,
+// the request stays charged. A configuration without connections limits
+// costs exactly an Allow and returns sluice.NoReservation; so does a request
+// no connections limit applies to.
 func (s *Stack) ReserveSlots(ctx context.Context, keys sluice.Keys) (r sluice.Reservation, d sluice.Decision, err error) {
 	c := s.cfg.Load()
-	if s.backend != nil || !c.conns {
+	if !c.conns {
 		// Decided into the result itself, as Allow does: no Decision copied.
 		if err = ctx.Err(); err == nil {
 			err = s.evaluate(ctx, c, &keys, s.now(), 0, nil, &d)
@@ -224,7 +230,7 @@ func (r *reservation) Settle(gen uint64, actual int, cancel bool) error {
 	}
 	var err error
 	if r.slotsOnly {
-		r.releaseSlots()
+		err = r.releaseSlots()
 	} else {
 		err = r.settle(int64(actual)-int64(r.estimate), cancel)
 	}
@@ -232,8 +238,22 @@ func (r *reservation) Settle(gen uint64, actual int, cancel bool) error {
 	return err
 }
 
-// releaseSlots releases the connection slots r holds, and nothing else.
-func (r *reservation) releaseSlots() {
+// releaseSlots releases the connection slots r holds, and nothing else:
+// in memory, or through the Backend for a reservation decided there.
+func (r *reservation) releaseSlots() error {
+	if len(r.ops) > 0 {
+		var adj []Op
+		for _, op := range r.ops {
+			if op.Conn {
+				op.Cost = -1 // release the slot
+				adj = append(adj, op)
+			}
+		}
+		if len(adj) == 0 {
+			return nil
+		}
+		return r.s.backend.Adjust(context.Background(), r.s.now(), adj)
+	}
 	for i := 0; i < r.n; i++ {
 		ri := r.slot(i)
 		switch rb := ri.rb; {
@@ -244,6 +264,7 @@ func (r *reservation) releaseSlots() {
 			rb.connTab.release(r.keys[ri.k0:ri.k1], ri.lease)
 		}
 	}
+	return nil
 }
 
 func (r *reservation) settle(delta int64, cancel bool) error {

@@ -441,13 +441,36 @@ func TestReserveSlots(t *testing.T) {
 		}
 		r.Cancel()
 	})
-	t.Run("through a backend connections limits are skipped", func(t *testing.T) {
-		s := newReserver(t, connsConfig(), limitertest.NewClock(limitertest.Start), stack.WithBackend(stack.NewMemoryBackend()))
-		for i := 0; i < 3; i++ {
-			r, d, err := s.ReserveSlots(ctx, sluice.NewKeys("caller", "alice"))
-			if err != nil || !d.Allowed || r.Held() {
-				t.Fatalf("%d: %+v %v held=%v", i, d, err, r.Held())
-			}
+	t.Run("through a backend the slots are held there", func(t *testing.T) {
+		// The middlewares admit through ReserveSlots: a Stack on a Backend
+		// (slots a fleet shares) must hold them too, not decide as Allow.
+		cfg := connsConfig()
+		cfg.RateLimits[1].Entries[0].Requests[0] = stack.Rate{Rate: 2, Period: "minute"}
+		be := stack.NewMemoryBackend()
+		s := newReserver(t, cfg, limitertest.NewClock(limitertest.Start), stack.WithBackend(be))
+		alice := sluice.NewKeys("caller", "alice")
+		r, d, err := s.ReserveSlots(ctx, alice)
+		if err != nil || !d.Allowed || !r.Held() {
+			t.Fatalf("first: %+v %v held=%v", d, err, r.Held())
+		}
+		// A second process on the same backend sees the slot taken.
+		other := newReserver(t, cfg, limitertest.NewClock(limitertest.Start), stack.WithBackend(be))
+		if r2, d, err := other.ReserveSlots(ctx, alice); err != nil || d.Allowed || d.Metric != sluice.MetricConnections || r2.Held() {
+			t.Fatalf("second in flight, another process: %+v %v held=%v, want a connections denial", d, err, r2.Held())
+		}
+		r.Cancel() // releases the slot; the request stays charged
+		r.Cancel() // a second release frees nothing more
+		r, d, err = other.ReserveSlots(ctx, alice)
+		if err != nil || !d.Allowed || !r.Held() {
+			t.Fatalf("after the release: %+v %v held=%v", d, err, r.Held())
+		}
+		if err := r.Reconcile(0); err != nil {
+			t.Fatal(err)
+		}
+		// Two requests a minute were charged: Cancel and Reconcile released
+		// slots only.
+		if _, d, _ := s.ReserveSlots(ctx, alice); d.Allowed || d.LimitID != "per-caller" {
+			t.Fatalf("third request of 2 a minute: %+v; a release must not refund the request", d)
 		}
 	})
 	t.Run("ended context", func(t *testing.T) {

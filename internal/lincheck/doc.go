@@ -20,7 +20,13 @@
 //     goroutine, with an oracle that checks the window bound over every
 //     sequence of kept decisions (TestInterleavings…). A failure names its
 //     seed; LINCHECK_SEED=<seed> replays exactly that interleaving and
-//     prints every step.
+//     prints every step. Connections limits have a form of their own
+//     (TestInterleavingsSlots), each caller on a goroutine that acts only
+//     when handed the turn: callers acquire slots and release them in any
+//     order, twice, and after the lease expired, and an oracle keeps the
+//     leases as a model: no more than N slots of a limit value stand
+//     admitted, a release frees its own slot and nothing more, none is
+//     lost, and once all are released a fresh caller takes exactly N.
 //
 // Reference buckets check the checkers: an ideal give-back passes both,
 // one that never gives back fails the exactness the specification demands,

@@ -118,3 +118,48 @@ func TestConnectionsInTheLocalFallback(t *testing.T) {
 		t.Fatalf("a slot released locally was not free: %+v %v", d, err)
 	}
 }
+
+// The middlewares admit through sluice.Admitter (Stack.ReserveSlots): on
+// the Redis backend the slots they hold are the fleet's, so a request in
+// flight in one process takes a slot from the other, and a Release frees it.
+func TestConnectionsThroughTheAdmitter(t *testing.T) {
+	srv := startRedis(t)
+	clock := limitertest.NewClock(time.Now())
+	prefix := uniquePrefix("admit")
+	cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "in-flight", DimensionKeys: []string{"targetName"},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"targetName": "*"},
+			Connections: []stack.Rate{{Rate: 1, Period: stack.PeriodSecond}}}}}}}
+	proc := func() sluice.Admitter {
+		client, _ := newClient(t, srv.Addr)
+		b, err := redisbackend.New(client, redisbackend.WithKeyPrefix(prefix), redisbackend.WithClock(clock.Now),
+			redisbackend.WithTimeout(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := stack.New(cfg, stack.WithBackend(b), stack.WithClock(clock.Now), stack.WithFailClosed())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sluice.NewAdmitter(s)
+	}
+	a, b := proc(), proc()
+	ctx := context.Background()
+	keys := sluice.NewKeys("targetName", "t")
+	held, d, err := a.Admit(ctx, keys)
+	if err != nil || !d.Allowed || !held.Held() {
+		t.Fatalf("first request: %+v %v held=%v", d, err, held.Held())
+	}
+	if s, d, err := b.Admit(ctx, keys); err != nil || d.Allowed || d.Metric != sluice.MetricConnections || s.Held() {
+		t.Fatalf("second in flight, other process: %+v %v held=%v; want a connections denial", d, err, s.Held())
+	}
+	if err := held.Release(); err != nil {
+		t.Fatal(err)
+	}
+	s, d, err := b.Admit(ctx, keys)
+	if err != nil || !d.Allowed || !s.Held() {
+		t.Fatalf("after the release: %+v %v held=%v", d, err, s.Held())
+	}
+	if err := s.Release(); err != nil {
+		t.Fatal(err)
+	}
+}
