@@ -141,8 +141,12 @@ func TestFleetSwitchesCreateNoTokens(t *testing.T) {
 		}
 	}
 	t.Logf("highest share of the bound per window: %v", worst)
-	// Each process heard both outages begin and end, once each (each is
-	// shorter than a second of the clock: no report in between).
+	// Each process heard both outages begin and end (each is shorter than
+	// a second of the clock: no report in between), and every outage it
+	// heard begin, end. A call's timeout is real time (go-redis's network
+	// deadline), so a machine starved of CPU can make a healthy call time
+	// out and start one more outage: reported and ended like the others,
+	// and the windows above hold through it.
 	for i := range evs {
 		var on, off int
 		for _, fe := range fallbacks(evs[i].take()) {
@@ -153,8 +157,8 @@ func TestFleetSwitchesCreateNoTokens(t *testing.T) {
 				off++
 			}
 		}
-		if on != 2 || off != 2 {
-			t.Errorf("process %d: the error handler heard %d fallback events and %d returns, want 2 outages", i, on, off)
+		if on < 2 || on != off {
+			t.Errorf("process %d: the error handler heard %d fallback events and %d returns, want the 2 outages (or more), each ended", i, on, off)
 		}
 	}
 }
