@@ -231,6 +231,7 @@ func TestEveryExampleIsListed(t *testing.T) {
 func TestDefaultRuns(t *testing.T) {
 	for _, name := range mainDirs(t) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // each on a loopback port of its own, in a directory of its own
 			want, ok := defaultRunShows[name]
 			if !ok {
 				t.Skip("not listed (TestEveryExampleIsListed fails)")
