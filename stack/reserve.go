@@ -228,47 +228,16 @@ func (r *reservation) Settle(gen uint64, actual int, cancel bool) error {
 	if !r.gen.CompareAndSwap(gen, gen+1) {
 		return nil // settled already: this handle is stale
 	}
-	var err error
-	if r.slotsOnly {
-		err = r.releaseSlots()
-	} else {
-		err = r.settle(int64(actual)-int64(r.estimate), cancel)
-	}
+	err := r.settle(int64(actual)-int64(r.estimate), cancel)
 	r.free()
 	return err
 }
 
-// releaseSlots releases the connection slots r holds, and nothing else:
-// in memory, or through the Backend for a reservation decided there.
-func (r *reservation) releaseSlots() error {
-	if len(r.ops) > 0 {
-		var adj []Op
-		for _, op := range r.ops {
-			if op.Conn {
-				op.Cost = -1 // release the slot
-				adj = append(adj, op)
-			}
-		}
-		if len(adj) == 0 {
-			return nil
-		}
-		return r.s.backend.Adjust(context.Background(), r.s.now(), adj)
-	}
-	for i := 0; i < r.n; i++ {
-		ri := r.slot(i)
-		switch rb := ri.rb; {
-		case rb == nil:
-		case rb.conn != nil:
-			rb.conn.release(ri.lease)
-		case rb.connTab != nil:
-			rb.connTab.release(r.keys[ri.k0:ri.k1], ri.lease)
-		}
-	}
-	return nil
-}
-
+// settle releases the connection slots r holds and, unless r holds slots
+// only (ReserveSlots), adjusts or gives back what it took by delta, or all
+// of it on cancel: on the Backend for a reservation decided there, in
+// memory otherwise.
 func (r *reservation) settle(delta int64, cancel bool) error {
-	now := r.s.now()
 	if len(r.ops) > 0 {
 		var adj []Op
 		for i, op := range r.ops {
@@ -276,6 +245,8 @@ func (r *reservation) settle(delta int64, cancel bool) error {
 			switch {
 			case op.Conn:
 				op.Cost = -1 // release the slot
+			case r.slotsOnly:
+				continue // the request stays charged
 			case cancel:
 				op.Cost = -op.Cost // the backend bounds it (Backend.Adjust)
 			case r.opTokens[i] && delta < 0:
@@ -294,7 +265,7 @@ func (r *reservation) settle(delta int64, cancel bool) error {
 		if len(adj) == 0 {
 			return nil
 		}
-		return r.s.backend.Adjust(context.Background(), now, adj)
+		return r.s.backend.Adjust(context.Background(), r.s.now(), adj)
 	}
 	kb := r.keys
 	for i := 0; i < r.n; i++ {
@@ -309,13 +280,15 @@ func (r *reservation) settle(delta int64, cancel bool) error {
 			rb.conn.release(ri.lease)
 		case rb.connTab != nil:
 			rb.connTab.release(key, ri.lease)
+		case r.slotsOnly:
+			// the request stays charged
 		case cancel:
 			giveBack(rb, key, &ri.grant, ri.grant.Outstanding())
 		case rb.metric == sluice.MetricTokens && delta > 0:
 			if rb.shared != nil {
-				rb.shared.ChargeN(now, int(delta))
+				rb.shared.ChargeN(r.s.now(), int(delta))
 			} else {
-				rb.table.ChargeBytes(now, key, int(delta))
+				rb.table.ChargeBytes(r.s.now(), key, int(delta))
 			}
 		case rb.metric == sluice.MetricTokens && delta < 0:
 			giveBack(rb, key, &ri.grant, min(-delta, ri.grant.Outstanding()))

@@ -387,9 +387,9 @@ func runSlots(s *slotSched, callers, steps int) string {
 
 // TestInterleavingsSlots runs the seeded scheduler on connections slots:
 // a Stack acquiring through sluice.Admitter (as httplimit and grpclimit
-// do) and through Reserve with no estimate, in memory; and through Reserve
-// on a MemoryBackend and on the Redis backend (an Admitter holds no slots
-// on a Stack with a backend: ReserveSlots is then an Allow). Every
+// do) and through Reserve with no estimate, each in memory, on a
+// MemoryBackend and on the Redis backend (an Admitter's slots are held on
+// the backend, like a reservation's). Every
 // decision is checked against the model of the leases (see above); a
 // failure names its seed, and LINCHECK_SEED=<seed> replays it with every
 // step printed.
@@ -405,29 +405,32 @@ func TestInterleavingsSlots(t *testing.T) {
 		// the key prefix of the seed and the clock.
 		backend func(t *testing.T) func(prefix string, now func() time.Time) stack.Backend
 	}
+	memoryBackend := func(*testing.T) func(string, func() time.Time) stack.Backend {
+		return func(string, func() time.Time) stack.Backend { return stack.NewMemoryBackend() }
+	}
+	// Without redis-server the Redis modes are skipped, or fail when
+	// SLUICE_REQUIRE_REDIS=1 (as in CI).
+	redisBackend := func(t *testing.T) func(string, func() time.Time) stack.Backend {
+		srv := redistest.Start(t)
+		client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+		t.Cleanup(func() { client.Close() })
+		return func(prefix string, now func() time.Time) stack.Backend {
+			b, err := redisbackend.New(client, redisbackend.WithKeyPrefix(prefix), redisbackend.WithClock(now),
+				redisbackend.WithTimeout(10*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+	}
+	redisSeeds := seedsToRun(t, seedsFor(15))
 	modes := []mode{
 		{name: "admitter", acquire: admitterSlots, seeds: seeds},
 		{name: "reserve", acquire: reserveSlots, seeds: seeds},
-		{name: "memory-backend", acquire: reserveSlots, seeds: seeds,
-			backend: func(*testing.T) func(string, func() time.Time) stack.Backend {
-				return func(string, func() time.Time) stack.Backend { return stack.NewMemoryBackend() }
-			}},
-		// Without redis-server this one is skipped, or fails when
-		// SLUICE_REQUIRE_REDIS=1 (as in CI).
-		{name: "redis", acquire: reserveSlots, seeds: seedsToRun(t, seedsFor(15)),
-			backend: func(t *testing.T) func(string, func() time.Time) stack.Backend {
-				srv := redistest.Start(t)
-				client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
-				t.Cleanup(func() { client.Close() })
-				return func(prefix string, now func() time.Time) stack.Backend {
-					b, err := redisbackend.New(client, redisbackend.WithKeyPrefix(prefix), redisbackend.WithClock(now),
-						redisbackend.WithTimeout(10*time.Second))
-					if err != nil {
-						t.Fatal(err)
-					}
-					return b
-				}
-			}},
+		{name: "memory-backend", acquire: reserveSlots, seeds: seeds, backend: memoryBackend},
+		{name: "memory-backend-admitter", acquire: admitterSlots, seeds: seeds, backend: memoryBackend},
+		{name: "redis", acquire: reserveSlots, seeds: redisSeeds, backend: redisBackend},
+		{name: "redis-admitter", acquire: admitterSlots, seeds: redisSeeds, backend: redisBackend},
 	}
 	for _, md := range modes {
 		t.Run(md.name, func(t *testing.T) {
