@@ -116,6 +116,16 @@ func TestQuotaModeAndMetadata(t *testing.T) {
 	if got := countOK(t, c, 3, "rl", desc("foo", "f")); got != 2 {
 		t.Errorf("foo after a request every quota denied: %d OK, want its 2 (nothing consumed)", got)
 	}
+	// A descriptor with a hits_addend of its own (the tokens used, debited
+	// after the call) stays charged when every quota is over, as after any
+	// denial; only the others are given back.
+	r = ask(t, c, "rl", desc("service", "service_1"), hits(desc("foo", "h"), 1))
+	if r.OverallCode != over {
+		t.Fatalf("quota over and a debit of foo=h: %v, want OVER_LIMIT", r)
+	}
+	if got := countOK(t, c, 3, "rl", desc("foo", "h")); got != 1 {
+		t.Errorf("foo=h after a quota-denied debit of 1: %d OK, want 1 of its 2 (the debit stays charged)", got)
+	}
 	// The global quota mode makes every rule a quota.
 	srv.SetQuotaMode(true)
 	r = ask(t, c, "rl", desc("foo", "f"), desc("foo", "g"))

@@ -147,9 +147,9 @@ type prefixNode struct {
 	k     string
 	parts []string // the pattern split on "*"
 	n     *node
-	// shared (share_threshold): every value the pattern matches shares one
-	// bucket instead of one per value.
-	shared bool
+	// shared (share_threshold), the pattern itself, when every value it
+	// matches shares one bucket instead of one per value; "" otherwise.
+	shared string
 }
 
 // wildcardMatch reports whether v matches the pattern split on "*" into
@@ -184,10 +184,7 @@ func (n *node) childShared(k, v string) (*node, string) {
 	}
 	for i := range n.prefix {
 		if p := &n.prefix[i]; p.k == k && wildcardMatch(p.parts, v) {
-			if p.shared {
-				return p.n, strings.Join(p.parts, "*")
-			}
-			return p.n, ""
+			return p.n, p.shared
 		}
 	}
 	return n.defaults[k], ""
@@ -541,7 +538,11 @@ func (p *yamlParser) descriptor(parent *node, d *yaml.Node, path, parentKey, par
 			dup = dup || (q.k == key && slices.Equal(q.parts, parts))
 		}
 		if !dup {
-			parent.prefix = append(parent.prefix, prefixNode{k: key, parts: parts, n: n, shared: share})
+			pn := prefixNode{k: key, parts: parts, n: n}
+			if share {
+				pn.shared = value
+			}
+			parent.prefix = append(parent.prefix, pn)
 		}
 	default:
 		if parent.exact == nil {

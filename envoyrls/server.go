@@ -581,14 +581,16 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	}
 	quotaDenied := false
 	if out.Denied < 0 {
-		quotaDenied = s.quotasOver(ctx, at, p, ops, out)
+		var givenBack []bool
+		quotaDenied, givenBack = s.quotasOver(ctx, at, p, ops, out)
 		for i, op := range ops {
-			if quotaDenied && remaining != nil && op.Cost > 0 && !slices.Contains(out.ShadowDenied, i) {
+			if quotaDenied && remaining != nil && givenBack[i] {
 				remaining[i] += op.Cost // given back: what the bucket holds again
 			}
 		}
-	}
-	if out.Denied >= 0 || quotaDenied {
+	} else {
+		// Denied by a limit: the backend took nothing; the debits are
+		// charged anyway. (A quota denial keeps them taken instead.)
 		s.debit(ctx, at, p, ops)
 	}
 	s.respond(resp, p, ops, out, remaining, giveErr, quotaDenied)
@@ -596,10 +598,12 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 }
 
 // quotasOver reports whether the request has quota descriptors and every
-// one of them is over (then the request is denied: what the Take took from
+// one of them is over. Then the request is denied: what the Take took from
 // the others is given back, a second call only in that case, so that a
-// denied request consumes nothing).
-func (s *Server) quotasOver(ctx context.Context, at time.Time, p plan, ops []stack.Op, out stack.Outcome) bool {
+// denied request consumes nothing, except the debits (descriptors with a
+// hits_addend of their own), which stay charged as after any denial;
+// givenBack tells, per op, what was given back.
+func (s *Server) quotasOver(ctx context.Context, at time.Time, p plan, ops []stack.Op, out stack.Outcome) (denied bool, givenBack []bool) {
 	quotas, overs := 0, 0
 	for i := range p.refs {
 		r := &p.refs[i]
@@ -612,11 +616,18 @@ func (s *Server) quotasOver(ctx context.Context, at time.Time, p plan, ops []sta
 		}
 	}
 	if quotas == 0 || overs < quotas {
-		return false
+		return false, nil
+	}
+	givenBack = make([]bool, len(ops))
+	for i := range p.refs {
+		r := &p.refs[i]
+		if r.op >= 0 && !p.debit[r.desc] {
+			givenBack[r.op] = ops[r.op].Cost > 0 && !slices.Contains(out.ShadowDenied, r.op)
+		}
 	}
 	var gives []stack.Op
 	for i, op := range ops {
-		if op.Cost > 0 && !slices.Contains(out.ShadowDenied, i) {
+		if givenBack[i] {
 			op.Cost, op.TakenAt = -op.Cost, at
 			gives = append(gives, op)
 		}
@@ -626,7 +637,7 @@ func (s *Server) quotasOver(ctx context.Context, at time.Time, p plan, ops []sta
 			s.onError(err)
 		}
 	}
-	return true
+	return true, givenBack
 }
 
 // debit charges, after a denial, the descriptors that carry their own
@@ -798,7 +809,9 @@ func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, 
 		}
 		if s.metrics != nil {
 			d := sluice.Decision{Allowed: !over, LimitID: r.id, Metric: sluice.MetricRequests}
-			if shadowDenied(r.op) {
+			if r.shadow && shadowDenied(r.op) {
+				// a shadow rule over its limit; a quota over its limit or
+				// a negative-hits report is no shadow denial
 				d.Shadowed = []string{r.id}
 			}
 			s.metrics.Record(d, nil)
