@@ -143,13 +143,16 @@ func WithClock(now func() time.Time) Option {
 // WithResourceBucket gives action a resource bucket of the given burst and
 // refill per second, drained by the number of resources in each request, in
 // addition to its request bucket (RunInstances: request bucket 5/2, resource
-// bucket 1000/2). By default an action has no resource bucket: an empty
-// action, a burst ≤ 0 or a refill that is ≤ 0 or NaN leave it so (the
-// option is not given). An action that no category has, or an infinite
-// refill, makes New return an error naming WithResourceBucket.
+// bucket 1000/2). By default an action has no resource bucket; an empty
+// action leaves it so (the option is not given). A burst and a refill of 0
+// mean what they mean for a Category: a refill of 0 is an allowance that
+// never refills, a burst of 0 refuses every request that carries
+// resources. An action that no category has, a negative burst, or a
+// refill that is negative, NaN or infinite makes New return an error
+// naming WithResourceBucket.
 func WithResourceBucket(action string, burst int, refill float64) Option {
 	return optionFunc(func(o *options) {
-		if action == "" || burst <= 0 || !(refill > 0) {
+		if action == "" {
 			return
 		}
 		if o.resources == nil {
@@ -246,8 +249,10 @@ func New(categories []Category, opts ...Option) (*Set, error) {
 		switch {
 		case act == nil:
 			errs = append(errs, fmt.Errorf("WithResourceBucket(%q, %d, %v): no category has the action", a, r.burst, r.refill))
-		case math.IsInf(r.refill, 0):
-			errs = append(errs, fmt.Errorf("WithResourceBucket(%q, %d, %v): the refill is not finite", a, r.burst, r.refill))
+		case r.burst < 0:
+			errs = append(errs, fmt.Errorf("WithResourceBucket(%q, %d, %v): the burst is negative", a, r.burst, r.refill))
+		case !(r.refill >= 0) || math.IsInf(r.refill, 0):
+			errs = append(errs, fmt.Errorf("WithResourceBucket(%q, %d, %v): the refill must be a finite rate ≥ 0", a, r.burst, r.refill))
 		default:
 			act.resource = bucket.New(rate.Limit(r.refill), r.burst)
 			act.resBurst = r.burst
@@ -307,7 +312,7 @@ func (s *Set) AllowAction(action string) (sluice.Decision, error) {
 
 // AllowActionAt is AllowAction at the explicit instant t, for a request
 // acting on resources resources (drained from the action's resource bucket,
-// if it has one). As every explicit-time method in sluice, it takes the
+// if it has one; a request acting on none does not ask that bucket). As every explicit-time method in sluice, it takes the
 // instant first (see the sluice package documentation, "Explicit time").
 func (s *Set) AllowActionAt(t time.Time, action string, resources int) (sluice.Decision, error) {
 	a := s.actions[action]
@@ -325,7 +330,7 @@ func (s *Set) AllowActionAt(t time.Time, action string, resources int) (sluice.D
 		return a.denial(res, sluice.MetricRequests, a.bucket.Burst()), nil
 	}
 	d := sluice.Decision{Allowed: true, LimitID: a.group.cat.Name, Limit: int64(a.group.cat.Burst), Remaining: max(res.Remaining, 0), Window: window(a.group.cat.Burst, a.group.cat.Refill)}
-	if a.resource != nil {
+	if a.resource != nil && resources > 0 {
 		rr := a.resource.TakeN(t, resources)
 		if !rr.OK {
 			_ = a.bucket.GiveBack(&res.Grant, 1) // a denied request consumes nothing (the take's own grant: never refused)

@@ -26,11 +26,6 @@ func TestOptionsNotGiven(t *testing.T) {
 		"WithResourcesKey(\"\")":       category.WithResourcesKey(""),
 		"WithClock(nil)":               category.WithClock(nil),
 		"WithResourceBucket(\"\",5,1)": category.WithResourceBucket("", 5, 1),
-		"WithResourceBucket(A,0,1)":    category.WithResourceBucket("A", 0, 1),
-		"WithResourceBucket(A,-1,1)":   category.WithResourceBucket("A", -1, 1),
-		"WithResourceBucket(A,5,0)":    category.WithResourceBucket("A", 5, 0),
-		"WithResourceBucket(A,5,-1)":   category.WithResourceBucket("A", 5, -1),
-		"WithResourceBucket(A,5,NaN)":  category.WithResourceBucket("A", 5, math.NaN()),
 	}
 	for name, o := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -78,11 +73,44 @@ func TestOptionsInvalid(t *testing.T) {
 		{category.WithDefault("missing"), `WithDefault("missing")`},
 		{category.WithResourceBucket("Z", 1, 1), `WithResourceBucket("Z", 1, 1)`},
 		{category.WithResourceBucket("A", 1, math.Inf(1)), `WithResourceBucket("A", 1, +Inf)`},
+		{category.WithResourceBucket("A", -1, 1), `WithResourceBucket("A", -1, 1)`},
+		{category.WithResourceBucket("A", 5, -1), `WithResourceBucket("A", 5, -1)`},
+		{category.WithResourceBucket("A", 5, math.NaN()), `WithResourceBucket("A", 5, NaN)`},
 	}
 	for _, c := range cases {
 		s, err := category.New(cats, c.o)
 		if err == nil || s != nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("New with %s: %v, %v; want an error naming it", c.want, s, err)
 		}
+	}
+}
+
+// A resource bucket's zeros mean what a Category's do: a refill of 0 is an
+// allowance that never refills, a burst of 0 refuses every request that
+// carries resources (and none that carries none).
+func TestResourceBucketZeros(t *testing.T) {
+	cats := []category.Category{{Name: "c", Burst: 100, Refill: 100, Actions: []string{"A"}}}
+	s, err := category.New(cats, category.WithResourceBucket("A", 5, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []bool{true, false} {
+		d, err := s.AllowActionAt(t0, "A", 5)
+		if err != nil || d.Allowed != want {
+			t.Fatalf("refill 0, request %d of 5 resources: %+v %v, want allowed %v", i, d, err, want)
+		}
+	}
+	if d, _ := s.AllowActionAt(t0.Add(time.Hour), "A", 1); d.Allowed {
+		t.Error("refill 0: a resource came back after an hour")
+	}
+	s, err = category.New(cats, category.WithResourceBucket("A", 0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := s.AllowActionAt(t0, "A", 1); d.Allowed {
+		t.Error("burst 0: a request with a resource was allowed")
+	}
+	if d, _ := s.AllowActionAt(t0, "A", 0); !d.Allowed {
+		t.Error("burst 0: a request without resources was refused")
 	}
 }
