@@ -353,12 +353,12 @@ func (t *Table) tryTake(d digest, ns int64, n int, g *Grant) (ok bool, remaining
 	// parameters in force under the lock. It does exactly what the path
 	// below does in that case (slotFor, raise, tryTakeLocked), in one frame;
 	// anything else unlocks having changed nothing and takes that path.
-	if set := t.set.Load(); set != nil {
+	if set := t.set.Load(); set != nil && n > 0 { // a check (n ≤ 0) takes the path below
 		s := &set.shards[d.lo&set.mask]
 		s.mu.Lock()
 		if !s.moved && (s.ops+1)%sweepEvery != 0 {
 			p := t.p.Load()
-			if i, found := s.find(d); found && !p.inf && n > 0 && int64(n) <= p.n && n <= p.burst {
+			if i, found := s.find(d); found && !p.inf && int64(n) <= p.n && n <= p.burst {
 				s.ops++
 				s.raise(ns)
 				now := p.nsToTicks(ns)

@@ -22,11 +22,11 @@ import (
 )
 
 // Wildcard is the entry value that matches any value of its dimension.
-const Wildcard = "*"
+const Wildcard = hashmatch.Wildcard
 
 // Limits on a rate limit's shape, as the gateway enforces them.
 const (
-	MaxKeys    = 10
+	MaxKeys    = hashmatch.MaxKeys
 	MaxEntries = 1000
 )
 

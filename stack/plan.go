@@ -44,9 +44,6 @@ type compiled struct {
 	// middleware configurations (per caller, per API key), which
 	// evaluateSingles decides without the general plan.
 	singles []singleLimit
-	// one is singles[0] when it is the only limit: Allow takes its bucket
-	// with nothing in between.
-	one *singleLimit
 	// direct, set for configurations that are neither singles nor big,
 	// lists the limits evaluateDirect visits: c.order, less the limits with
 	// only connections buckets.
@@ -324,9 +321,6 @@ func compileValid(cfg Config, prev *compiled, now time.Time, withKeys bool, budg
 	}
 	c.conns = hasConnections(c)
 	c.singles = singlesPlan(c)
-	if len(c.singles) == 1 {
-		c.one = &c.singles[0]
-	}
 	c.direct = directPlan(c)
 	c.ordered, c.keyDims = orderedPlan(c)
 	for _, l := range c.limits {

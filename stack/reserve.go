@@ -265,7 +265,11 @@ func (r *reservation) settle(delta int64, cancel bool) error {
 		if len(adj) == 0 {
 			return nil
 		}
-		return r.s.backend.Adjust(context.Background(), r.s.now(), adj)
+		err := r.s.backend.Adjust(context.Background(), r.s.now(), adj)
+		if err != nil && r.s.onError != nil {
+			r.s.onError(err) // a middleware's deferred release ignores it
+		}
+		return err
 	}
 	kb := r.keys
 	for i := 0; i < r.n; i++ {

@@ -307,7 +307,8 @@ func (c *compiled) config() Config {
 }
 
 // Allow decides one request costing one unit of every "requests" limit and
-// nothing of "tokens" limits (a tokens bucket already in debt still denies).
+// nothing of "tokens" limits (a tokens bucket that holds no whole token,
+// empty or in debt, still denies: a cost of 0 is a check).
 // It implements sluice.Limiter.
 //
 // Allow does not take "connections" limits into account: a concurrency slot
@@ -324,10 +325,10 @@ func (s *Stack) Allow(ctx context.Context, keys sluice.Keys) (d sluice.Decision,
 			}
 			return d, err
 		}
-		if c.one != nil && s.backend == nil && !sluice.EvaluatedRequested(ctx) {
+		if len(c.singles) == 1 && s.backend == nil && !sluice.EvaluatedRequested(ctx) {
 			// One per-value limit, the commonest configuration: its take
 			// straight from here (evaluateSingles' first step).
-			if evaluateSingle(c.one, &keys, t, 0, &d) {
+			if evaluateSingle(&c.singles[0], &keys, t, 0, &d) {
 				return d, nil
 			}
 			return d, s.evaluateGeneral(ctx, c, &keys, t, 0, nil, &d)
