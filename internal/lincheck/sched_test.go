@@ -302,12 +302,19 @@ func (c *stackCaller) step() {
 		var d sluice.Decision
 		var err error
 		reserving := c.reserve && s.rng.IntN(2) == 0
+		allow := c.sh.allow && !reserving && c.own == nil
+		if allow {
+			c.t = s.now // Allow reads the Stack's clock: the scheduler's
+		}
 		if c.own != nil {
 			*c.own = c.t
 		}
-		if reserving {
+		switch {
+		case reserving:
 			c.r, d, err = c.st.ReserveAt(ctx, at(c.t), c.sh.keys(), int(n))
-		} else {
+		case allow:
+			d, err = c.st.Allow(ctx, c.sh.keys())
+		default:
 			d, err = c.st.AllowAt(ctx, at(c.t), c.sh.keys(), int(n))
 		}
 		s.tracef("c%d %s %d at %d µs: allowed=%v %s %v", c.id, map[bool]string{true: "reserves", false: "takes"}[reserving], n, c.t, d.Allowed, d.LimitID, err)

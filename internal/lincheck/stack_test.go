@@ -41,12 +41,17 @@ type stackShape struct {
 	limits    []stackLimit
 	exact     bool // exact entries: Buckets, not Tables
 	evaluated bool // ask for Decision.Evaluated: the general path
+	// allow: the seeded scheduler decides with Allow, on the Stack's
+	// clock, instead of AllowAt (Allow's one-limit path); only for
+	// requests limits, where Allow's cost is AllowAt's.
+	allow bool
 }
 
 func stackShapes() []stackShape {
 	two := []stackLimit{stackLimits[1], stackLimits[2]}
 	three := stackLimits
 	return []stackShape{
+		{name: "singles-1", limits: []stackLimit{stackLimits[1]}, allow: true},
 		{name: "singles-2", limits: two},
 		{name: "singles-3", limits: three},
 		{name: "direct-2", limits: two, exact: true},
