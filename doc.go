@@ -32,7 +32,7 @@
 //   - github.com/sluicehq/sluice/grpclimit: gRPC server interceptors, and
 //     client interceptors that pace calls.
 //   - github.com/sluicehq/sluice/mcplimit: MCP handler middleware.
-//   - github.com/sluicehq/sluice/stack/redisbackend: a stack.Backend on Redis
+//   - github.com/sluicehq/sluice/redis: a stack.Backend on Redis
 //     and Redis Cluster, so that a fleet shares one limit.
 //   - github.com/sluicehq/sluice/envoyrls: Envoy's rate limit service
 //     (envoy.service.ratelimit.v3) over any stack.Backend, configured as

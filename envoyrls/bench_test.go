@@ -15,9 +15,9 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/envoyrls"
+	sluiceredis "github.com/sluicehq/sluice/redis"
+	"github.com/sluicehq/sluice/redis/redistest"
 	"github.com/sluicehq/sluice/stack"
-	"github.com/sluicehq/sluice/stack/redisbackend"
-	"github.com/sluicehq/sluice/stack/redisbackend/redistest"
 )
 
 // benchValues is how many distinct values each descriptor key cycles over.
@@ -83,11 +83,11 @@ func benchShouldRateLimit(b *testing.B, backend string, n int) {
 	stOpts := []stack.Option{stack.WithErrorHandler(onErr)}
 	if backend == "redis" {
 		srv := redistest.Start(b)
-		newBackend := func(prefix string) *redisbackend.Backend {
+		newBackend := func(prefix string) *sluiceredis.Backend {
 			client := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
 			client.AddHook(&calls)
 			b.Cleanup(func() { client.Close() })
-			rb, err := redisbackend.New(client, redisbackend.WithKeyPrefix(prefix), redisbackend.WithTimeout(10*time.Second))
+			rb, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithTimeout(10*time.Second))
 			if err != nil {
 				b.Fatal(err)
 			}

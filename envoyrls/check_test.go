@@ -8,8 +8,8 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/sluicehq/sluice/envoyrls"
+	"github.com/sluicehq/sluice/redis/redistest"
 	"github.com/sluicehq/sluice/stack/limitertest"
-	"github.com/sluicehq/sluice/stack/redisbackend/redistest"
 )
 
 // Envoy's token-quota pattern: a check with hits_addend 0 before the call,

@@ -23,8 +23,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/envoyrls"
-	"github.com/sluicehq/sluice/stack/redisbackend"
-	"github.com/sluicehq/sluice/stack/redisbackend/redistest"
+	sluiceredis "github.com/sluicehq/sluice/redis"
+	"github.com/sluicehq/sluice/redis/redistest"
 )
 
 // loadConfig is the configuration of BenchmarkEnvoyLoad's server: three
@@ -62,7 +62,7 @@ func TestEnvoyLoadServer(t *testing.T) {
 	}
 	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer client.Close()
-	be, err := redisbackend.New(client, redisbackend.WithKeyPrefix("load"), redisbackend.WithTimeout(10*time.Second))
+	be, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix("load"), sluiceredis.WithTimeout(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

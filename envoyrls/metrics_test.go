@@ -15,8 +15,8 @@ import (
 
 	"github.com/sluicehq/sluice/envoyrls"
 	"github.com/sluicehq/sluice/otelmetric"
+	"github.com/sluicehq/sluice/redis/redistest"
 	"github.com/sluicehq/sluice/stack/limitertest"
-	"github.com/sluicehq/sluice/stack/redisbackend/redistest"
 )
 
 // Decisions are counted per rule through otelmetric: allowed and throttled

@@ -10,17 +10,17 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/envoyrls"
+	sluiceredis "github.com/sluicehq/sluice/redis"
+	"github.com/sluicehq/sluice/redis/redistest"
 	"github.com/sluicehq/sluice/stack/limitertest"
-	"github.com/sluicehq/sluice/stack/redisbackend"
-	"github.com/sluicehq/sluice/stack/redisbackend/redistest"
 )
 
-func redisBackend(t testing.TB, addr string, clock *limitertest.Clock, prefix string) *redisbackend.Backend {
+func redisBackend(t testing.TB, addr string, clock *limitertest.Clock, prefix string) *sluiceredis.Backend {
 	t.Helper()
 	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	t.Cleanup(func() { client.Close() })
-	b, err := redisbackend.New(client, redisbackend.WithClock(clock.Now), redisbackend.WithKeyPrefix(prefix),
-		redisbackend.WithTimeout(2*time.Second))
+	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now), sluiceredis.WithKeyPrefix(prefix),
+		sluiceredis.WithTimeout(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,14 +28,14 @@ func redisBackend(t testing.TB, addr string, clock *limitertest.Clock, prefix st
 }
 
 // countedRedisBackend is redisBackend counting the Redis calls it makes.
-func countedRedisBackend(t testing.TB, addr string, clock *limitertest.Clock, prefix string) (*redisbackend.Backend, *callCounter) {
+func countedRedisBackend(t testing.TB, addr string, clock *limitertest.Clock, prefix string) (*sluiceredis.Backend, *callCounter) {
 	t.Helper()
 	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	t.Cleanup(func() { client.Close() })
 	calls := &callCounter{}
 	client.AddHook(calls)
-	b, err := redisbackend.New(client, redisbackend.WithClock(clock.Now), redisbackend.WithKeyPrefix(prefix),
-		redisbackend.WithTimeout(2*time.Second), redisbackend.WithMaxBatch(1))
+	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now), sluiceredis.WithKeyPrefix(prefix),
+		sluiceredis.WithTimeout(2*time.Second), sluiceredis.WithMaxBatch(1))
 	if err != nil {
 		t.Fatal(err)
 	}

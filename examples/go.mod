@@ -79,12 +79,12 @@ require (
 	github.com/prometheus/client_golang v1.24.1
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/sluicehq/sluice/envoyrls v0.1.0
-	github.com/sluicehq/sluice/stack/redisbackend v0.1.0
+	github.com/sluicehq/sluice/redis v0.1.0
 	go.opentelemetry.io/otel/exporters/prometheus v0.69.0
 	go.opentelemetry.io/otel/sdk/metric v1.47.0
 )
 
-replace github.com/sluicehq/sluice/stack/redisbackend => ../stack/redisbackend
+replace github.com/sluicehq/sluice/redis => ../redis
 
 replace github.com/sluicehq/sluice/grpclimit => ../grpclimit
 

@@ -53,7 +53,7 @@
 // WithStore shares what the processes learn: the quota any of them read
 // from the upstream's headers, and the pause a throttled response imposed
 // on any of them, through a Store (MemoryStore in one process,
-// redisbackend.PaceStore in Redis). The store is read on the first request
+// sluiceredis.PaceStore (package sluice/redis) in Redis). The store is read on the first request
 // to an upstream and then at most once per refresh interval, never on
 // every request; a new quota and the start of a pause are written at once.
 // A process's own WithLimit stays its ceiling, and when the store fails,

@@ -61,7 +61,7 @@ func Example() {
 }
 
 // Two processes, a and b, call one upstream through one Store (here in
-// memory; redisbackend.PaceStore for a real fleet). a is throttled with
+// memory; sluiceredis.PaceStore (package sluice/redis) for a real fleet). a is throttled with
 // Retry-After: 3; b, which has never been throttled, does not send into
 // the pause: it waits it out, then paces by the quota a read (2 per
 // second). The clock is simulated: the example runs in no time.

@@ -290,7 +290,7 @@ func WithTokens(r sluice.Reserver, estimate func(*http.Request) int) Option {
 
 // WithStore makes the Transport share what it learns about each upstream
 // through s with every process using the same Store (see Store;
-// redisbackend.PaceStore for a fleet): the request quota read from the
+// sluiceredis.PaceStore (package sluice/redis) for a fleet): the request quota read from the
 // upstream's headers, and the pause a throttled response imposed. Each
 // process then paces by the fleet's newest quota (under its own WithLimit
 // ceiling, which nothing raises) and, from its next refresh, pauses when

@@ -53,7 +53,7 @@ func (l Learned) Merge(n Learned) Learned {
 // given to Wait and Throttled; they are the same in every process.
 //
 // MemoryStore keeps the records in one process (Transports of one
-// process, tests); redisbackend.PaceStore keeps them in Redis for a
+// process, tests); sluiceredis.PaceStore (package sluice/redis) keeps them in Redis for a
 // fleet. An implementation must be safe for concurrent use and should
 // bound the time of each call: a Transport calls it on a request's path,
 // with the request's context. It may forget records (evict, expire); a

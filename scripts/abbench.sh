@@ -10,7 +10,7 @@
 # NEW may be WORKTREE: the working tree as it is, uncommitted changes included.
 # PKG is a package path relative to the repository root (./bucket, ./stack);
 # for a nested module give the module directory and the package inside it
-# (stack/redisbackend:. or bench:.).
+# (redis:. or bench:.).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)

@@ -30,7 +30,7 @@
 #     --test runs the whole suite;
 #  6. commits "release vX.Y.Z" and tags it once per released module, annotated:
 #     vX.Y.Z for the root, DIR/vX.Y.Z for the others (grpclimit/vX.Y.Z,
-#     stack/redisbackend/vX.Y.Z, ...). Untagged modules (bench, examples,
+#     redis/vX.Y.Z, ...). Untagged modules (bench, examples,
 #     internal/*) get no tag: see scripts/modules.txt.
 # It never pushes: it prints the git push that publishes the release.
 #

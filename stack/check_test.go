@@ -14,7 +14,7 @@ import (
 // (Reconcile of a 0 estimate) may take the bucket into debt, and the next
 // check is over until a token has refilled. The same rule in memory and
 // through a Backend (package bucket's, and the Redis script's: see
-// redisbackend's TestZeroCostCheckThenDebitOnRedis).
+// the redis package's TestZeroCostCheckThenDebitOnRedis).
 func TestZeroCostCheckThenDebit(t *testing.T) {
 	backends(t, func(t *testing.T, opts ...stack.Option) {
 		clock := limitertest.NewClock(limitertest.Start)

@@ -113,7 +113,7 @@ func TestFailureLogIsBounded(t *testing.T) {
 // A deadline reached while redialling reports the dial's error.
 func TestDeadlineCarriesTheDialCause(t *testing.T) {
 	var d dialTracker
-	deadline := fmt.Errorf("redisbackend: %w", context.DeadlineExceeded)
+	deadline := fmt.Errorf("sluice/redis: %w", context.DeadlineExceeded)
 	if got := d.cause(deadline); got != deadline {
 		t.Errorf("no dial failed yet: %v", got)
 	}

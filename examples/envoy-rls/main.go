@@ -56,7 +56,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/sluicehq/sluice/envoyrls"
-	"github.com/sluicehq/sluice/stack/redisbackend"
+	sluiceredis "github.com/sluicehq/sluice/redis"
 )
 
 //go:embed ratelimit.yaml
@@ -288,7 +288,7 @@ func start(o options, now func() time.Time) (_ *service, err error) {
 		}
 		client := redis.NewClient(&redis.Options{Addr: o.redis, ContextTimeoutEnabled: true, Dialer: tracker.dial})
 		s.cleanup = append(s.cleanup, func() { client.Close() })
-		rb, err := redisbackend.New(client)
+		rb, err := sluiceredis.New(client)
 		if err != nil {
 			return nil, err
 		}

@@ -16,7 +16,7 @@
 //   - sharded buckets: each pod a GCRA bucket of 25/s holding 26
 //     (bucket.New(25, 26)): the same split, with sluice's algorithm.
 //   - shared: one 150/s limit for the whole fleet, each pod a sluice Stack
-//     deciding through Redis (package redisbackend): six pods behave as one.
+//     deciding through Redis (package sluice/redis): six pods behave as one.
 //   - shared, overloaded: the same at 170/s, to show the shared limit does
 //     deny when the fleet's traffic is above it.
 //
@@ -47,8 +47,8 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/bucket"
+	sluiceredis "github.com/sluicehq/sluice/redis"
 	"github.com/sluicehq/sluice/stack"
-	"github.com/sluicehq/sluice/stack/redisbackend"
 )
 
 const (
@@ -156,8 +156,8 @@ func shared(addr, prefix string, c *clock) (decider, func(), error) {
 	for i := range stacks {
 		cl := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 		clients = append(clients, cl)
-		b, err := redisbackend.New(cl, redisbackend.WithClock(c.Now), redisbackend.WithKeyPrefix(prefix),
-			redisbackend.WithTimeout(time.Second))
+		b, err := sluiceredis.New(cl, sluiceredis.WithClock(c.Now), sluiceredis.WithKeyPrefix(prefix),
+			sluiceredis.WithTimeout(time.Second))
 		if err != nil {
 			closeAll()
 			return nil, nil, err

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/stack/redisbackend/redistest"
+	"github.com/sluicehq/sluice/redis/redistest"
 )
 
 // Seed 003, measured: the seed's six per-second windows land near its ≈7

@@ -18,8 +18,8 @@ import (
 	"github.com/sluicehq/sluice/examples/shardmodel/model"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/pace"
+	sluiceredis "github.com/sluicehq/sluice/redis"
 	"github.com/sluicehq/sluice/stack"
-	"github.com/sluicehq/sluice/stack/redisbackend"
 )
 
 // Seed 003's fleet: six processes, 150 requests per second, and the
@@ -115,7 +115,7 @@ func runFleet(w io.Writer, addr string, seconds int, seed uint64) ([]FleetRun, e
 			// Each process has its own client and stack: only Redis is shared.
 			cl := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 			clients = append(clients, cl)
-			b, err := redisbackend.New(cl, redisbackend.WithClock(clk.Now), redisbackend.WithKeyPrefix(prefix), redisbackend.WithTimeout(time.Second))
+			b, err := sluiceredis.New(cl, sluiceredis.WithClock(clk.Now), sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithTimeout(time.Second))
 			if err != nil {
 				return nil, err
 			}

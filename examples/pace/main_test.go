@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/stack/redisbackend/redistest"
+	"github.com/sluicehq/sluice/redis/redistest"
 )
 
 // newHelloServer is the upstream the example starts without -url.

@@ -11,9 +11,9 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/redis/go-redis/v9"
 
+	sluiceredis "github.com/sluicehq/sluice/redis"
+	"github.com/sluicehq/sluice/redis/redistest"
 	"github.com/sluicehq/sluice/stack"
-	"github.com/sluicehq/sluice/stack/redisbackend"
-	"github.com/sluicehq/sluice/stack/redisbackend/redistest"
 )
 
 // redisGiveBacksSafe says whether the Redis backend's give-backs keep the
@@ -42,8 +42,8 @@ func TestLinearizableFleet(t *testing.T) {
 		client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 		defer client.Close()
 		fleetHistories(t, nil, func(prefix string, now func() time.Time) stack.Backend {
-			b, err := redisbackend.New(client, redisbackend.WithKeyPrefix(prefix), redisbackend.WithClock(now),
-				redisbackend.WithTimeout(10*time.Second))
+			b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithClock(now),
+				sluiceredis.WithTimeout(10*time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -157,8 +157,8 @@ func TestInterleavingsRedis(t *testing.T) {
 					for i := range callers {
 						c := &stackCaller{s: s, sh: sh, id: i, reserve: true, inOrder: inOrder, own: new(int64)}
 						now := func() time.Time { return at(*c.own) }
-						b, err := redisbackend.New(client, redisbackend.WithKeyPrefix(prefix), redisbackend.WithClock(now),
-							redisbackend.WithTimeout(10*time.Second))
+						b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithClock(now),
+							sluiceredis.WithTimeout(10*time.Second))
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -212,7 +212,7 @@ var redisLoad = stackLoad
 // GCRA would have it still refilling, and was admitted beyond burst +
 // rate·Δt: 3 and 22 of 60 seeds of TestInterleavingsRedis
 // (singles-3-stale, direct-2-stale) before the fix; its shape is
-// redisbackend's TestGiveBackThatFillsKeepsInstantForStaleCallers. A
+// the redis package's TestGiveBackThatFillsKeepsInstantForStaleCallers. A
 // give-back to a bucket already full (refilled) now leaves it as stored:
 // storing it full at the give-back's instant, the first form of the fix,
 // took from a caller with an older instant what it had before the

@@ -6,7 +6,7 @@ require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/sluicehq/sluice v0.1.0
-	github.com/sluicehq/sluice/stack/redisbackend v0.1.0
+	github.com/sluicehq/sluice/redis v0.1.0
 	golang.org/x/time v0.16.0
 )
 
@@ -25,4 +25,4 @@ require (
 // scripts/consumer.sh checks that it can.
 replace github.com/sluicehq/sluice => ../..
 
-replace github.com/sluicehq/sluice/stack/redisbackend => ../../stack/redisbackend
+replace github.com/sluicehq/sluice/redis => ../../redis

@@ -12,9 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	sluiceredis "github.com/sluicehq/sluice/redis"
+	"github.com/sluicehq/sluice/redis/redistest"
 	"github.com/sluicehq/sluice/stack"
-	"github.com/sluicehq/sluice/stack/redisbackend"
-	"github.com/sluicehq/sluice/stack/redisbackend/redistest"
 )
 
 // TestInterleavingsNodeFallback runs the seeded scheduler on the Redis
@@ -33,7 +33,7 @@ import (
 //
 // The scheduler steps whole calls on one goroutine: a give-back that lands
 // while a probe's payment is in flight (TestNodeGiveBackDuringProbe in
-// redisbackend) is not among its interleavings.
+// the redis package) is not among its interleavings.
 func TestInterleavingsNodeFallback(t *testing.T) {
 	addrs := startCluster(t, 3)
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRetries: -1})
@@ -45,9 +45,9 @@ func TestInterleavingsNodeFallback(t *testing.T) {
 		s := newSched(seed, 400)
 		tg := &nodeTarget{s: s, ctx: ctx, admittedWhileDown: &whileDown}
 		var err error
-		tg.b, err = redisbackend.New(client, redisbackend.WithSpread(), redisbackend.WithClock(func() time.Time { return tg.now }),
-			redisbackend.WithTimeout(10*time.Second), redisbackend.WithProbeInterval(time.Millisecond),
-			redisbackend.WithLocalFallback(1), redisbackend.WithKeyPrefix("lincheck-nodefb-"+strconv.FormatUint(seed, 10)))
+		tg.b, err = sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(func() time.Time { return tg.now }),
+			sluiceredis.WithTimeout(10*time.Second), sluiceredis.WithProbeInterval(time.Millisecond),
+			sluiceredis.WithLocalFallback(1), sluiceredis.WithKeyPrefix("lincheck-nodefb-"+strconv.FormatUint(seed, 10)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,7 +126,7 @@ func TestInterleavingsNodeFallback(t *testing.T) {
 type nodeTarget struct {
 	s    *sched
 	ctx  context.Context
-	b    *redisbackend.Backend
+	b    *sluiceredis.Backend
 	now  time.Time         // the backend's clock
 	keys map[string]string // the scheduler's key names to bucket keys
 	down bool              // the master refuses writes

@@ -12,9 +12,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
+	sluiceredis "github.com/sluicehq/sluice/redis"
+	"github.com/sluicehq/sluice/redis/redistest"
 	"github.com/sluicehq/sluice/stack"
-	"github.com/sluicehq/sluice/stack/redisbackend"
-	"github.com/sluicehq/sluice/stack/redisbackend/redistest"
 )
 
 // The seeded scheduler on connections limits (issue 34): logical callers,
@@ -415,8 +415,8 @@ func TestInterleavingsSlots(t *testing.T) {
 		client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 		t.Cleanup(func() { client.Close() })
 		return func(prefix string, now func() time.Time) stack.Backend {
-			b, err := redisbackend.New(client, redisbackend.WithKeyPrefix(prefix), redisbackend.WithClock(now),
-				redisbackend.WithTimeout(10*time.Second))
+			b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithClock(now),
+				sluiceredis.WithTimeout(10*time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}

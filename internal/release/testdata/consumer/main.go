@@ -9,7 +9,7 @@
 //   - grpclimit: the unary server interceptor on a gRPC server;
 //   - mcplimit: the middleware on an MCP server over streamable HTTP;
 //   - envoyrls: Envoy's rate limit service on a gRPC server;
-//   - stack/redisbackend: two stacks sharing one limit in a redis-server this
+//   - redis: two stacks sharing one limit in a redis-server this
 //     program starts on a free port (and stops).
 //
 // It lives under testdata so that no module of the repository builds it.
@@ -47,8 +47,8 @@ import (
 	"github.com/sluicehq/sluice/grpclimit"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/mcplimit"
+	sluiceredis "github.com/sluicehq/sluice/redis"
 	"github.com/sluicehq/sluice/stack"
-	"github.com/sluicehq/sluice/stack/redisbackend"
 )
 
 // The modules a release tags, which this program must have been built with
@@ -58,7 +58,7 @@ var released = []string{
 	"github.com/sluicehq/sluice/envoyrls",
 	"github.com/sluicehq/sluice/grpclimit",
 	"github.com/sluicehq/sluice/mcplimit",
-	"github.com/sluicehq/sluice/stack/redisbackend",
+	"github.com/sluicehq/sluice/redis",
 }
 
 func main() {
@@ -73,7 +73,7 @@ func main() {
 		{"grpclimit: the unary interceptor on a gRPC server", checkGRPC},
 		{"mcplimit: a tool limit on an MCP server (streamable HTTP)", checkMCP},
 		{"envoyrls: Envoy's rate limit service on a gRPC server", checkEnvoy},
-		{"redisbackend: two stacks sharing one limit in redis-server", checkRedis},
+		{"redis: two stacks sharing one limit in redis-server", checkRedis},
 	}
 	failed := 0
 	for _, c := range checks {
@@ -303,7 +303,7 @@ func checkRedis() (string, error) {
 	// Two pods: each its own Backend and Stack, one limit between them.
 	var pods []*stack.Stack
 	for range 2 {
-		b, err := redisbackend.New(client)
+		b, err := sluiceredis.New(client)
 		if err != nil {
 			return "", err
 		}

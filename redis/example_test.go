@@ -1,0 +1,84 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	sluiceredis "github.com/sluicehq/sluice/redis"
+	"github.com/sluicehq/sluice/stack"
+)
+
+// A fleet's pods each build the same Stack on a Backend of one Redis; their
+// decisions are then shared. Building them contacts no server.
+func Example() {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379",
+		ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
+	defer client.Close()
+
+	b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix("api"), sluiceredis.WithLocalFallback(1.0/6))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "per-caller", DimensionKeys: []string{"caller"},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"},
+			Requests: []stack.Rate{{Rate: 100, Period: stack.PeriodSecond}}}}}}}
+	if _, err := stack.New(cfg, stack.WithBackend(b)); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("keys:", b.KeyPrefix()+stack.BucketKey("per-caller", "requests", 0, []string{"*"}, []string{"alice"}))
+
+	_, err = sluiceredis.New(client, sluiceredis.WithLocalFallback(2))
+	fmt.Println(err)
+	// Output:
+	// keys: api:{api}:per-caller|requests|0|1:*|5:alice
+	// sluice/redis: WithLocalFallback(2): the share is not in (0, 1]
+}
+
+type printLogger struct{}
+
+func (printLogger) Printf(_ context.Context, format string, v ...any) { fmt.Printf(format+"\n", v...) }
+
+// QuietLogger drops go-redis's per-failure dial messages and passes the
+// rest to your logger; install it once with redis.SetLogger.
+func ExampleQuietLogger() {
+	l := sluiceredis.QuietLogger(printLogger{})
+	ctx := context.Background()
+	l.Printf(ctx, "redis: connection pool: failed to dial after %d attempts: %v", 1, "connection refused")
+	l.Printf(ctx, "redis: %s", "another message")
+	// redis.SetLogger(l)
+	// Output:
+	// redis: another message
+}
+
+// On Redis Cluster, WithPin spreads the buckets over the cluster while
+// keeping each caller's buckets of the chosen limits in one slot, so that
+// a decision on them is one call to one node.
+func ExampleWithPin() {
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:7000"},
+		ContextTimeoutEnabled: true})
+	defer client.Close()
+	b, err := sluiceredis.New(client, sluiceredis.WithPin(func(k sluiceredis.Bucket) string {
+		if k.LimitID == "per-caller" || k.LimitID == "per-caller-tool" {
+			return k.Value(0) // the caller: dimension 0 of both limits
+		}
+		return "" // other limits: a tag of their own
+	}))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	caller := b.Key(stack.BucketKey("per-caller", "requests", 0, []string{"*"}, []string{"alice"}))
+	tool := b.Key(stack.BucketKey("per-caller-tool", "requests", 0, []string{"*", "*"}, []string{"alice", "search"}))
+	target := b.Key(stack.BucketKey("per-target", "requests", 0, []string{"*"}, []string{"alice"}))
+	fmt.Println(caller)
+	fmt.Println("one slot for alice:", sluiceredis.Slot(caller) == sluiceredis.Slot(tool))
+	fmt.Println("per-target elsewhere:", sluiceredis.Slot(caller) != sluiceredis.Slot(target))
+	// Output:
+	// sluice:{72b6e072}:per-caller|requests|0|1:*|5:alice
+	// one slot for alice: true
+	// per-target elsewhere: true
+}
