@@ -50,9 +50,9 @@
 //
 // Middleware admits each request through an Admitter, built once per
 // Limiter: with a Limiter that holds connection slots (a SlotReserver or a
-// Reserver, as a stack.Stack is) the request keeps its slots until
-// Slots.Release, and with a plain Limiter Admit is Allow. httplimit,
-// grpclimit and mcplimit all do so.
+// Reserver, as a stack.Stack is) the request holds its slots until the
+// middleware releases them when the request ends, and with a plain Limiter
+// Admit is Allow. httplimit, grpclimit and mcplimit all do so.
 //
 // # Keys
 //
@@ -62,29 +62,24 @@
 //
 // # Explicit time
 //
-// Whatever depends on the current time reads a clock, which each package's
-// WithClock option replaces, and also has a form that takes the instant,
-// for tests, simulations and callers that have read the clock already. One
-// rule covers every package: a method that takes an explicit instant takes
-// it as its first argument after the context (its first argument when it
-// takes no context).
+// Every engine reads the time from a Clock, which its WithClock option
+// replaces; a nil Clock, or none, means the default (wall time advanced by
+// the monotonic clock only, so a step of the system clock never moves an
+// engine's time backwards). One naming rule covers every package:
 //
-//   - In package bucket the names are those of golang.org/x/time/rate, so
-//     that a switch from it is a rename: Bucket.AllowN(t, n),
-//     Bucket.TakeN(t, n), Bucket.TokensAt(t); a Table's key comes after the
-//     instant: Table.AllowN(t, key, n), Table.TakeN(t, key, n),
-//     Table.TokensAt(t, key).
-//   - Everywhere else the explicit-time form of a method M is named MAt:
-//     stack.Stack.AllowAt(ctx, t, keys, tokens) is AllowN at t,
-//     Stack.ReserveAt(ctx, t, keys, estimate) is Reserve at t, and
-//     category.Set.AllowActionAt(t, action, resources) is AllowAction at t.
+//   - A method whose name ends in At takes the instant as its first argument
+//     after the context (its first argument when it takes no context):
+//     Bucket.AllowAt(t, n), Stack.AllowAt(ctx, t, keys, n),
+//     Stack.ReserveAt(ctx, t, keys, estimate), Stack.ReserveSlotsAt(ctx, t, keys).
+//   - Every method whose name does not end in At reads the engine's clock:
+//     Bucket.Allow(), Bucket.AllowN(n), Stack.Allow(ctx, keys),
+//     Stack.AllowN(ctx, keys, n), Stack.ReserveSlots(ctx, keys).
+//   - No method takes a time.Time without ending in At, and every method
+//     that reads the clock to decide has an At form (category.Set's too),
+//     for tests, simulations and callers that have read the clock already.
 //
-// Methods that exist only with an explicit instant (a stack.Backend's Take
-// and Adjust, Reconfigure in package bucket) take it in the same place.
-//
-// Functions follow the same order: pace.Observe(now, h) and
-// pace.ParseRetryAfter(now, v) take first the instant a response's header
-// values are read against (a Retry-After date, a reset time).
+// Functions that read response headers against an instant take it first
+// too: pace.Observe(now, h), pace.ParseRetryAfter(now, v).
 //
 // # Semantics
 //

@@ -11,8 +11,10 @@ import (
 // failed and the limiter's policy is fail-closed. Implementations are safe for
 // concurrent use.
 //
-// Engines in the sub-packages (bucket, category, stack) implement Limiter, so
-// they compose: a stack of limits is a Limiter, and so is a single bucket.
+// The engines that decide whole requests implement Limiter, so they compose
+// with the middlewares and with each other: a stack.Stack is a Limiter, and
+// so is a category.Set. A bucket.Bucket is the primitive underneath them and
+// is not a Limiter: it has no Keys to look at (its Allow takes none).
 type Limiter interface {
 	Allow(ctx context.Context, keys Keys) (Decision, error)
 }

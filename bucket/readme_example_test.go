@@ -1,8 +1,7 @@
 package bucket_test
 
-// The README's "Coming from x/time/rate" snippet is the body of this
-// example, verbatim (TestReadmeSnippetsAreExamples in the root package
-// checks it).
+// Coming from x/time/rate: the README's section of that name until v0.2,
+// kept here with its example.
 
 import (
 	"context"
@@ -14,6 +13,24 @@ import (
 	"github.com/sluicehq/sluice/bucket"
 )
 
+// Coming from golang.org/x/time/rate: a Bucket takes the same rate.Limit and
+// burst and has rate.Limiter's methods where they overlap (Allow, AllowN,
+// Wait, WaitN, SetLimit, SetBurst, Tokens, TokensAt), so most code changes
+// only its constructor. What differs:
+//
+//   - ReserveN becomes TakeN: a denial takes nothing, and Result.RetryAfter
+//     is the exact wait, never early. A cost above the burst is
+//     Permanent/OverBurst, not a wait that never ends.
+//   - Exact integer arithmetic: in any window Δt at most burst + rate·Δt
+//     pass, under any concurrency; a caller with a stale timestamp cannot
+//     spend tokens already gone (golang/go#56287).
+//   - GiveBack (through the Grant a take returns) and ChargeN (into debt)
+//     for costs known only after the fact; a give-back never hands out a
+//     token twice, whatever the interleaving (x/time/rate's CancelAt can:
+//     golang/go#69419).
+//   - A map[string]*rate.Limiter per caller becomes a Table (idle keys
+//     reclaimed, memory bounded); several limits per request, loaded from
+//     configuration, become a stack.Stack.
 func Example_comingFromRate() {
 	b := bucket.New(1, 50) // rate.NewLimiter(1, 50): a token a second, bursts of 50
 	fmt.Println(b.Allow()) // lim.Allow()

@@ -1,7 +1,7 @@
 package envoyrls_test
 
-// The README's Envoy snippet is the body of this example, verbatim
-// (TestReadmeSnippetsAreExamples in the root module checks it).
+// Serving Envoy's rate limit service (the README's Envoy section until
+// v0.2; the package documentation says the rest).
 
 import (
 	"fmt"

@@ -32,6 +32,23 @@
 //
 // Client addresses are never taken from X-Forwarded-For unless the caller
 // names the proxies it trusts: see TrustedProxies.
+//
+// # Where to mount it
+//
+//   - After routing, on the routes it limits (mux.Handle("GET /hello",
+//     limit(h))): only requests that reach a route count; a 404 or 405 uses
+//     up nothing, and r.Pattern names the route for the KeyFunc.
+//   - Around the whole router (limit(mux)): every request counts before
+//     routing, so one that ends in 404 still uses up its caller's quota
+//     (useful against path scanners, surprising otherwise); r.Pattern is
+//     still empty there, and mux.Handler(r) finds the route.
+//   - After authentication when the key is the authenticated caller: the
+//     KeyFunc reads only what the request carries when the middleware runs.
+//
+// The same Limiter serves every protocol: WithFormat picks the throttled
+// body here, and in a handler of your own errors.Response renders a denied
+// Decision in one call. otelattr.Wrap(l) records each decision on the
+// request's span.
 package httplimit
 
 import (

@@ -1,7 +1,7 @@
 package httplimit_test
 
-// The README's middleware snippet is the body of this example, verbatim
-// (TestReadmeSnippetsAreExamples in the root package checks it).
+// The middleware with a KeyFunc of its own, OpenAI-style throttled bodies
+// and span attributes (the README's Middleware section until v0.2).
 
 import (
 	"fmt"

@@ -23,7 +23,8 @@
 // upstream's burst is spent, lowering what it believes is left to what
 // the upstream reports, less the requests still in flight. A limit set
 // with WithLimit is a ceiling: pacing starts at it, and learning can lower
-// it but never raise it.
+// it but never raise it. Until an upstream has answered once, one request
+// at a time is sent to it: the first probes, the others wait for its answer.
 //
 // # Throttled responses
 //

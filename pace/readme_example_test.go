@@ -1,8 +1,8 @@
 package pace_test
 
-// The README's "Calling rate-limited APIs" snippet is the body of this
-// example, verbatim (TestReadmeSnippetsAreExamples in the root package
-// checks it).
+// Pacing calls to a rate-limited upstream (the README's "Calling
+// rate-limited APIs" section until v0.2; the package documentation says the
+// rest).
 
 import (
 	"fmt"

@@ -236,4 +236,20 @@
 // and the ones that arrive meanwhile wait and go in one call (up to
 // WithMaxBatch), each still evaluated atomically and in order. A lone
 // caller never waits.
+//
+// # How it is tested
+//
+// The fallback's promise is checked under four processes offering far more
+// than the limit (TestFleetSwitchesCreateNoTokens): Redis hangs (a proxy
+// holds its requests), then acts without answering (the proxy holds its
+// replies), answers again, then is killed (-9) and restarted empty; over
+// every window the fleet admits at most b + r·Δt, plus one burst when the
+// window holds the restart. On a three-master
+// cluster the tests check 400 random multi-node decisions against the
+// in-memory stack, a slot migrating under traffic with an exact count, and
+// a master killed and replaced by its replica: decisions that do not need
+// it go on, those on the healthy masters keep exact counts in Redis, the
+// failed master's bucket (with WithLocalFallback) admits nothing while the
+// injected clock stands still and its share of the rate when it moves, and
+// the new master holds the charge after the failover.
 package redis

@@ -1,10 +1,9 @@
 package redis_test
 
-// The README's fleet-pacing snippet ("Calling rate-limited APIs") is the
-// body of Example_paceFleet, verbatim (TestReadmeSnippetsAreExamples in
-// the root module checks it). It has no // Output: since it needs a Redis
-// server: go test compiles it, and TestPaceStoreTwoProcesses runs the same
-// against a real one.
+// Example_paceFleet: a fleet of pacers over one Redis (the README's "A
+// fleet of pacers" section until v0.2). It has no // Output: since it needs
+// a Redis server: go test compiles it, and TestPaceStoreTwoProcesses runs
+// the same against a real one.
 
 import (
 	"log"

@@ -15,14 +15,16 @@
 #   - after the first release: the latest release tag vX.Y.Z (pre-releases
 #     aside), through the baseline the release committed in api/ at that tag
 #     (or, for a module the tag has no baseline of, that tag's source);
-#   - before it: the baseline committed in api/.
+#   - with no v* tag in the clone (before the first release, or a clone
+#     without tags): the baseline committed in api/, whatever CHANGELOG.md
+#     says was released; the message names the commit that last wrote it.
 # What is allowed:
 #   - compatible changes (additions) always; they are listed;
 #   - an incompatible change against a release only when the next version,
 #     the "Next version:" line of CHANGELOG.md's Unreleased section (or
 #     --next), allows it: v0, a new minor version (v0.1.x to v0.2.0); v1 and
 #     later, a new major version. A patch release is always a safe upgrade.
-#   - before the first release there is no version to bump: an incompatible
+#   - without a release tag there is no version to bump: an incompatible
 #     change is allowed by writing a new baseline (scripts/release.sh
 #     --baseline) in the same commit, where a reviewer sees it.
 set -euo pipefail
@@ -83,9 +85,13 @@ if [ -n "$latest" ]; then
 	if why=$("$tmp/release" allowed "$latest" "$next"); then allowed=true; else allowed=false; fi
 	echo "== apicheck: against the release $latest; next version $next: $why"
 else
+	# No v* tag here: before the first release, or a clone that did not
+	# fetch the tags. Either way the committed baseline is the reference
+	# (a release commits it in the commit it tags, so it is that release's
+	# API until a --baseline rewrites it).
 	allowed=false
-	why="no release yet: an incompatible change needs a new baseline (scripts/release.sh --baseline) in the same commit"
-	echo "== apicheck: against the baseline in api/ ($why)"
+	why="no v* release tag in this clone: an incompatible change needs a new baseline (scripts/release.sh --baseline) in the same commit"
+	echo "== apicheck: against the baseline committed in api/, last written by $(git log -1 --format='%h "%s"' -- api/ 2>/dev/null | cut -c1-72) ($why)"
 fi
 
 status=0

@@ -1,8 +1,9 @@
 package stack_test
 
-// The README's Quick start and LLM-tokens snippets are the bodies of these
-// examples, verbatim (TestReadmeSnippetsAreExamples in the root package
-// checks it): change one, paste it into the other.
+// The README's Quick start snippet is the body of Example_quickStart,
+// verbatim (TestReadmeSnippetsAreExamples in the root package checks it):
+// change one, paste it into the other. Example_tokens shows reservations
+// for LLM tokens (the README's section until v0.2).
 
 import (
 	"context"

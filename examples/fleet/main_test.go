@@ -9,9 +9,10 @@ import (
 	"github.com/sluicehq/sluice/redis/redistest"
 )
 
-// Seed 003, measured: the seed's six per-second windows land near its ≈7
-// 429s/s; one limit shared through Redis answers well under 1/s to the
-// same traffic, and still denies when the traffic is above the limit.
+// Seed 003, measured: the seed's six per-second windows answer about 6
+// 429s/s (the seed observed 7.27; the retries here go to another pod, see
+// the package doc); one limit shared through Redis answers well under 1/s
+// to the same traffic, and still denies when the traffic is above the limit.
 func TestSeed003(t *testing.T) {
 	srv := redistest.Start(t)
 	var out strings.Builder
@@ -30,7 +31,7 @@ func TestSeed003(t *testing.T) {
 		}
 	}
 	if got := windows.PerSecond(); got < 5 || got > 8.5 {
-		t.Errorf("sharded windows: %.2f 429/s, want near the seed's 7", got)
+		t.Errorf("sharded windows: %.2f 429/s, want about 6 (5.98 at seed 3 over 600 s)", got)
 	}
 	if got := buckets.PerSecond(); got <= 0 || got >= 1 {
 		t.Errorf("sharded buckets: %.2f 429/s, want some but under 1 (GCRA keeps unused capacity)", got)
