@@ -17,8 +17,7 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
-	now     func() time.Time
-	sleep   func(ctx context.Context, d time.Duration) error
+	clock   sluice.Clock
 	jitter  func(d time.Duration) time.Duration
 	maxWait time.Duration
 	maxKeys int
@@ -63,23 +62,11 @@ const (
 
 func defaultConfig() config {
 	return config{
-		sleep:        sysSleep,
 		jitter:       defaultJitter,
 		maxWait:      DefaultMaxWait,
 		maxKeys:      DefaultMaxUpstreams,
 		credHeaders:  []string{"Authorization", "X-Api-Key", "Api-Key"},
 		defaultPause: DefaultPause,
-	}
-}
-
-func sysSleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 
@@ -93,24 +80,17 @@ func defaultJitter(d time.Duration) time.Duration {
 	return rand.N(spread)
 }
 
-// WithClock sets the Transport's time source (default time.Now). The
-// deadline of a request's context is compared with this clock. A nil now
-// means the default.
-func WithClock(now func() time.Time) Option {
+// WithClock sets the Transport's clock: it reads the time from clock.Now
+// and waits with clock.Sleep (a caller whose slot moves earlier is woken
+// by cancelling the context it sleeps with). The deadline of a request's
+// context is compared with this clock. A nil clock means the default:
+// wall time advanced by the monotonic clock only, sleeping on a real
+// timer, as in every sluice engine. Tests pass a manual clock such as
+// stack/limitertest.Clock.
+func WithClock(clock sluice.Clock) Option {
 	return optionFunc(func(c *config) {
-		if now != nil {
-			c.now = now
-		}
-	})
-}
-
-// WithSleep sets how the Transport waits (default: a timer). sleep must
-// block until d has passed on the Transport's clock or ctx is done, and
-// return ctx.Err() in the latter case. A nil sleep means the default.
-func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
-	return optionFunc(func(c *config) {
-		if sleep != nil {
-			c.sleep = sleep
+		if clock != nil {
+			c.clock = clock
 		}
 	})
 }
