@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/httplimit"
 )
 
 // Option configures New. Options are applied in order.
@@ -31,7 +32,7 @@ type config struct {
 	defaultPause time.Duration
 
 	limiter  sluice.Limiter
-	keys     KeyFunc
+	keys     httplimit.KeyFunc
 	tokens   sluice.Reserver
 	estimate func(*http.Request) int
 
@@ -154,17 +155,10 @@ func WithUpstream(f UpstreamFunc) Option {
 	})
 }
 
-// KeyFunc resolves the Keys a request is asked of the limiters of
-// WithLimiter and WithTokens with, as in every middleware of sluice
-// (httplimit.KeyFunc). An error fails the request's RoundTrip before
-// anything is sent, without asking the limiter; the error handler
-// (WithErrorHandler) observes it.
-type KeyFunc func(*http.Request) (sluice.Keys, error)
-
-// WithErrorHandler sets a function that observes every error the Transport
-// handles without returning it: a limiter of WithLimiter or WithTokens
-// that could not decide (the request then goes ahead) and a KeyFunc's
-// error, for logs and metrics. It must be safe for concurrent use and
+// WithErrorHandler sets a function that observes the errors of the
+// limiters of WithLimiter and WithTokens (a limiter that could not decide:
+// the request is refused, and RoundTrip returns the error) and of the key
+// function, for logs and metrics. It must be safe for concurrent use and
 // quick. nil means the default: no handler.
 func WithErrorHandler(f func(error)) Option {
 	return optionFunc(func(c *config) {
@@ -234,13 +228,20 @@ func WithDefaultPause(d time.Duration) Option {
 // WithLimiter makes every request also take a unit from l before it is
 // sent, waiting as l's RetryAfter says (up to the maximum wait). With a
 // limiter shared by several processes (a stack.Stack over Redis), they
-// share the upstream's quota exactly. keys gives the Keys l is asked with;
-// nil means the default, Transport.DefaultKeys. When l cannot decide (it
-// returns an error), the request goes ahead: the upstream remains the
-// judge, and the error handler (WithErrorHandler) observes the error. A nil
-// l means the default: no limiter (keys, if not nil, still applies to
-// WithTokens).
-func WithLimiter(l sluice.Limiter, keys KeyFunc) Option {
+// share the upstream's quota exactly. keys gives the Keys l is asked with,
+// as in httplimit; nil means the default, Transport.DefaultKeys. An error
+// of keys fails the request's RoundTrip before anything is sent, without
+// asking the limiter.
+//
+// When l cannot decide (it returns an error), the request is refused:
+// RoundTrip returns the error, wrapped, and sends nothing, as every sluice
+// middleware refuses on a Limiter error. Whether a failed backend admits
+// is decided once, on the engine that talks to it (a stack.Stack admits
+// by default and refuses with stack.WithFailClosed), and pace has no
+// option of its own for it. The error handler (WithErrorHandler) observes
+// the error too. A nil l means the default: no limiter (keys, if not nil,
+// still applies to WithTokens).
+func WithLimiter(l sluice.Limiter, keys httplimit.KeyFunc) Option {
 	return optionFunc(func(c *config) {
 		if l != nil {
 			c.limiter = l

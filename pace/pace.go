@@ -463,8 +463,9 @@ func (t *Transport) waitLimiter(ctx context.Context, u *upstream, c call, b boun
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			t.observe(fmt.Errorf("pace: rate limiter failed: %w", err))
-			return nil // cannot decide: the upstream stays the judge
+			err = fmt.Errorf("pace: rate limiter failed: %w", err)
+			t.observe(err)
+			return err // cannot decide: refuse
 		}
 		if d.Allowed {
 			return nil
@@ -504,8 +505,9 @@ func (t *Transport) reserveTokens(ctx context.Context, c call, b bounds) (sluice
 			if ctx.Err() != nil {
 				return sluice.NoReservation, 0, ctx.Err()
 			}
-			t.observe(fmt.Errorf("pace: rate limiter failed: %w", err))
-			return sluice.NoReservation, 0, nil // cannot decide: send
+			err = fmt.Errorf("pace: rate limiter failed: %w", err)
+			t.observe(err)
+			return sluice.NoReservation, 0, err // cannot decide: refuse
 		}
 		if d.Allowed {
 			return res, est, nil

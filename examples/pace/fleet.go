@@ -179,7 +179,7 @@ func simulateFleet(clk *vclock, lim fleetLimits, seconds int, seed uint64) (Flee
 		if err != nil {
 			return r, err
 		}
-		opts = append(opts, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithoutWait())
+		opts = append(opts, pace.WithClock(clk), pace.WithoutWait())
 		trs[p] = pace.New(base, opts...)
 	}
 	// The processes start from one active goroutine, so that simulated
