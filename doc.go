@@ -82,9 +82,9 @@
 // Methods that exist only with an explicit instant (a stack.Backend's Take
 // and Adjust, Reconfigure in package bucket) take it in the same place.
 //
-// Functions follow the same order: pace.Observe(now, h) and
-// pace.ParseRetryAfter(now, v) take first the instant a response's header
-// values are read against (a Retry-After date, a reset time).
+// Functions follow the same order: one that reads a response's header
+// values against an instant (a Retry-After date, a reset time) takes the
+// instant first.
 //
 // # Semantics
 //

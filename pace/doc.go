@@ -15,7 +15,7 @@
 //
 // # Learning the limit
 //
-// Every response is read for the upstream's limits (Observe): the IETF
+// Every response is read for the upstream's limits: the IETF
 // RateLimit and RateLimit-Policy fields (draft 11, as sluice's own
 // middleware writes them), OpenAI's x-ratelimit-*-requests, Anthropic's
 // anthropic-ratelimit-requests-*, GitHub's x-ratelimit-*. The Transport
@@ -70,5 +70,5 @@
 // each process paces by what it learned itself.
 // WithTokens reserves an estimate of a request's LLM tokens from a
 // sluice.Reserver and settles the reservation with the usage the response
-// reports (ParseUsage).
+// reports (OpenAI's and Anthropic's usage objects, streamed or not).
 package pace

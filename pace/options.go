@@ -48,14 +48,14 @@ type config struct {
 	probeWait func()
 }
 
-// Defaults of the options.
+// Defaults of the options (the docs of the options state them).
 const (
-	DefaultMaxWait      = 30 * time.Second
-	DefaultMaxUpstreams = 1024
-	DefaultPause        = time.Second
-	// DefaultStoreRefresh is how often a Transport reads the Store of
+	defaultMaxWait      = 30 * time.Second
+	defaultMaxUpstreams = 1024
+	defaultPauseLen     = time.Second
+	// defaultStoreRefresh is how often a Transport reads the Store of
 	// WithStore for each upstream it calls.
-	DefaultStoreRefresh = time.Second
+	defaultStoreRefresh = time.Second
 	// maxBackoff caps the pause after throttled responses that gave no
 	// delay, as the AWS SDKs cap theirs.
 	maxBackoff = 20 * time.Second
@@ -64,10 +64,10 @@ const (
 func defaultConfig() config {
 	return config{
 		jitter:       defaultJitter,
-		maxWait:      DefaultMaxWait,
-		maxKeys:      DefaultMaxUpstreams,
+		maxWait:      defaultMaxWait,
+		maxKeys:      defaultMaxUpstreams,
 		credHeaders:  []string{"Authorization", "X-Api-Key", "Api-Key"},
-		defaultPause: DefaultPause,
+		defaultPause: defaultPauseLen,
 	}
 }
 
@@ -110,7 +110,7 @@ func WithJitter(jitter func(d time.Duration) time.Duration) Option {
 
 // WithMaxWait sets the longest a request waits for its upstream before
 // RoundTrip gives up with a *WaitError. d ≤ 0 means the default,
-// DefaultMaxWait; to never wait, use WithoutWait.
+// 30 s; to never wait, use WithoutWait.
 func WithMaxWait(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d > 0 {
@@ -128,7 +128,7 @@ func WithoutWait() Option {
 }
 
 // WithMaxUpstreams bounds how many upstream keys the Transport keeps state
-// for (default DefaultMaxUpstreams). When it is full, the least recently
+// for (default 1024). When it is full, the least recently
 // used idle key is forgotten; when none is idle, requests for new keys are
 // paced together in one shared slot, more slowly, never faster. n ≤ 0
 // means the default.
@@ -215,7 +215,7 @@ func WithRetry(attempts int) Option {
 }
 
 // WithDefaultPause sets the pause after a throttled response that states
-// no delay (default DefaultPause); it doubles with each throttled response
+// no delay (default 1 s); it doubles with each throttled response
 // in a row, up to 20 seconds. d ≤ 0 keeps the default.
 func WithDefaultPause(d time.Duration) Option {
 	return optionFunc(func(c *config) {
@@ -281,7 +281,7 @@ func WithTokens(r sluice.Reserver, estimate func(*http.Request) int) Option {
 //
 // Reads are bounded: for each upstream, the first request and then one
 // request per refresh interval (on the Transport's clock; refresh ≤ 0
-// means DefaultStoreRefresh) reads the store, and writes what this
+// means 1 s) reads the store, and writes what this
 // Transport learned since, in one call; the other requests do not touch
 // the store. A throttled response that starts a pause writes it at once
 // (one call per pause, not per response), and so does a quota that
@@ -299,7 +299,7 @@ func WithStore(s Store, refresh time.Duration) Option {
 		c.store = s
 		c.storeEvery = refresh
 		if refresh <= 0 {
-			c.storeEvery = DefaultStoreRefresh
+			c.storeEvery = defaultStoreRefresh
 		}
 	})
 }

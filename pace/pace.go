@@ -59,7 +59,8 @@ func (e *WaitError) Unwrap() error { return e.Cause }
 
 // Transport is an http.RoundTripper that paces the requests it sends to
 // each upstream so as to stay under the upstream's rate limit, which it
-// learns from the responses (see Observe) and from throttled responses
+// learns from the responses' rate-limit headers (see the package
+// documentation) and from throttled responses
 // (429, 503 with Retry-After, AWS throttling errors). A throttled response
 // pauses every request to that upstream until the delay it asked for has
 // passed.
