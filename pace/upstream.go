@@ -146,10 +146,10 @@ type sent struct {
 // its response states; the ones then in flight may or may not have been.
 func (u *upstream) send() sent {
 	u.mu.Lock()
-	defer u.mu.Unlock()
 	u.sends++
 	s := sent{mark: u.settled, amb: u.inflight, sends: u.sends}
 	u.inflight++
+	u.mu.Unlock()
 	return s
 }
 
@@ -300,8 +300,8 @@ func (u *upstream) learnLocked(now, limit int64, window time.Duration, ceilInter
 // spacing. sync returns the wakers to call once u.mu is released.
 func (u *upstream) sync(now, remaining int64, s sent, raise bool) (wake []context.CancelFunc) {
 	u.mu.Lock()
-	defer u.mu.Unlock()
 	if u.interval == 0 {
+		u.mu.Unlock()
 		return nil
 	}
 	uncounted := max(u.taken-1-s.mark, 0)
@@ -317,21 +317,21 @@ func (u *upstream) sync(now, remaining int64, s sent, raise bool) (wake []contex
 		tat = bound
 	}
 	if tat == old {
+		u.mu.Unlock()
 		return nil
 	}
 	queued := u.tat-u.burst*u.interval > now
 	u.tat = tat
-	if !queued {
-		return nil
+	if queued {
+		u.shift += tat - old
+		if tat < old {
+			for id, w := range u.wakers {
+				wake = append(wake, w)
+				delete(u.wakers, id)
+			}
+		}
 	}
-	u.shift += tat - old
-	if tat > old || len(u.wakers) == 0 {
-		return nil
-	}
-	for id, w := range u.wakers {
-		wake = append(wake, w)
-		delete(u.wakers, id)
-	}
+	u.mu.Unlock()
 	return wake
 }
 
