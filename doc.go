@@ -78,8 +78,12 @@
 //     that reads the clock to decide has an At form (category.Set's too),
 //     for tests, simulations and callers that have read the clock already.
 //
-// Functions that read response headers against an instant take it first
-// too: pace.Observe(now, h), pace.ParseRetryAfter(now, v).
+// Methods that exist only with an explicit instant (a stack.Backend's Take
+// and Adjust, Reconfigure in package bucket) take it in the same place.
+//
+// Functions follow the same order: one that reads a response's header
+// values against an instant (a Retry-After date, a reset time) takes the
+// instant first.
 //
 // # Semantics
 //

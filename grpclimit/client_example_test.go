@@ -40,8 +40,8 @@ func ExampleUnaryClientInterceptor() {
 	go srv.Serve(lis)
 	defer srv.Stop()
 
-	p := pace.New(nil, pace.WithClock(clock), pace.WithJitter(func(time.Duration) time.Duration { return 0 }),
-		pace.WithSleep(func(_ context.Context, d time.Duration) error { elapsed.Add(int64(d)); return nil }))
+	p := pace.New(nil, pace.WithClock(clockFuncs{clock, func(_ context.Context, d time.Duration) error { elapsed.Add(int64(d)); return nil }}),
+		pace.WithJitter(func(time.Duration) time.Duration { return 0 }))
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithUnaryInterceptor(grpclimit.UnaryClientInterceptor(p, nil)))
 	if err != nil {
@@ -57,4 +57,19 @@ func ExampleUnaryClientInterceptor() {
 	// call 1: OK at +0s
 	// call 2: ResourceExhausted at +0s
 	// call 3: OK at +1s
+}
+
+// clockFuncs makes a sluice.Clock of a time function and a sleep function
+// (nil: return at once).
+type clockFuncs struct {
+	now   func() time.Time
+	sleep func(context.Context, time.Duration) error
+}
+
+func (c clockFuncs) Now() time.Time { return c.now() }
+func (c clockFuncs) Sleep(ctx context.Context, d time.Duration) error {
+	if c.sleep == nil {
+		return ctx.Err()
+	}
+	return c.sleep(ctx, d)
 }

@@ -36,7 +36,7 @@ func TestUnaryClientInterceptorLearnsRetryInfo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := pace.New(nil, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithJitter(noJitter))
+	p := pace.New(nil, pace.WithClock(clk), pace.WithJitter(noJitter))
 	client := serveWithClient(t, []grpc.ServerOption{grpc.UnaryInterceptor(grpclimit.UnaryServerInterceptor(limits, grpclimit.MethodKey("method")))},
 		grpc.WithUnaryInterceptor(grpclimit.UnaryClientInterceptor(p, nil)))
 	var codesSeen []codes.Code
@@ -66,7 +66,7 @@ func TestUnaryClientInterceptorPushback(t *testing.T) {
 	} {
 		t.Run(tc.trailer, func(t *testing.T) {
 			clk := limitertest.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-			p := pace.New(nil, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithJitter(noJitter))
+			p := pace.New(nil, pace.WithClock(clk), pace.WithJitter(noJitter))
 			var calls int
 			throttleFirst := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 				calls++
@@ -92,7 +92,7 @@ func TestUnaryClientInterceptorPushback(t *testing.T) {
 // A pause longer than the maximum wait fails the call before sending.
 func TestUnaryClientInterceptorMaxWait(t *testing.T) {
 	clk := limitertest.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	p := pace.New(nil, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithMaxWait(time.Second))
+	p := pace.New(nil, pace.WithClock(clk), pace.WithMaxWait(time.Second))
 	var calls int
 	server := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		calls++
@@ -110,7 +110,7 @@ func TestUnaryClientInterceptorMaxWait(t *testing.T) {
 // Streams are paced at their start and learn from their end.
 func TestStreamClientInterceptor(t *testing.T) {
 	clk := limitertest.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	p := pace.New(nil, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithJitter(noJitter))
+	p := pace.New(nil, pace.WithClock(clk), pace.WithJitter(noJitter))
 	var calls int
 	server := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 		calls++

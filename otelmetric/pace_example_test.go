@@ -38,8 +38,8 @@ func ExamplePaceHooks() {
 		return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(strings.NewReader(""))}, nil
 	})
 	client := &http.Client{Transport: pace.New(upstream, pace.WithHooks(hooks),
-		pace.WithClock(func() time.Time { return now }),
-		pace.WithSleep(func(_ context.Context, d time.Duration) error { now = now.Add(d); return nil }),
+		pace.WithClock(clockFuncs{func() time.Time { return now },
+			func(_ context.Context, d time.Duration) error { now = now.Add(d); return nil }}),
 		pace.WithJitter(func(time.Duration) time.Duration { return 0 }))}
 	for range 3 {
 		res, err := client.Get("https://api.example.com/")

@@ -44,8 +44,8 @@ func TestPaceHooks(t *testing.T) {
 		}
 		return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(strings.NewReader(""))}, nil
 	})
-	tr := pace.New(up, pace.WithHooks(hooks), pace.WithClock(func() time.Time { return now }),
-		pace.WithSleep(func(_ context.Context, d time.Duration) error { now = now.Add(d); return nil }),
+	tr := pace.New(up, pace.WithHooks(hooks), pace.WithClock(clockFuncs{func() time.Time { return now },
+		func(_ context.Context, d time.Duration) error { now = now.Add(d); return nil }}),
 		pace.WithJitter(func(time.Duration) time.Duration { return 0 }))
 	roundTrips(t, tr, 3)
 	got := collect(t, reader)
@@ -88,7 +88,7 @@ func TestPaceHooksStoreErrors(t *testing.T) {
 	up := upstreamFunc(func(*http.Request) (*http.Response, error) {
 		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(""))}, nil
 	})
-	tr := pace.New(up, pace.WithHooks(hooks), pace.WithClock(func() time.Time { return now }),
+	tr := pace.New(up, pace.WithHooks(hooks), pace.WithClock(clockFuncs{now: func() time.Time { return now }}),
 		pace.WithStore(failingStore{}, time.Second))
 	roundTrips(t, tr, 3)
 	got := collect(t, reader)
@@ -108,4 +108,19 @@ func roundTrips(t *testing.T, tr http.RoundTripper, n int) {
 		}
 		res.Body.Close()
 	}
+}
+
+// clockFuncs makes a sluice.Clock of a time function and a sleep function
+// (nil: return at once).
+type clockFuncs struct {
+	now   func() time.Time
+	sleep func(context.Context, time.Duration) error
+}
+
+func (c clockFuncs) Now() time.Time { return c.now() }
+func (c clockFuncs) Sleep(ctx context.Context, d time.Duration) error {
+	if c.sleep == nil {
+		return ctx.Err()
+	}
+	return c.sleep(ctx, d)
 }

@@ -61,8 +61,8 @@ func TestNoWaitAllocsWithStore(t *testing.T) {
 	if paced-direct > 2 {
 		t.Fatalf("pacing with a store adds %.1f allocations per request, want ≤ 2", paced-direct)
 	}
-	if store.Len() != 1 {
-		t.Fatalf("the store holds %d upstreams, want 1", store.Len())
+	if pace.StoreLen(store) != 1 {
+		t.Fatalf("the store holds %d upstreams, want 1", pace.StoreLen(store))
 	}
 	t.Logf("allocations per request: direct %.0f, paced with a store %.0f", direct, paced)
 }

@@ -15,16 +15,27 @@
 //
 // # Learning the limit
 //
-// Every response is read for the upstream's limits (Observe): the IETF
+// Every response is read for the upstream's limits: the IETF
 // RateLimit and RateLimit-Policy fields (draft 11, as sluice's own
 // middleware writes them), OpenAI's x-ratelimit-*-requests, Anthropic's
 // anthropic-ratelimit-requests-*, GitHub's x-ratelimit-*. The Transport
 // then paces requests one interval apart (window / limit) once the
-// upstream's burst is spent, lowering what it believes is left to what
-// the upstream reports, less the requests still in flight. A limit set
-// with WithLimit is a ceiling: pacing starts at it, and learning can lower
-// it but never raise it. Until an upstream has answered once, one request
-// at a time is sent to it: the first probes, the others wait for its answer.
+// upstream's burst is spent. The window is the one the fields state for
+// the IETF dialect (w); the others do not state it, and pace assumes one
+// minute for OpenAI and Anthropic (their limits are per minute) and one
+// hour for GitHub (one minute for its search resources), whose window
+// starts over at x-ratelimit-reset.
+//
+// What pace believes is left follows each remaining count: the upstream
+// has already lowered it for the request answered and for every request
+// it counted before, so only the requests it may not have counted yet
+// (queued, still in flight, or sent since) are subtracted, each once. A
+// count higher than the belief raises it, and callers already queued move
+// earlier; one lower moves them later. A limit set with WithLimit is a
+// ceiling: pacing starts at it, learning can lower it but never raise it,
+// and no remaining count raises the belief under it. Until an upstream
+// has answered once, one request at a time is sent to it: the first
+// probes, the others wait for its answer.
 //
 // # Throttled responses
 //
@@ -61,5 +72,5 @@
 // each process paces by what it learned itself.
 // WithTokens reserves an estimate of a request's LLM tokens from a
 // sluice.Reserver and settles the reservation with the usage the response
-// reports (ParseUsage).
+// reports (OpenAI's and Anthropic's usage objects, streamed or not).
 package pace

@@ -1,7 +1,6 @@
 package pace_test
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/pace"
+	"github.com/sluicehq/sluice/stack/limitertest"
 )
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)
@@ -20,10 +20,8 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 // second, retries, and from then on paces requests half a second apart.
 // The clock is simulated: the example runs in no time.
 func Example() {
-	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	start := now
-	clock := func() time.Time { return now }
-	sleep := func(_ context.Context, d time.Duration) error { now = now.Add(d); return nil }
+	clock := limitertest.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	start := clock.Now()
 
 	sent := 0
 	upstream := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
@@ -38,7 +36,7 @@ func Example() {
 		return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(strings.NewReader(""))}, nil
 	})
 	client := &http.Client{Transport: pace.New(upstream,
-		pace.WithClock(clock), pace.WithSleep(sleep), pace.WithRetry(2),
+		pace.WithClock(clock), pace.WithRetry(2),
 		pace.WithJitter(func(time.Duration) time.Duration { return 0 }))}
 
 	for i := range 5 {
@@ -48,7 +46,7 @@ func Example() {
 			return
 		}
 		res.Body.Close()
-		fmt.Printf("request %d: %d at +%v\n", i+1, res.StatusCode, now.Sub(start))
+		fmt.Printf("request %d: %d at +%v\n", i+1, res.StatusCode, clock.Now().Sub(start))
 	}
 	fmt.Println("sent:", sent)
 	// Output:
@@ -66,10 +64,8 @@ func Example() {
 // the pause: it waits it out, then paces by the quota a read (2 per
 // second). The clock is simulated: the example runs in no time.
 func ExampleWithStore() {
-	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	start := now
-	clock := func() time.Time { return now }
-	sleep := func(_ context.Context, d time.Duration) error { now = now.Add(d); return nil }
+	clock := limitertest.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	start := clock.Now()
 
 	sent := 0
 	upstream := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
@@ -88,7 +84,7 @@ func ExampleWithStore() {
 	process := func() *http.Client {
 		return &http.Client{Transport: pace.New(upstream,
 			pace.WithStore(store, time.Second), // read at most once a second per upstream
-			pace.WithClock(clock), pace.WithSleep(sleep),
+			pace.WithClock(clock),
 			pace.WithJitter(func(time.Duration) time.Duration { return 0 }))}
 	}
 	a, b := process(), process()
@@ -103,7 +99,7 @@ func ExampleWithStore() {
 			return
 		}
 		res.Body.Close()
-		fmt.Printf("%s: %d at +%v\n", p.name, res.StatusCode, now.Sub(start))
+		fmt.Printf("%s: %d at +%v\n", p.name, res.StatusCode, clock.Now().Sub(start))
 	}
 	// Output:
 	// a: 200 at +0s

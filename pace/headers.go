@@ -22,11 +22,11 @@ const (
 	githubWindow = time.Hour   // GitHub's primary limits are per hour
 )
 
-// Observation is what one response says about its upstream's limits. The
-// zero Observation says nothing. Fields that a response did not carry, or
+// observation is what one response says about its upstream's limits. The
+// zero observation says nothing. Fields that a response did not carry, or
 // carried in a form that could not be trusted (unparseable, negative,
 // absurdly large, contradictory), are left zero.
-type Observation struct {
+type observation struct {
 	// Limit is the request quota: Limit requests per Window. Zero when the
 	// response states none.
 	Limit int64
@@ -97,14 +97,6 @@ func first(h http.Header, name string) string {
 	return ""
 }
 
-// Observe reads the rate-limit fields of a response header h received at
-// now (the instant first, as in every explicit-time function of sluice): the IETF RateLimit and RateLimit-Policy fields (draft 11),
-// Retry-After and retry-after-ms, OpenAI's x-ratelimit-*-requests and
-// -tokens, Anthropic's anthropic-ratelimit-*, and GitHub's x-ratelimit-*.
-// When several formats state a request quota, the first in that order
-// wins; token quotas are not read from a response with IETF fields. Observe never fails: what it cannot trust, it leaves out.
-func Observe(now time.Time, h http.Header) Observation { return observe(h, now, nil) }
-
 // policyCache keeps the last RateLimit-Policy value an upstream sent, parsed:
 // it rarely changes, and parsing it on every response is most of the cost
 // of reading the fields.
@@ -114,11 +106,19 @@ type policyCache struct {
 	pol [maxItems]sfItem
 }
 
-func observe(h http.Header, now time.Time, pc *atomic.Pointer[policyCache]) Observation {
-	var o Observation
+// observe reads the rate-limit fields of a response header h received at
+// now: the IETF RateLimit and RateLimit-Policy fields (draft 11),
+// Retry-After and retry-after-ms, OpenAI's x-ratelimit-*-requests and
+// -tokens, Anthropic's anthropic-ratelimit-*, and GitHub's x-ratelimit-*.
+// When several formats state a request quota, the first in that order
+// wins; token quotas are not read from a response with IETF fields. It
+// never fails: what it cannot trust, it leaves out. pc, if not nil, caches
+// the upstream's parsed RateLimit-Policy.
+func observe(h http.Header, now time.Time, pc *atomic.Pointer[policyCache]) observation {
+	var o observation
 	o.RetryAfter, o.HasRetryAfter = parseRetryAfterMs(first(h, hRetryAfterMs))
 	if !o.HasRetryAfter {
-		o.RetryAfter, o.HasRetryAfter = ParseRetryAfter(now, first(h, hRetryAfter))
+		o.RetryAfter, o.HasRetryAfter = parseRetryAfter(now, first(h, hRetryAfter))
 	}
 	switch {
 	case observeIETF(&o, h, pc):
@@ -139,10 +139,10 @@ func observe(h http.Header, now time.Time, pc *atomic.Pointer[policyCache]) Obse
 	return o
 }
 
-// ParseRetryAfter parses a Retry-After value v received at now: delay
+// parseRetryAfter parses a Retry-After value v received at now: delay
 // seconds or an HTTP date. A date in the past gives 0. It reports false
 // for a value that is empty, unparseable, negative or longer than a day.
-func ParseRetryAfter(now time.Time, v string) (time.Duration, bool) {
+func parseRetryAfter(now time.Time, v string) (time.Duration, bool) {
 	v = trimSpace(v)
 	if v == "" {
 		return 0, false
@@ -297,7 +297,7 @@ func parseSFItem(s string) (sfItem, bool) {
 // policies, the one with the lowest rate q/w gives the quota; the lowest
 // remaining of any policy and the latest reset among those at zero are
 // kept. It reports whether a quota was found.
-func observeIETF(o *Observation, h http.Header, pc *atomic.Pointer[policyCache]) bool {
+func observeIETF(o *observation, h http.Header, pc *atomic.Pointer[policyCache]) bool {
 	pv, rv := h[hPolicy], h[hRateLimit]
 	if len(pv) == 0 && len(rv) == 0 {
 		return false
@@ -365,7 +365,7 @@ func policyCountsRequests(name string, pol []sfItem) bool {
 	return true
 }
 
-func observeOpenAI(o *Observation, h http.Header) bool {
+func observeOpenAI(o *observation, h http.Header) bool {
 	lim, okL := parseCount(first(h, hOAILimitReq))
 	rem, okR := parseCount(first(h, hOAIRemReq))
 	if !okL && !okR {
@@ -383,7 +383,7 @@ func observeOpenAI(o *Observation, h http.Header) bool {
 	return true
 }
 
-func observeAnthropic(o *Observation, h http.Header, now time.Time) bool {
+func observeAnthropic(o *observation, h http.Header, now time.Time) bool {
 	lim, okL := parseCount(first(h, hAntLimitReq))
 	rem, okR := parseCount(first(h, hAntRemReq))
 	if !okL && !okR {
@@ -401,7 +401,7 @@ func observeAnthropic(o *Observation, h http.Header, now time.Time) bool {
 	return true
 }
 
-func observeGitHub(o *Observation, h http.Header, now time.Time) bool {
+func observeGitHub(o *observation, h http.Header, now time.Time) bool {
 	lim, okL := parseCount(first(h, hGHLimit))
 	rem, okR := parseCount(first(h, hGHRemaining))
 	if !okL && !okR {
@@ -429,7 +429,7 @@ func observeGitHub(o *Observation, h http.Header, now time.Time) bool {
 
 // observeTokens reads the token quotas of OpenAI and Anthropic, keeping
 // the one with the fewest tokens left.
-func observeTokens(o *Observation, h http.Header, now time.Time) {
+func observeTokens(o *observation, h http.Header, now time.Time) {
 	keep := func(rem int64, reset time.Duration) {
 		if !o.HasTokensRemaining || rem < o.TokensRemaining || (rem == o.TokensRemaining && reset > o.TokensReset) {
 			o.TokensRemaining, o.HasTokensRemaining, o.TokensReset = rem, true, reset

@@ -23,8 +23,8 @@ func TestSharedLimiter(t *testing.T) {
 		t.Fatal(err)
 	}
 	up := &script{clock: clk.Now, reply: func(int, *http.Request) *http.Response { return resp(200, "") }}
-	a := pace.New(up, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithLimiter(shared, nil))
-	b := pace.New(up, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithLimiter(shared, nil))
+	a := pace.New(up, pace.WithClock(clk), pace.WithLimiter(shared, nil))
+	b := pace.New(up, pace.WithClock(clk), pace.WithLimiter(shared, nil))
 	for i := range 6 {
 		tr := a
 		if i%2 == 1 {
@@ -47,11 +47,13 @@ func TestSharedLimiter(t *testing.T) {
 }
 
 // A limiter that denies for good fails the request at once; one that
-// cannot decide lets it go (the upstream stays the judge).
+// cannot decide refuses it too, with its error (CONVENTIONS item 5: the
+// backend's engine decides whether a failure admits; a Limiter error means
+// "refuse").
 func TestLimiterPermanentAndError(t *testing.T) {
 	clk := newStepClock()
 	up := &script{reply: func(int, *http.Request) *http.Response { return resp(200, "") }}
-	tr := pace.New(up, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithLimiter(sluice.Deny, nil))
+	tr := pace.New(up, pace.WithClock(clk), pace.WithLimiter(sluice.Deny, nil))
 	_, err := get(t, tr, "https://api.test/")
 	if !errors.Is(err, pace.ErrMaxWait) || up.count() != 0 {
 		t.Fatalf("err %v, %d sent", err, up.count())
@@ -61,9 +63,9 @@ func TestLimiterPermanentAndError(t *testing.T) {
 	})
 	var observed []error // RoundTrip runs on this goroutine
 	onError := pace.WithErrorHandler(func(err error) { observed = append(observed, err) })
-	tr = pace.New(up, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithLimiter(failing, nil), onError)
-	if _, err := get(t, tr, "https://api.test/"); err != nil || up.count() != 1 {
-		t.Fatalf("err %v, %d sent", err, up.count())
+	tr = pace.New(up, pace.WithClock(clk), pace.WithLimiter(failing, nil), onError)
+	if _, err := get(t, tr, "https://api.test/"); err == nil || !strings.Contains(err.Error(), "connection refused") || up.count() != 0 {
+		t.Fatalf("err %v, %d sent; want the limiter's error and nothing sent", err, up.count())
 	}
 	if len(observed) != 1 || !strings.Contains(observed[0].Error(), "connection refused") {
 		t.Errorf("the error handler observed %v, want the limiter's error", observed)
@@ -72,8 +74,8 @@ func TestLimiterPermanentAndError(t *testing.T) {
 	// asking the limiter, and is observed.
 	observed = nil
 	noKeys := func(*http.Request) (sluice.Keys, error) { return sluice.Keys{}, errors.New("no tenant") }
-	tr = pace.New(up, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithLimiter(sluice.Deny, noKeys), onError)
-	if _, err := get(t, tr, "https://api.test/"); err == nil || !strings.Contains(err.Error(), "no tenant") || up.count() != 1 {
+	tr = pace.New(up, pace.WithClock(clk), pace.WithLimiter(sluice.Deny, noKeys), onError)
+	if _, err := get(t, tr, "https://api.test/"); err == nil || !strings.Contains(err.Error(), "no tenant") || up.count() != 0 {
 		t.Fatalf("key error: err %v, %d sent", err, up.count())
 	}
 	if len(observed) != 1 || !strings.Contains(observed[0].Error(), "no tenant") {

@@ -19,10 +19,14 @@ func (t *Transport) Wait(ctx context.Context, key string) error {
 		now = t.nowNs()
 	}
 	waited, err := t.waitSlot(ctx, u, call{name: key}, t.bounds(ctx, now), now)
-	if err == nil && t.cfg.hooks.Paced != nil {
+	if err != nil {
+		return err
+	}
+	u.forget() // no response of a named call is read
+	if t.cfg.hooks.Paced != nil {
 		t.cfg.hooks.Paced(ctx, waited)
 	}
-	return err
+	return nil
 }
 
 // Throttled reports that a call to the upstream named key was throttled

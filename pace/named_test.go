@@ -13,7 +13,7 @@ import (
 // the maximum wait, and absurd delays fall back to the default pause.
 func TestNamedUpstreams(t *testing.T) {
 	clk := newStepClock()
-	tr := pace.New(nil, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithJitter(noJitter), pace.WithMaxWait(10*time.Second))
+	tr := pace.New(nil, pace.WithClock(clk), pace.WithJitter(noJitter), pace.WithMaxWait(10*time.Second))
 	ctx := context.Background()
 	if err := tr.Wait(ctx, "dns:///api"); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/httplimit"
 )
 
 // Option configures New. Options are applied in order.
@@ -17,8 +18,7 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
-	now     func() time.Time
-	sleep   func(ctx context.Context, d time.Duration) error
+	clock   sluice.Clock
 	jitter  func(d time.Duration) time.Duration
 	maxWait time.Duration
 	maxKeys int
@@ -32,7 +32,7 @@ type config struct {
 	defaultPause time.Duration
 
 	limiter  sluice.Limiter
-	keys     KeyFunc
+	keys     httplimit.KeyFunc
 	tokens   sluice.Reserver
 	estimate func(*http.Request) int
 
@@ -48,14 +48,14 @@ type config struct {
 	probeWait func()
 }
 
-// Defaults of the options.
+// Defaults of the options (the docs of the options state them).
 const (
-	DefaultMaxWait      = 30 * time.Second
-	DefaultMaxUpstreams = 1024
-	DefaultPause        = time.Second
-	// DefaultStoreRefresh is how often a Transport reads the Store of
+	defaultMaxWait      = 30 * time.Second
+	defaultMaxUpstreams = 1024
+	defaultPauseLen     = time.Second
+	// defaultStoreRefresh is how often a Transport reads the Store of
 	// WithStore for each upstream it calls.
-	DefaultStoreRefresh = time.Second
+	defaultStoreRefresh = time.Second
 	// maxBackoff caps the pause after throttled responses that gave no
 	// delay, as the AWS SDKs cap theirs.
 	maxBackoff = 20 * time.Second
@@ -63,23 +63,11 @@ const (
 
 func defaultConfig() config {
 	return config{
-		sleep:        sysSleep,
 		jitter:       defaultJitter,
-		maxWait:      DefaultMaxWait,
-		maxKeys:      DefaultMaxUpstreams,
+		maxWait:      defaultMaxWait,
+		maxKeys:      defaultMaxUpstreams,
 		credHeaders:  []string{"Authorization", "X-Api-Key", "Api-Key"},
-		defaultPause: DefaultPause,
-	}
-}
-
-func sysSleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+		defaultPause: defaultPauseLen,
 	}
 }
 
@@ -93,24 +81,17 @@ func defaultJitter(d time.Duration) time.Duration {
 	return rand.N(spread)
 }
 
-// WithClock sets the Transport's time source (default time.Now). The
-// deadline of a request's context is compared with this clock. A nil now
-// means the default.
-func WithClock(now func() time.Time) Option {
+// WithClock sets the Transport's clock: it reads the time from clock.Now
+// and waits with clock.Sleep (a caller whose slot moves earlier is woken
+// by cancelling the context it sleeps with). The deadline of a request's
+// context is compared with this clock. A nil clock means the default:
+// wall time advanced by the monotonic clock only, sleeping on a real
+// timer, as in every sluice engine. Tests pass a manual clock such as
+// stack/limitertest.Clock.
+func WithClock(clock sluice.Clock) Option {
 	return optionFunc(func(c *config) {
-		if now != nil {
-			c.now = now
-		}
-	})
-}
-
-// WithSleep sets how the Transport waits (default: a timer). sleep must
-// block until d has passed on the Transport's clock or ctx is done, and
-// return ctx.Err() in the latter case. A nil sleep means the default.
-func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
-	return optionFunc(func(c *config) {
-		if sleep != nil {
-			c.sleep = sleep
+		if clock != nil {
+			c.clock = clock
 		}
 	})
 }
@@ -129,7 +110,7 @@ func WithJitter(jitter func(d time.Duration) time.Duration) Option {
 
 // WithMaxWait sets the longest a request waits for its upstream before
 // RoundTrip gives up with a *WaitError. d ≤ 0 means the default,
-// DefaultMaxWait; to never wait, use WithoutWait.
+// 30 s; to never wait, use WithoutWait.
 func WithMaxWait(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d > 0 {
@@ -147,7 +128,7 @@ func WithoutWait() Option {
 }
 
 // WithMaxUpstreams bounds how many upstream keys the Transport keeps state
-// for (default DefaultMaxUpstreams). When it is full, the least recently
+// for (default 1024). When it is full, the least recently
 // used idle key is forgotten; when none is idle, requests for new keys are
 // paced together in one shared slot, more slowly, never faster. n ≤ 0
 // means the default.
@@ -174,17 +155,10 @@ func WithUpstream(f UpstreamFunc) Option {
 	})
 }
 
-// KeyFunc resolves the Keys a request is asked of the limiters of
-// WithLimiter and WithTokens with, as in every middleware of sluice
-// (httplimit.KeyFunc). An error fails the request's RoundTrip before
-// anything is sent, without asking the limiter; the error handler
-// (WithErrorHandler) observes it.
-type KeyFunc func(*http.Request) (sluice.Keys, error)
-
-// WithErrorHandler sets a function that observes every error the Transport
-// handles without returning it: a limiter of WithLimiter or WithTokens
-// that could not decide (the request then goes ahead) and a KeyFunc's
-// error, for logs and metrics. It must be safe for concurrent use and
+// WithErrorHandler sets a function that observes the errors of the
+// limiters of WithLimiter and WithTokens (a limiter that could not decide:
+// the request is refused, and RoundTrip returns the error) and of the key
+// function, for logs and metrics. It must be safe for concurrent use and
 // quick. nil means the default: no handler.
 func WithErrorHandler(f func(error)) Option {
 	return optionFunc(func(c *config) {
@@ -241,7 +215,7 @@ func WithRetry(attempts int) Option {
 }
 
 // WithDefaultPause sets the pause after a throttled response that states
-// no delay (default DefaultPause); it doubles with each throttled response
+// no delay (default 1 s); it doubles with each throttled response
 // in a row, up to 20 seconds. d ≤ 0 keeps the default.
 func WithDefaultPause(d time.Duration) Option {
 	return optionFunc(func(c *config) {
@@ -254,13 +228,20 @@ func WithDefaultPause(d time.Duration) Option {
 // WithLimiter makes every request also take a unit from l before it is
 // sent, waiting as l's RetryAfter says (up to the maximum wait). With a
 // limiter shared by several processes (a stack.Stack over Redis), they
-// share the upstream's quota exactly. keys gives the Keys l is asked with;
-// nil means the default, Transport.DefaultKeys. When l cannot decide (it
-// returns an error), the request goes ahead: the upstream remains the
-// judge, and the error handler (WithErrorHandler) observes the error. A nil
-// l means the default: no limiter (keys, if not nil, still applies to
-// WithTokens).
-func WithLimiter(l sluice.Limiter, keys KeyFunc) Option {
+// share the upstream's quota exactly. keys gives the Keys l is asked with,
+// as in httplimit; nil means the default, Transport.DefaultKeys. An error
+// of keys fails the request's RoundTrip before anything is sent, without
+// asking the limiter.
+//
+// When l cannot decide (it returns an error), the request is refused:
+// RoundTrip returns the error, wrapped, and sends nothing, as every sluice
+// middleware refuses on a Limiter error. Whether a failed backend admits
+// is decided once, on the engine that talks to it (a stack.Stack admits
+// by default and refuses with stack.WithFailClosed), and pace has no
+// option of its own for it. The error handler (WithErrorHandler) observes
+// the error too. A nil l means the default: no limiter (keys, if not nil,
+// still applies to WithTokens).
+func WithLimiter(l sluice.Limiter, keys httplimit.KeyFunc) Option {
 	return optionFunc(func(c *config) {
 		if l != nil {
 			c.limiter = l
@@ -300,7 +281,7 @@ func WithTokens(r sluice.Reserver, estimate func(*http.Request) int) Option {
 //
 // Reads are bounded: for each upstream, the first request and then one
 // request per refresh interval (on the Transport's clock; refresh ≤ 0
-// means DefaultStoreRefresh) reads the store, and writes what this
+// means 1 s) reads the store, and writes what this
 // Transport learned since, in one call; the other requests do not touch
 // the store. A throttled response that starts a pause writes it at once
 // (one call per pause, not per response), and so does a quota that
@@ -318,7 +299,7 @@ func WithStore(s Store, refresh time.Duration) Option {
 		c.store = s
 		c.storeEvery = refresh
 		if refresh <= 0 {
-			c.storeEvery = DefaultStoreRefresh
+			c.storeEvery = defaultStoreRefresh
 		}
 	})
 }

@@ -27,10 +27,10 @@ func checkDefaults(t *testing.T, tr *Transport) {
 	t.Helper()
 	c, d := tr.cfg, defaultConfig()
 	switch {
-	case !tr.sys:
-		t.Error("clock: not time.Now")
-	case !sameFunc(c.sleep, sysSleep), !sameFunc(c.jitter, defaultJitter):
-		t.Error("sleep or jitter: not the default")
+	case !tr.sys || c.clock != nil:
+		t.Error("clock: not the default")
+	case !sameFunc(c.jitter, defaultJitter):
+		t.Error("jitter: not the default")
 	case c.maxWait != DefaultMaxWait, tr.ups.max != DefaultMaxUpstreams:
 		t.Errorf("max wait %v, max upstreams %d; want the defaults", c.maxWait, tr.ups.max)
 	case !slices.Equal(c.credHeaders, d.credHeaders):
@@ -54,7 +54,6 @@ func TestOptionsNotGiven(t *testing.T) {
 	cases := map[string]Option{
 		"nil Option":                  nil,
 		"WithClock(nil)":              WithClock(nil),
-		"WithSleep(nil)":              WithSleep(nil),
 		"WithJitter(nil)":             WithJitter(nil),
 		"WithMaxWait(0)":              WithMaxWait(0),
 		"WithMaxWait(-1s)":            WithMaxWait(-time.Second),
@@ -135,9 +134,8 @@ func TestWithoutWait(t *testing.T) {
 		{"WithoutWait(), then WithMaxWait(1m)", []Option{WithoutWait(), WithMaxWait(time.Minute)}, time.Minute},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			slept := false
-			tr := New(okTransport{}, append(c.opts, WithLimit(1, time.Hour),
-				WithSleep(func(context.Context, time.Duration) error { slept = true; return nil }))...)
+			clk := &spyClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+			tr := New(okTransport{}, append(c.opts, WithLimit(1, time.Hour), WithClock(clk))...)
 			req, _ := http.NewRequest(http.MethodGet, "https://api.example/x", nil)
 			resp, err := tr.RoundTrip(req)
 			if err != nil {
@@ -146,9 +144,22 @@ func TestWithoutWait(t *testing.T) {
 			resp.Body.Close()
 			_, err = tr.RoundTrip(req) // the next slot is an hour away
 			var we *WaitError
-			if !errors.As(err, &we) || we.MaxWait != c.want || slept {
-				t.Fatalf("second request: %v (slept %v); want a *WaitError with MaxWait %v at once", err, slept, c.want)
+			if !errors.As(err, &we) || we.MaxWait != c.want || clk.slept {
+				t.Fatalf("second request: %v (slept %v); want a *WaitError with MaxWait %v at once", err, clk.slept, c.want)
 			}
 		})
 	}
+}
+
+// spyClock is a clock that stands still and records whether Sleep was
+// called.
+type spyClock struct {
+	now   time.Time
+	slept bool
+}
+
+func (c *spyClock) Now() time.Time { return c.now }
+func (c *spyClock) Sleep(context.Context, time.Duration) error {
+	c.slept = true
+	return nil
 }

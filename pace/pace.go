@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	slerrors "github.com/sluicehq/sluice/errors"
+	"github.com/sluicehq/sluice/internal/monoclock"
 )
 
 // ErrMaxWait matches, with errors.Is, the *WaitError of a request that
@@ -58,7 +59,8 @@ func (e *WaitError) Unwrap() error { return e.Cause }
 
 // Transport is an http.RoundTripper that paces the requests it sends to
 // each upstream so as to stay under the upstream's rate limit, which it
-// learns from the responses (see Observe) and from throttled responses
+// learns from the responses' rate-limit headers (see the package
+// documentation) and from throttled responses
 // (429, 503 with Retry-After, AWS throttling errors). A throttled response
 // pauses every request to that upstream until the delay it asked for has
 // passed.
@@ -73,12 +75,14 @@ func (e *WaitError) Unwrap() error { return e.Cause }
 // clone with a fresh body. It is safe for concurrent use and starts no
 // goroutine.
 type Transport struct {
-	next http.RoundTripper
-	cfg  config
-	base time.Time
-	seed maphash.Seed
-	sys  bool // the clock is time.Now
-	ups  table
+	next   http.RoundTripper
+	cfg    config
+	clock  sluice.Clock
+	base   time.Time
+	baseNs int64 // base in Unix nanoseconds, for the default clock
+	seed   maphash.Seed
+	sys    bool // the clock is the default, internal/monoclock
+	ups    table
 }
 
 // New returns a Transport that sends through next (http.DefaultTransport
@@ -93,14 +97,17 @@ func New(next http.RoundTripper, opts ...Option) *Transport {
 			o.apply(&t.cfg)
 		}
 	}
-	t.sys = t.cfg.now == nil
+	t.clock, t.sys = t.cfg.clock, t.cfg.clock == nil
 	if t.sys {
-		t.cfg.now = time.Now
+		t.clock = monoclock.Clock{}
+		t.baseNs = monoclock.Nanos()
+		t.base = time.Unix(0, t.baseNs)
+	} else {
+		t.base = t.clock.Now()
 	}
 	if t.cfg.keys == nil {
 		t.cfg.keys = func(r *http.Request) (sluice.Keys, error) { return t.DefaultKeys(r), nil }
 	}
-	t.base = t.cfg.now()
 	t.seed = maphash.MakeSeed()
 	t.ups = table{m: make(map[uint64]*upstream), max: t.cfg.maxKeys, init: t.initUpstream}
 	t.initUpstream(&t.ups.overflow)
@@ -113,13 +120,13 @@ func (t *Transport) initUpstream(u *upstream) {
 	}
 }
 
-// nowNs reads the clock: with the system clock, the monotonic clock only
+// nowNs reads the clock: with the default clock, the monotonic clock only
 // (one read, and immune to wall-clock steps).
 func (t *Transport) nowNs() int64 {
 	if t.sys {
-		return int64(time.Since(t.base))
+		return monoclock.Nanos() - t.baseNs
 	}
-	return int64(t.cfg.now().Sub(t.base))
+	return int64(t.clock.Now().Sub(t.base))
 }
 
 // FNV-1a, 64 bits: the same key digests in every process, so that a fleet
@@ -220,6 +227,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		now = -1 // a later attempt reads the clock
 		if err == nil && attempt == 0 && t.cfg.tokens != nil {
 			res, estimate, err = t.reserveTokens(ctx, call{req: req}, bound)
+			if err != nil {
+				u.forget() // the slot taken is not used
+			}
 		}
 		if err != nil {
 			if probe { // the upstream is still cold: let the next caller probe
@@ -232,19 +242,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if t.cfg.hooks.Paced != nil {
 			t.cfg.hooks.Paced(ctx, waited)
 		}
-		u.mu.Lock()
-		u.inflight++
-		u.mu.Unlock()
+		sent := u.send()
 		resp, err := t.next.RoundTrip(send)
-		u.mu.Lock()
-		u.inflight--
-		u.mu.Unlock()
+		u.done()
 		if err != nil {
 			u.answered(false)
 			res.Cancel()
 			return nil, err
 		}
-		throttled := t.learn(ctx, u, call{req: req}, resp)
+		throttled := t.learn(ctx, u, call{req: req}, resp, sent)
 		u.answered(true)
 		// Retry only when the pause ends within the bound: otherwise the
 		// caller is better served by the throttled response than by a
@@ -383,6 +389,7 @@ func (t *Transport) waitSlot(ctx context.Context, u *upstream, c call, b bounds,
 	}
 	if t.cfg.limiter != nil {
 		if err := t.waitLimiter(ctx, u, c, b); err != nil {
+			u.forget()
 			return 0, err
 		}
 	} else if wait == 0 {
@@ -417,20 +424,22 @@ func (t *Transport) awaitProbe(ctx context.Context, ch <-chan struct{}, c call, 
 // the slot was taken have moved it.
 func (t *Transport) sleepSlot(ctx context.Context, u *upstream, s slot, at int64, b bounds, c call) error {
 	for {
+		// A pause or a lower remaining count moves the slot later; a
+		// higher one moves it earlier, and wakes the caller.
+		if extra := u.extra(s); extra != 0 {
+			s.shift += extra
+			at += extra
+		}
 		if at > b.deadline {
 			return t.waitError(c, b, at-t.nowNs(), nil)
 		}
-		if d := at - t.nowNs(); d > 0 {
-			if err := t.cfg.sleep(ctx, time.Duration(d)); err != nil {
-				return err
-			}
-		}
-		extra := u.extra(s)
-		if extra <= 0 {
+		d := at - t.nowNs()
+		if d <= 0 {
 			return nil
 		}
-		s.shift += extra
-		at += extra
+		if err := u.sleep(ctx, t.clock, time.Duration(d)); err != nil {
+			return err
+		}
 	}
 }
 
@@ -455,8 +464,9 @@ func (t *Transport) waitLimiter(ctx context.Context, u *upstream, c call, b boun
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			t.observe(fmt.Errorf("pace: rate limiter failed: %w", err))
-			return nil // cannot decide: the upstream stays the judge
+			err = fmt.Errorf("pace: rate limiter failed: %w", err)
+			t.observe(err)
+			return err // cannot decide: refuse
 		}
 		if d.Allowed {
 			return nil
@@ -478,7 +488,7 @@ func (t *Transport) sleepBounded(ctx context.Context, c call, b bounds, d time.D
 	if now+int64(d) > b.deadline {
 		return t.waitError(c, b, int64(d), nil)
 	}
-	return t.cfg.sleep(ctx, d)
+	return t.clock.Sleep(ctx, d)
 }
 
 func (t *Transport) reserveTokens(ctx context.Context, c call, b bounds) (sluice.Reservation, int, error) {
@@ -496,8 +506,9 @@ func (t *Transport) reserveTokens(ctx context.Context, c call, b bounds) (sluice
 			if ctx.Err() != nil {
 				return sluice.NoReservation, 0, ctx.Err()
 			}
-			t.observe(fmt.Errorf("pace: rate limiter failed: %w", err))
-			return sluice.NoReservation, 0, nil // cannot decide: send
+			err = fmt.Errorf("pace: rate limiter failed: %w", err)
+			t.observe(err)
+			return sluice.NoReservation, 0, err // cannot decide: refuse
 		}
 		if d.Allowed {
 			return res, est, nil
@@ -513,7 +524,7 @@ func (t *Transport) reserveTokens(ctx context.Context, c call, b bounds) (sluice
 
 // learn reads what resp says about the upstream and reports whether resp
 // is a throttled response.
-func (t *Transport) learn(ctx context.Context, u *upstream, c call, resp *http.Response) bool {
+func (t *Transport) learn(ctx context.Context, u *upstream, c call, resp *http.Response, s sent) bool {
 	nowNs := t.nowNs()
 	o := observe(resp.Header, t.base.Add(time.Duration(nowNs)), &u.policy)
 	if o.Limit > 0 {
@@ -541,7 +552,9 @@ func (t *Transport) learn(ctx context.Context, u *upstream, c call, resp *http.R
 		u.succeeded()
 	}
 	if o.HasRemaining {
-		u.sync(nowNs, o.Remaining)
+		for _, wake := range u.sync(nowNs, o.Remaining, s, t.cfg.ceilInterval == 0) {
+			wake()
+		}
 		if o.Remaining == 0 && o.Reset > 0 && (o.FixedWindow || !u.paced()) {
 			if until := nowNs + int64(o.Reset); u.pause(nowNs, until) {
 				t.paused(ctx, u, c, nowNs, until)
@@ -562,7 +575,7 @@ func (t *Transport) throttle(ctx context.Context, u *upstream, c call, nowNs int
 	if t.cfg.hooks.Throttled != nil {
 		t.cfg.hooks.Throttled(ctx, status)
 	}
-	u.sync(nowNs, 0)
+	u.empty(nowNs)
 	if !hasDelay {
 		d = t.backoff(u)
 	}

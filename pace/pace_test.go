@@ -83,7 +83,7 @@ func TestLearnsIETFAndPaces(t *testing.T) {
 	s := &script{reply: func(n int, _ *http.Request) *http.Response {
 		return resp(200, "ok", "RateLimit-Policy", `"default";q=10;w=1`, "RateLimit", `"default";r=0;t=1`)
 	}}
-	tr := pace.New(s, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithJitter(noJitter))
+	tr := pace.New(s, pace.WithClock(clk), pace.WithJitter(noJitter))
 	for range 3 {
 		if _, err := get(t, tr, "http://api.test/x"); err != nil {
 			t.Fatal(err)
@@ -107,7 +107,7 @@ func TestLearnsVendorFormats(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			clk := newStepClock()
 			s := &script{reply: func(int, *http.Request) *http.Response { return resp(200, "", kv...) }}
-			tr := pace.New(s, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithJitter(noJitter))
+			tr := pace.New(s, pace.WithClock(clk), pace.WithJitter(noJitter))
 			get(t, tr, "https://api.test/v1")
 			get(t, tr, "https://api.test/v1")
 			if got := clk.Slept(); len(got) != 1 || got[0] != time.Second {
@@ -125,7 +125,7 @@ func TestGitHubFixedWindow(t *testing.T) {
 	s := &script{reply: func(int, *http.Request) *http.Response {
 		return resp(200, "", "x-ratelimit-limit", "5000", "x-ratelimit-remaining", "0", "x-ratelimit-used", "5000", "x-ratelimit-reset", reset)
 	}}
-	tr := pace.New(s, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithJitter(noJitter), pace.WithMaxWait(time.Hour))
+	tr := pace.New(s, pace.WithClock(clk), pace.WithJitter(noJitter), pace.WithMaxWait(time.Hour))
 	get(t, tr, "https://api.github.test/")
 	get(t, tr, "https://api.github.test/")
 	if got := clk.Slept(); len(got) != 1 || got[0] != 10*time.Minute {
@@ -140,7 +140,7 @@ func TestCeilingIsNeverRaised(t *testing.T) {
 	s := &script{reply: func(int, *http.Request) *http.Response {
 		return resp(200, "", "RateLimit-Policy", `"p";q=1000;w=1`, "RateLimit", `"p";r=999;t=1`)
 	}}
-	tr := pace.New(s, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithLimit(2, time.Second))
+	tr := pace.New(s, pace.WithClock(clk), pace.WithLimit(2, time.Second))
 	for range 4 {
 		get(t, tr, "http://api.test/")
 	}
@@ -157,7 +157,7 @@ func TestLearnedLimitBelowCeiling(t *testing.T) {
 	s := &script{reply: func(int, *http.Request) *http.Response {
 		return resp(200, "", "RateLimit-Policy", `"p";q=1;w=4`, "RateLimit", `"p";r=0;t=4`)
 	}}
-	tr := pace.New(s, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithLimit(10, time.Second))
+	tr := pace.New(s, pace.WithClock(clk), pace.WithLimit(10, time.Second))
 	get(t, tr, "http://api.test/")
 	get(t, tr, "http://api.test/")
 	if got := clk.Slept(); len(got) != 1 || got[0] != 4*time.Second {
@@ -193,7 +193,7 @@ func TestRetryAfterPausesEveryCaller(t *testing.T) {
 				}
 				return 7 * time.Millisecond
 			}
-			tr := pace.New(s, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithJitter(jitter))
+			tr := pace.New(s, pace.WithClock(clk), pace.WithJitter(jitter))
 			r, _ := get(t, tr, "http://api.test/a")
 			if r.StatusCode != 429 {
 				t.Fatalf("first response %d, want the 429 delivered", r.StatusCode)
@@ -215,7 +215,7 @@ func TestRetryAfterPausesEveryCaller(t *testing.T) {
 func TestMaxWait(t *testing.T) {
 	clk := newStepClock()
 	s := &script{reply: func(int, *http.Request) *http.Response { return resp(429, "", "Retry-After", "120") }}
-	tr := pace.New(s, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithMaxWait(10*time.Second), pace.WithJitter(noJitter))
+	tr := pace.New(s, pace.WithClock(clk), pace.WithMaxWait(10*time.Second), pace.WithJitter(noJitter))
 	get(t, tr, "http://api.test/")
 	_, err := get(t, tr, "http://api.test/")
 	var we *pace.WaitError
@@ -241,7 +241,7 @@ func TestMaxWait(t *testing.T) {
 func TestContextDeadlineBoundsWait(t *testing.T) {
 	clk := newStepClock()
 	s := &script{reply: func(int, *http.Request) *http.Response { return resp(429, "", "Retry-After", "10") }}
-	tr := pace.New(s, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithJitter(noJitter))
+	tr := pace.New(s, pace.WithClock(clk), pace.WithJitter(noJitter))
 	get(t, tr, "http://api.test/")
 	ctx, cancel := context.WithDeadline(context.Background(), t0.Add(5*time.Second))
 	defer cancel()
@@ -262,7 +262,7 @@ func TestRetryReplaysBody(t *testing.T) {
 		}
 		return resp(200, "yes")
 	}}
-	tr := pace.New(s, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithJitter(noJitter), pace.WithRetry(3))
+	tr := pace.New(s, pace.WithClock(clk), pace.WithJitter(noJitter), pace.WithRetry(3))
 	req, _ := http.NewRequest("POST", "http://api.test/", bytes.NewReader([]byte("payload")))
 	res, err := tr.RoundTrip(req)
 	if err != nil {
@@ -286,7 +286,7 @@ func TestRetryReplaysBody(t *testing.T) {
 
 	// Always throttled: three attempts, then the last 429 is returned.
 	s2 := &script{reply: func(int, *http.Request) *http.Response { return resp(429, "no", "Retry-After", "1") }}
-	tr = pace.New(s2, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithJitter(noJitter), pace.WithRetry(3))
+	tr = pace.New(s2, pace.WithClock(clk), pace.WithJitter(noJitter), pace.WithRetry(3))
 	res, err = get(t, tr, "http://api.test/")
 	if err != nil || res.StatusCode != 429 || s2.count() != 3 {
 		t.Fatalf("got %v %v after %d attempts, want the 429 after 3", res, err, s2.count())
@@ -298,7 +298,7 @@ func TestRetryReplaysBody(t *testing.T) {
 func TestNoRetryPastMaxWait(t *testing.T) {
 	clk := newStepClock()
 	s := &script{reply: func(int, *http.Request) *http.Response { return resp(429, "later", "Retry-After", "60") }}
-	tr := pace.New(s, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithJitter(noJitter),
+	tr := pace.New(s, pace.WithClock(clk), pace.WithJitter(noJitter),
 		pace.WithRetry(3), pace.WithMaxWait(10*time.Second))
 	req, _ := http.NewRequest("GET", "http://api.test/", nil)
 	res, err := tr.RoundTrip(req)
@@ -331,7 +331,7 @@ func (c *closeCounter) CloseIdleConnections() { c.n++ }
 func TestNoRetryWithoutGetBody(t *testing.T) {
 	clk := newStepClock()
 	s := &script{reply: func(int, *http.Request) *http.Response { return resp(429, "", "Retry-After", "1") }}
-	tr := pace.New(s, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithRetry(5))
+	tr := pace.New(s, pace.WithClock(clk), pace.WithRetry(5))
 	req, _ := http.NewRequest("POST", "http://api.test/", io.NopCloser(strings.NewReader("once")))
 	res, err := tr.RoundTrip(req)
 	if err != nil || res.StatusCode != 429 || s.count() != 1 {
@@ -350,7 +350,7 @@ func TestAWSThrottlingBody(t *testing.T) {
 		}
 		return resp(200, "")
 	}}
-	tr := pace.New(s, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithJitter(noJitter), pace.WithDefaultPause(250*time.Millisecond))
+	tr := pace.New(s, pace.WithClock(clk), pace.WithJitter(noJitter), pace.WithDefaultPause(250*time.Millisecond))
 	req, _ := http.NewRequest("POST", "https://ecs.test/", nil)
 	res, err := tr.RoundTrip(req)
 	if err != nil {
@@ -386,7 +386,7 @@ func TestFIFO(t *testing.T) {
 	s := &script{reply: func(int, *http.Request) *http.Response {
 		return resp(200, "", "RateLimit-Policy", `"p";q=1;w=1`, "RateLimit", `"p";r=0;t=1`)
 	}}
-	tr := pace.New(s, pace.WithClock(vc.Now), pace.WithSleep(vc.Sleep), pace.WithMaxWait(time.Minute))
+	tr := pace.New(s, pace.WithClock(vc), pace.WithMaxWait(time.Minute))
 	// The first request teaches the limit: 1 per second, none left.
 	vc.Go(func() { get(t, tr, "http://api.test/") })
 	vc.Wait()
@@ -418,7 +418,7 @@ func TestCancelWhileWaiting(t *testing.T) {
 	s := &script{reply: func(int, *http.Request) *http.Response {
 		return resp(200, "", "RateLimit-Policy", `"p";q=1;w=1`, "RateLimit", `"p";r=0;t=1`)
 	}}
-	tr := pace.New(s, pace.WithClock(vc.Now), pace.WithSleep(vc.Sleep))
+	tr := pace.New(s, pace.WithClock(vc))
 	vc.Go(func() { get(t, tr, "http://api.test/") })
 	vc.Wait()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -455,7 +455,7 @@ func TestBoundedKeys(t *testing.T) {
 		}
 		return resp(200, "", "RateLimit-Policy", `"p";q=5;w=1`, "RateLimit", `"p";r=4;t=1`)
 	}}
-	tr := pace.New(s, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithMaxUpstreams(16), pace.WithJitter(noJitter))
+	tr := pace.New(s, pace.WithClock(clk), pace.WithMaxUpstreams(16), pace.WithJitter(noJitter))
 	get(t, tr, "http://slow.test/")
 	for i := range 5000 {
 		req, _ := http.NewRequest("GET", fmt.Sprintf("http://h%d.test/", i), nil)
@@ -490,7 +490,7 @@ func TestCredentialsSplitKeys(t *testing.T) {
 		}
 		return resp(200, "")
 	}}
-	tr := pace.New(s, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep))
+	tr := pace.New(s, pace.WithClock(clk))
 	for _, cred := range []string{"Bearer a", "Bearer b", "Bearer b"} {
 		req, _ := http.NewRequest("GET", "https://api.test/", nil)
 		req.Header.Set("Authorization", cred)
@@ -519,7 +519,7 @@ func TestBadHeadersIgnored(t *testing.T) {
 	for i, kv := range bad {
 		clk := newStepClock()
 		s := &script{reply: func(int, *http.Request) *http.Response { return resp(200, "", kv...) }}
-		tr := pace.New(s, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep))
+		tr := pace.New(s, pace.WithClock(clk))
 		for range 3 {
 			if _, err := get(t, tr, "http://api.test/"); err != nil {
 				t.Fatalf("case %d: %v", i, err)
@@ -542,7 +542,7 @@ func TestDefaultBackoff(t *testing.T) {
 		}
 		return resp(429, "")
 	}}
-	tr := pace.New(s, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithJitter(noJitter), pace.WithMaxWait(time.Minute))
+	tr := pace.New(s, pace.WithClock(clk), pace.WithJitter(noJitter), pace.WithMaxWait(time.Minute))
 	for range 7 {
 		get(t, tr, "http://api.test/")
 	}
@@ -598,7 +598,7 @@ func TestColdStartProbe(t *testing.T) {
 		return resp(200, ""), nil
 	})
 	clk := newStepClock()
-	tr := pace.New(up, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithMaxWait(time.Hour),
+	tr := pace.New(up, pace.WithClock(clk), pace.WithMaxWait(time.Hour),
 		pace.WithProbeWait(func() { held <- struct{}{} }))
 	var wg sync.WaitGroup
 	errs := make(chan error, callers)

@@ -58,7 +58,7 @@ func runFleetScenario(t testing.TB, store bool) scenario {
 		for p := range processes {
 			base := &http.Transport{MaxIdleConnsPerHost: workers}
 			defer base.CloseIdleConnections()
-			opts := []pace.Option{pace.WithClock(vc.Now), pace.WithSleep(vc.Sleep), pace.WithMaxWait(time.Minute)}
+			opts := []pace.Option{pace.WithClock(vc), pace.WithMaxWait(time.Minute)}
 			if store {
 				opts = append(opts, pace.WithStore(shared, time.Second))
 			}

@@ -46,7 +46,7 @@ func runScenario(t testing.TB, paced bool) scenario {
 	defer base.CloseIdleConnections()
 	var rt http.RoundTripper = base
 	if paced {
-		rt = pace.New(base, pace.WithClock(vc.Now), pace.WithSleep(vc.Sleep), pace.WithMaxWait(time.Minute))
+		rt = pace.New(base, pace.WithClock(vc), pace.WithMaxWait(time.Minute))
 	}
 	end := t0.Add(duration)
 	var res scenario

@@ -88,10 +88,10 @@ type storeEntry struct {
 }
 
 // NewMemoryStore returns a MemoryStore that keeps at most maxUpstreams
-// records (DefaultMaxUpstreams when maxUpstreams < 1).
+// records (1024, as WithMaxUpstreams, when maxUpstreams < 1).
 func NewMemoryStore(maxUpstreams int) *MemoryStore {
 	if maxUpstreams < 1 {
-		maxUpstreams = DefaultMaxUpstreams
+		maxUpstreams = defaultMaxUpstreams
 	}
 	return &MemoryStore{max: maxUpstreams, s1: maphash.MakeSeed(), s2: maphash.MakeSeed(), m: make(map[storeKey]*list.Element)}
 }
@@ -139,8 +139,8 @@ func (s *MemoryStore) Merge(_ context.Context, key string, l Learned) (Learned, 
 	return se.l, nil
 }
 
-// Len reports how many upstreams s holds records for.
-func (s *MemoryStore) Len() int {
+// len reports how many upstreams s holds records for.
+func (s *MemoryStore) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.m)

@@ -94,8 +94,8 @@ func TestMemoryStoreBounded(t *testing.T) {
 	s.Merge(ctx, "b", rec)
 	s.Load(ctx, "a") // a is now the most recently used
 	s.Merge(ctx, "c", rec)
-	if s.Len() != 2 {
-		t.Fatalf("%d records, want 2", s.Len())
+	if pace.StoreLen(s) != 2 {
+		t.Fatalf("%d records, want 2", pace.StoreLen(s))
 	}
 	if l, _ := s.Load(ctx, "b"); l.Limit != 0 {
 		t.Fatalf("b survived: %+v", l)
@@ -105,8 +105,8 @@ func TestMemoryStoreBounded(t *testing.T) {
 			t.Fatalf("%s was forgotten", k)
 		}
 	}
-	if l, _ := s.Merge(ctx, "d", pace.Learned{}); l != (pace.Learned{}) || s.Len() != 2 {
-		t.Fatalf("an empty merge made a record: %+v, %d records", l, s.Len())
+	if l, _ := s.Merge(ctx, "d", pace.Learned{}); l != (pace.Learned{}) || pace.StoreLen(s) != 2 {
+		t.Fatalf("an empty merge made a record: %+v, %d records", l, pace.StoreLen(s))
 	}
 	if pace.NewMemoryStore(0) == nil {
 		t.Fatal("nil store")
@@ -132,7 +132,7 @@ func TestStoreConcurrent(t *testing.T) {
 	})
 	var wg sync.WaitGroup
 	for range 2 {
-		tr := pace.New(up, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithStore(store, 10*time.Millisecond),
+		tr := pace.New(up, pace.WithClock(clk), pace.WithStore(store, 10*time.Millisecond),
 			pace.WithMaxWait(5*time.Second))
 		for range 8 {
 			wg.Add(1)
@@ -153,8 +153,8 @@ func TestStoreConcurrent(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	if store.Len() != 1 {
-		t.Fatalf("%d records, want 1", store.Len())
+	if pace.StoreLen(store) != 1 {
+		t.Fatalf("%d records, want 1", pace.StoreLen(store))
 	}
 }
 
@@ -166,7 +166,7 @@ func fleet(t *testing.T, store pace.Store, clk *limitertest.Clock, bOpts ...pace
 		return resp(200, "", "RateLimit-Policy", `"default";q=2;w=1`)
 	}}
 	sb = &script{clock: clk.Now, reply: func(int, *http.Request) *http.Response { return resp(200, "") }}
-	opts := []pace.Option{pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithJitter(noJitter), pace.WithStore(store, time.Second)}
+	opts := []pace.Option{pace.WithClock(clk), pace.WithJitter(noJitter), pace.WithStore(store, time.Second)}
 	a = pace.New(sa, opts...)
 	b = pace.New(sb, append(opts, bOpts...)...)
 	return a, b, sa, sb
@@ -249,7 +249,7 @@ func TestStorePauseJittered(t *testing.T) {
 	ctx := context.Background()
 	store.Merge(ctx, "name:svc", pace.Learned{Limit: 10, Window: time.Second, At: t0, PausedUntil: t0.Add(4 * time.Second)})
 	jitter := func(d time.Duration) time.Duration { return d / 4 }
-	b := pace.New(nil, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithJitter(jitter), pace.WithStore(store, time.Second))
+	b := pace.New(nil, pace.WithClock(clk), pace.WithJitter(jitter), pace.WithStore(store, time.Second))
 	if err := b.Wait(ctx, "svc"); err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func TestStoreReadOncePerInterval(t *testing.T) {
 	clk := newStepClock()
 	store := &countingStore{Store: pace.NewMemoryStore(0)}
 	up := &script{reply: func(int, *http.Request) *http.Response { return resp(200, "") }}
-	tr := pace.New(up, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithStore(store, 2*time.Second))
+	tr := pace.New(up, pace.WithClock(clk), pace.WithStore(store, 2*time.Second))
 	for range 100 {
 		get(t, tr, "https://api.test/")
 	}
@@ -291,7 +291,7 @@ func TestStoreWritesNewQuotaAtOnce(t *testing.T) {
 	up := &script{reply: func(int, *http.Request) *http.Response {
 		return resp(200, "", "RateLimit-Policy", `"default";q=`+q+`;w=1`)
 	}}
-	tr := pace.New(up, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithStore(store, time.Second))
+	tr := pace.New(up, pace.WithClock(clk), pace.WithStore(store, time.Second))
 	get(t, tr, "https://api.test/") // load at the start, merge the new quota
 	get(t, tr, "https://api.test/") // same quota: nothing
 	if store.loads != 1 || store.merge != 1 {
@@ -320,7 +320,7 @@ func TestStoreFailsOpen(t *testing.T) {
 	up := &script{clock: clk.Now, reply: func(int, *http.Request) *http.Response {
 		return resp(200, "", "RateLimit-Policy", `"default";q=2;w=1`)
 	}}
-	tr := pace.New(up, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithJitter(noJitter),
+	tr := pace.New(up, pace.WithClock(clk), pace.WithJitter(noJitter),
 		pace.WithStore(store, 10*time.Second), pace.WithHooks(hooks))
 	for range 4 {
 		if _, err := get(t, tr, "https://api.test/"); err != nil {
@@ -371,7 +371,7 @@ func TestStoreBadRecordsIgnored(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			clk := newStepClock()
 			up := &script{reply: func(int, *http.Request) *http.Response { return resp(200, "") }}
-			tr := pace.New(up, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithStore(fixedStore{rec}, time.Second))
+			tr := pace.New(up, pace.WithClock(clk), pace.WithStore(fixedStore{rec}, time.Second))
 			for range 3 {
 				if _, err := get(t, tr, "https://api.test/"); err != nil {
 					t.Fatal(err)
@@ -394,7 +394,7 @@ func FuzzStoreRecord(f *testing.F) {
 		rec := pace.Learned{Limit: limit, Window: time.Duration(window), At: t0.Add(time.Duration(at)), PausedUntil: t0.Add(time.Duration(paused))}
 		clk := newStepClock()
 		up := &script{reply: func(int, *http.Request) *http.Response { return resp(200, "") }}
-		tr := pace.New(up, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithMaxWait(10*time.Second),
+		tr := pace.New(up, pace.WithClock(clk), pace.WithMaxWait(10*time.Second),
 			pace.WithStore(fixedStore{rec}, time.Second))
 		for range 3 {
 			start := clk.Now()

@@ -25,7 +25,7 @@ const sniffLimit = 4 << 10
 // secondary limits); an AWS throttling error code in X-Amzn-ErrorType or,
 // for a 400 or a 503, in the first bytes of the body. A body that is read
 // to find out is put back, so the caller receives it unchanged.
-func isThrottled(resp *http.Response, o *Observation) bool {
+func isThrottled(resp *http.Response, o *observation) bool {
 	switch resp.StatusCode {
 	case http.StatusTooManyRequests:
 		return true
@@ -50,7 +50,7 @@ func isThrottled(resp *http.Response, o *Observation) bool {
 	}
 	prefix, err := io.ReadAll(io.LimitReader(resp.Body, sniffLimit))
 	resp.Body = &prefixedBody{r: io.MultiReader(bytes.NewReader(prefix), &errAfter{resp.Body, err}), c: resp.Body}
-	return AWSThrottling(prefix)
+	return awsThrottling(prefix)
 }
 
 func isAWSThrottlingCode(code string) bool {
@@ -66,10 +66,10 @@ func isAWSThrottlingCode(code string) bool {
 	return false
 }
 
-// AWSThrottling reports whether an AWS error body (JSON "__type" or
+// awsThrottling reports whether an AWS error body (JSON "__type" or
 // "code", or XML <Code>) names a throttling error such as
 // ThrottlingException.
-func AWSThrottling(body []byte) bool {
+func awsThrottling(body []byte) bool {
 	for _, c := range awsThrottlingCodes {
 		for rest := body; ; {
 			i := bytes.Index(rest, []byte(c))

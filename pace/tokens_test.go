@@ -119,7 +119,7 @@ func TestTokensWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	up := &script{reply: func(int, *http.Request) *http.Response { return resp(200, "") }}
-	tr := pace.New(up, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithTokens(s, func(*http.Request) int { return 400 }))
+	tr := pace.New(up, pace.WithClock(clk), pace.WithTokens(s, func(*http.Request) int { return 400 }))
 	for range 2 {
 		res, err := get(t, tr, "https://api.test/")
 		if err != nil || res.StatusCode != 200 {
@@ -135,7 +135,7 @@ func TestTokensWait(t *testing.T) {
 		t.Fatalf("waited %.3fs for tokens, want 20s", total)
 	}
 	// An estimate above the burst can never pass: a *WaitError at once.
-	tr = pace.New(up, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithTokens(s, func(*http.Request) int { return 601 }))
+	tr = pace.New(up, pace.WithClock(clk), pace.WithTokens(s, func(*http.Request) int { return 601 }))
 	if _, err := get(t, tr, "https://api.test/"); err == nil {
 		t.Fatal("an estimate above the burst was sent")
 	}

@@ -1,6 +1,7 @@
 package pace
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,9 +22,14 @@ type upstream struct {
 	shift    int64 // total of the pauses imposed so far, for sleeping waiters
 	paused   int64 // no request is sent before this instant
 
-	inflight  int64 // requests sent and not yet answered
-	throttled int   // throttled responses in a row, for the default backoff
-	waiting   int   // callers asleep in wait
+	inflight  int64                         // requests sent and not yet answered
+	taken     int64                         // slots taken so far
+	settled   int64                         // of those, the ones answered or never sent
+	sends     int64                         // requests sent so far
+	wakers    map[uint64]context.CancelFunc // callers asleep until their slot
+	wakeSeq   uint64
+	throttled int // throttled responses in a row, for the default backoff
+	waiting   int // callers asleep in wait
 	lastUsed  int64
 	learned   bool          // interval/burst come from the upstream, not only a ceiling
 	turn      fifo          // callers ask the shared limiter in turn
@@ -100,6 +106,7 @@ func (u *upstream) reserve(now, deadline int64, jitter func(time.Duration) time.
 		if at > deadline {
 			return slot{}, at - now, false
 		}
+		u.taken++
 		return slot{at: at, shift: u.shift}, at - now, true
 	}
 	base := max(u.tat, now)
@@ -109,18 +116,83 @@ func (u *upstream) reserve(now, deadline int64, jitter func(time.Duration) time.
 		return slot{}, at - now, false
 	}
 	u.tat = newTat
+	u.taken++
 	return slot{at: at, tat: newTat, shift: u.shift}, at - now, true
 }
 
 // giveBack returns a slot its caller will not use. Only the last slot
 // taken can be given back exactly (later callers' slots were computed
-// after it); any other stays spent, which paces more slowly, never faster.
+// after it); any other stays spent until the upstream's next remaining
+// count corrects it, which paces more slowly, never faster.
 func (u *upstream) giveBack(s slot) {
 	u.mu.Lock()
 	if u.interval > 0 && s.tat != 0 && u.tat == s.tat && u.shift == s.shift {
 		u.tat -= u.interval
 	}
+	u.settled++ // the upstream never sees it
 	u.mu.Unlock()
+}
+
+// sent is what the upstream may have counted of a request's peers when
+// it sent its response: see send and sync.
+type sent struct {
+	mark  int64 // slots settled before the request left
+	amb   int64 // other requests in flight when it left
+	sends int64 // requests sent until it left, itself included
+}
+
+// send marks a request leaving for the upstream. Every request answered
+// before it left has been counted by the upstream in the remaining count
+// its response states; the ones then in flight may or may not have been.
+func (u *upstream) send() sent {
+	u.mu.Lock()
+	u.sends++
+	s := sent{mark: u.settled, amb: u.inflight, sends: u.sends}
+	u.inflight++
+	u.mu.Unlock()
+	return s
+}
+
+// forget settles a slot no response will settle: a call that was not sent
+// after all, or one named to Wait, whose answer pace does not read.
+func (u *upstream) forget() {
+	u.mu.Lock()
+	u.settled++
+	u.mu.Unlock()
+}
+
+// done marks a request sent with send as answered.
+func (u *upstream) done() {
+	u.mu.Lock()
+	u.inflight--
+	u.settled++
+	u.mu.Unlock()
+}
+
+// sleep sleeps d on clock, or until the upstream's remaining count shows
+// more room than the caller's slot was computed for (then it returns nil
+// early, and the caller's slot has moved earlier: see extra).
+func (u *upstream) sleep(ctx context.Context, clock interface {
+	Sleep(context.Context, time.Duration) error
+}, d time.Duration) error {
+	sctx, cancel := context.WithCancel(ctx)
+	u.mu.Lock()
+	if u.wakers == nil {
+		u.wakers = make(map[uint64]context.CancelFunc)
+	}
+	u.wakeSeq++
+	id := u.wakeSeq
+	u.wakers[id] = cancel
+	u.mu.Unlock()
+	err := clock.Sleep(sctx, d)
+	u.mu.Lock()
+	delete(u.wakers, id)
+	u.mu.Unlock()
+	cancel()
+	if err != nil && ctx.Err() == nil {
+		return nil // woken: the slot moved earlier
+	}
+	return err
 }
 
 // extra reports how much later than planned the holder of s may send,
@@ -199,17 +271,78 @@ func (u *upstream) learnLocked(now, limit int64, window time.Duration, ceilInter
 	return changed
 }
 
-// sync lowers the tokens the pacer believes it holds at now to what the
-// upstream says is left, less the requests still in flight (which the
-// upstream may not have counted yet). It never raises them.
-func (u *upstream) sync(now, remaining int64) {
+// sync applies the remaining count of the response to a request sent as
+// s (see send), read at now.
+//
+// The upstream lowered that count for the request and for every request
+// it counted before it; none of those may be subtracted again. What it
+// may not have counted is every other slot taken: but for those answered
+// before the request left, and those taken since (queued, in flight or
+// answered). Subtracting these once gives a bound: the upstream holds at
+// least that many (its refill since it counted is ignored). The requests
+// in flight at any time while this one was (sent before it and not yet
+// answered when it left, or sent before its response came back) may have
+// been counted by the upstream too: the bound is short by at most as many,
+// amb.
+//
+// The bound replaces the pacer's belief when the belief is above it by
+// more than amb (it cannot be right) and when the bound is higher (the
+// upstream has more room than the pacer thought: the belief is raised,
+// and every slot taken since a lower count moves earlier). Within amb
+// above the bound, the belief stands: it came from an earlier count less
+// the slots taken since, and the ambiguous count does not contradict it.
+// An exact count (amb 0: the request was alone in flight) therefore sets
+// the belief. Nothing raises it
+// during a pause, nor under a ceiling (WithLimit; raise false).
+//
+// Callers queued for a slot move with the belief: later when it is
+// lowered, earlier (woken) when it is raised, keeping their order and
+// spacing. sync returns the wakers to call once u.mu is released.
+func (u *upstream) sync(now, remaining int64, s sent, raise bool) (wake []context.CancelFunc) {
+	u.mu.Lock()
+	if u.interval == 0 {
+		u.mu.Unlock()
+		return nil
+	}
+	uncounted := max(u.taken-1-s.mark, 0)
+	avail := min(remaining-uncounted, u.burst)
+	bound := now + (u.burst-avail)*u.interval // the tat the bound means
+	amb := s.amb + u.sends - s.sends
+	old := max(u.tat, now)
+	tat := old
+	switch {
+	case old < bound-amb*u.interval: // the belief is too high
+		tat = bound
+	case bound < old && raise && u.paused <= now:
+		tat = bound
+	}
+	if tat == old {
+		u.mu.Unlock()
+		return nil
+	}
+	queued := u.tat-u.burst*u.interval > now
+	u.tat = tat
+	if queued {
+		u.shift += tat - old
+		if tat < old {
+			for id, w := range u.wakers {
+				wake = append(wake, w)
+				delete(u.wakers, id)
+			}
+		}
+	}
+	u.mu.Unlock()
+	return wake
+}
+
+// empty lowers the requests the pacer believes it has left at now to none
+// (a throttled response); it never raises them.
+func (u *upstream) empty(now int64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.interval == 0 {
-		return
+	if u.interval > 0 {
+		u.tat = max(u.tat, now+u.burst*u.interval)
 	}
-	avail := min(max(remaining-u.inflight, 0), u.burst)
-	u.tat = max(u.tat, now+(u.burst-avail)*u.interval)
 }
 
 // table holds the upstreams by key digest, at most max of them. When it is

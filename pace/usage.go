@@ -17,8 +17,8 @@ const (
 	usageTail = 64 << 10
 )
 
-// Usage is the token usage a response reports.
-type Usage struct {
+// usage is the token usage a response reports.
+type usage struct {
 	// Input and Output are the input (prompt, including tokens written to
 	// a cache) and output (completion) tokens.
 	Input, Output int64
@@ -26,15 +26,15 @@ type Usage struct {
 	Total int64
 }
 
-// ParseUsage finds the usage objects in an LLM API response body, JSON or a
+// parseUsage finds the usage objects in an LLM API response body, JSON or a
 // stream of server-sent events, and combines them: OpenAI's prompt_tokens,
 // completion_tokens and total_tokens, Anthropic's input_tokens,
 // cache_creation_input_tokens and output_tokens (a stream reports input
 // tokens at its start and cumulative output tokens in later events, so
 // each is the largest seen). It reports false when it found none.
 // Negative or absurd counts are ignored.
-func ParseUsage(body []byte) (Usage, bool) {
-	var u Usage
+func parseUsage(body []byte) (usage, bool) {
+	var u usage
 	found := false
 	key := []byte(`"usage"`)
 	for rest := body; ; {
@@ -139,17 +139,17 @@ func (b *usageBody) settle() {
 	}
 	b.settled = true
 	var (
-		u     Usage
+		u     usage
 		found bool
 	)
 	if b.dropped {
-		uh, fh := ParseUsage(b.head)
-		ut, ft := ParseUsage(b.tail)
+		uh, fh := parseUsage(b.head)
+		ut, ft := parseUsage(b.tail)
 		found = fh || ft
 		u.Input, u.Output = max(uh.Input, ut.Input), max(uh.Output, ut.Output)
 		u.Total = max(uh.Total, ut.Total, u.Input+u.Output)
 	} else {
-		u, found = ParseUsage(append(b.head, b.tail...))
+		u, found = parseUsage(append(b.head, b.tail...))
 	}
 	b.head, b.tail = nil, nil
 	actual := b.estimate

@@ -70,7 +70,7 @@ func TestPaceStoreTwoProcesses(t *testing.T) {
 	}}
 	upB := &paceUpstream{clock: clk, reply: func() (int, http.Header) { return 200, http.Header{} }}
 	process := func(up http.RoundTripper) *pace.Transport {
-		return pace.New(up, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep),
+		return pace.New(up, pace.WithClock(clk),
 			pace.WithJitter(func(time.Duration) time.Duration { return 0 }),
 			pace.WithStore(newPaceStore(t, srv.Addr, prefix), time.Second))
 	}
@@ -225,7 +225,7 @@ func TestPaceStoreUnavailable(t *testing.T) {
 		return 200, http.Header{"Ratelimit-Policy": {`"default";q=2;w=1`}}
 	}}
 	var failures []error
-	tr := pace.New(up, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep),
+	tr := pace.New(up, pace.WithClock(clk),
 		pace.WithJitter(func(time.Duration) time.Duration { return 0 }), pace.WithStore(s, time.Second),
 		pace.WithHooks(pace.Hooks{StoreFailed: func(_ context.Context, err error) { failures = append(failures, err) }}))
 	for range 4 {

@@ -42,8 +42,7 @@
 // explicit-time form of a method M is MAt, with the instant first after
 // the context (package bucket keeps x/time/rate's names, AllowN(t, n),
 // with the instant first too). A Backend's Take and Adjust take it in the
-// same place, and so do functions such as pace.Observe(now, h) (see the
-// sluice package documentation, "Explicit time").
+// same place (see the sluice package documentation, "Explicit time").
 //
 // # Names of limits and buckets
 //

@@ -17,8 +17,12 @@ import (
 
 func Example_sdks() {
 	// One pacer for the process: each API key on each host is its own
-	// upstream. It retries 429s after their full Retry-After (the Go SDKs
-	// cap it at 8 s), so the SDKs' own retry loops are switched off.
+	// upstream. It retries a 429 after its full Retry-After and holds every
+	// other call to that upstream until then. The SDKs would retry too, each
+	// call on its own (openai-go follows a server's delay up to 2 minutes
+	// and gives up beyond it, anthropic-sdk-go follows any delay; both cap
+	// only their own backoff, at 8 s): their retries are switched off, so
+	// that the pacer alone retries.
 	paced := &http.Client{Transport: pace.New(http.DefaultTransport, pace.WithRetry(3))}
 
 	oai := openai.NewClient(oaioption.WithHTTPClient(paced),

@@ -50,7 +50,7 @@ func ExampleNewPerValue() {
 }
 
 // Code that sleeps through a function of its own (bucket.WithSleep,
-// pace.WithSleep) sleeps on the Clock: the clock moves, nothing waits,
+// pace.WithClock) sleeps on the Clock: the clock moves, nothing waits,
 // and the test reads what was waited for.
 func ExampleClock_Sleep() {
 	c := limitertest.NewClock(limitertest.Start)

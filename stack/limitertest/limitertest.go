@@ -31,7 +31,7 @@ import (
 //
 // It is the one test clock of the repository's own tests too: its Sleep
 // advances it instead of sleeping, so code that takes a clock and a sleep
-// (bucket.WithClock and WithSleep, pace.WithClock and WithSleep) runs on
+// (bucket.WithClock and WithSleep, pace.WithClock) runs on
 // it without waiting, and Slept tells the test what was waited for.
 type Clock struct {
 	ns atomic.Int64 // nanoseconds since clockBase
@@ -57,8 +57,8 @@ func (c *Clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // Sleep is a sleep on the clock that does not wait: it returns ctx's error
 // if ctx is done, and otherwise advances the clock by d (if d > 0) and
-// records d for Slept. Its signature is the one bucket.WithSleep and
-// pace.WithSleep take.
+// records d for Slept. Its signature is the one bucket.WithSleep takes,
+// and with Now it satisfies sluice.Clock (pace.WithClock).
 func (c *Clock) Sleep(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
