@@ -61,7 +61,10 @@
 //
 // WithLimiter makes every request also pass a sluice.Limiter, for example a
 // stack.Stack over Redis that every process calling the upstream shares:
-// the fleet then shares one quota instead of each process guessing.
+// the fleet then shares one quota instead of each process guessing. A
+// limiter that cannot decide (it returns an error) refuses the request:
+// whether a failed backend admits is the policy of the engine that talks
+// to it (stack.WithFailClosed), set there once.
 // WithStore shares what the processes learn: the quota any of them read
 // from the upstream's headers, and the pause a throttled response imposed
 // on any of them, through a Store (MemoryStore in one process,
@@ -73,4 +76,11 @@
 // WithTokens reserves an estimate of a request's LLM tokens from a
 // sluice.Reserver and settles the reservation with the usage the response
 // reports (OpenAI's and Anthropic's usage objects, streamed or not).
+//
+// # Time
+//
+// The Transport reads and waits on one sluice.Clock (WithClock): by
+// default wall time advanced by the monotonic clock only, with real-timer
+// sleeps, as every sluice engine. Tests give it a manual clock such as
+// stack/limitertest.Clock and never sleep.
 package pace

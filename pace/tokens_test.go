@@ -2,6 +2,7 @@ package pace_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -151,4 +152,31 @@ func FuzzParseUsage(f *testing.F) {
 			t.Fatalf("ParseUsage = %+v, %v", u, ok)
 		}
 	})
+}
+
+// failingReserver cannot decide: every call returns err.
+type failingReserver struct{ err error }
+
+func (f failingReserver) Allow(context.Context, sluice.Keys) (sluice.Decision, error) {
+	return sluice.Decision{}, f.err
+}
+
+func (f failingReserver) Reserve(context.Context, sluice.Keys, int) (sluice.Reservation, sluice.Decision, error) {
+	return sluice.NoReservation, sluice.Decision{}, f.err
+}
+
+// A Reserver that cannot decide refuses the request with its error and
+// nothing is sent (CONVENTIONS item 5), and the error handler sees it.
+func TestTokensReserverErrorRefuses(t *testing.T) {
+	clk := newStepClock()
+	up := &script{reply: func(int, *http.Request) *http.Response { return resp(200, "") }}
+	var observed []error
+	tr := pace.New(up, pace.WithClock(clk), pace.WithTokens(failingReserver{errors.New("redis: connection refused")}, nil),
+		pace.WithErrorHandler(func(err error) { observed = append(observed, err) }))
+	if _, err := get(t, tr, "https://api.test/"); err == nil || !strings.Contains(err.Error(), "connection refused") || up.count() != 0 {
+		t.Fatalf("err %v, %d sent; want the reserver's error and nothing sent", err, up.count())
+	}
+	if len(observed) != 1 {
+		t.Errorf("the error handler observed %v, want the reserver's error", observed)
+	}
 }

@@ -58,8 +58,8 @@ type fleetLimits struct {
 	failures *limiterFailures
 }
 
-// limiterFailures counts a limiter's errors. pace sends a request its
-// limiter could not decide on anyway (the upstream remains the judge); a
+// limiterFailures counts a limiter's errors. pace refuses a request its
+// limiter could not decide on (RoundTrip returns the error); a
 // run whose limiter failed is reported as failed, not as a normal row.
 type limiterFailures struct {
 	n     atomic.Int64
@@ -83,7 +83,7 @@ func (f *limiterFailures) err() error {
 	if f == nil || f.n.Load() == 0 {
 		return nil
 	}
-	return fmt.Errorf("the limiter could not decide %d times (requests sent undecided), the first: %w", f.n.Load(), *f.first.Load())
+	return fmt.Errorf("the limiter could not decide %d times (requests refused), the first: %w", f.n.Load(), *f.first.Load())
 }
 
 // runFleet simulates seconds of seed 003's traffic against a 150/s server

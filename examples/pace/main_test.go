@@ -96,7 +96,7 @@ func TestFlagsOutOfRange(t *testing.T) {
 	}
 }
 
-// A limiter that fails mid-run makes the run fail: requests sent undecided
+// A limiter that fails mid-run makes the run fail: requests refused
 // are not reported as a normal row.
 func TestLimiterFailuresAreReported(t *testing.T) {
 	f := &limiterFailures{}
