@@ -21,17 +21,17 @@ func Example_comingFromRate() {
 	if err := b.WaitN(context.Background(), 9); err != nil { // lim.WaitN(ctx, 9): no wait here
 		log.Fatal(err)
 	}
-	now := time.Now()
-	fmt.Println(b.AllowN(now, 40)) // lim.AllowN(now, 40): the rest of the burst
+	// lim.AllowN(time.Now(), 40): the rest of the burst (AllowAt(t, 40) takes the instant)
+	fmt.Println(b.AllowN(40))
 
-	// lim.ReserveN(now, 10) would take the tokens and ask you to wait (or
+	// lim.ReserveN(time.Now(), 10) would take the tokens and ask you to wait (or
 	// Cancel); TakeN takes nothing on a denial and says exactly how long.
-	res := b.TakeN(now, 10)
+	res := b.TakeN(10)
 	fmt.Println(res.OK, res.RetryAfter.Round(time.Second)) // ten tokens at a token a second
 
 	// More than the burst never fits: an error from WaitN, OverBurst from TakeN.
 	err := b.WaitN(context.Background(), 51)
-	fmt.Println(errors.Is(err, bucket.ErrCostExceedsBurst), b.TakeN(now, 51).OverBurst)
+	fmt.Println(errors.Is(err, bucket.ErrCostExceedsBurst), b.TakeN(51).OverBurst)
 	// Output:
 	// true
 	// true
