@@ -173,7 +173,9 @@ func TestFixedWindowMatchesModel(t *testing.T) {
 func newRateLimiter(r float64, b int) Allower { return rate.NewLimiter(rate.Limit(r), b) }
 
 // newSluiceBucket is sluice's GCRA bucket with the same parameters.
-func newSluiceBucket(r float64, b int) Allower { return AllowerFunc(bucket.New(rate.Limit(r), b).AllowAt) }
+func newSluiceBucket(r float64, b int) Allower {
+	return AllowerFunc(bucket.New(rate.Limit(r), b).AllowAt)
+}
 
 // tokenBucketRelations checks what holds between a token bucket per shard
 // (rate Limit/Shards, burst Border) and the fixed-window model. A bucket is
