@@ -69,18 +69,17 @@
 // it as its first argument after the context (its first argument when it
 // takes no context).
 //
-//   - In package bucket the names are those of golang.org/x/time/rate, so
-//     that a switch from it is a rename: Bucket.AllowN(t, n),
-//     Bucket.TakeN(t, n), Bucket.TokensAt(t); a Table's key comes after the
-//     instant: Table.AllowN(t, key, n), Table.TakeN(t, key, n),
-//     Table.TokensAt(t, key).
+//   - In package bucket: Bucket.AllowAt(t, n), Bucket.TakeAt(t, n),
+//     Bucket.TokensAt(t), SetLimitAt, SetBurstAt; a Table's key comes after
+//     the instant: Table.AllowAt(t, key, n), Table.TakeAt(t, key, n),
+//     Table.TokensAt(t, key). Their AllowN(n) and TakeN(n) read the clock.
 //   - Everywhere else the explicit-time form of a method M is named MAt:
 //     stack.Stack.AllowAt(ctx, t, keys, tokens) is AllowN at t,
 //     Stack.ReserveAt(ctx, t, keys, estimate) is Reserve at t, and
 //     category.Set.AllowActionAt(t, action, resources) is AllowAction at t.
 //
 // Methods that exist only with an explicit instant (a stack.Backend's Take
-// and Adjust, Reconfigure in package bucket) take it in the same place.
+// and Adjust) take it in the same place.
 //
 // Functions follow the same order: pace.Observe(now, h) and
 // pace.ParseRetryAfter(now, v) take first the instant a response's header
