@@ -3,6 +3,7 @@ package bucket_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -156,5 +157,29 @@ func TestBudgetPublic(t *testing.T) {
 	}
 	if !b.AllowAt(t0.Add(r.RetryAfter+time.Second), "y", 1) {
 		t.Fatal("refused after RetryAfter, when x's bucket had refilled")
+	}
+}
+
+// TestBudgetReleasedWhenTableDropped: a public Table that is dropped gives
+// its live buckets back to the Budget (the internal Table's cleanup, on
+// the public Table's allocation).
+func TestBudgetReleasedWhenTableDropped(t *testing.T) {
+	bud := bucket.NewBudget(1000)
+	func() {
+		tab := bucket.NewTable(1, 5, bucket.WithBudget(bud))
+		for i := range 300 {
+			tab.TakeAt(t0, string(rune('a'+i%26))+string(rune('A'+i/26)), 1)
+		}
+		if bud.Len() != 300 {
+			t.Fatalf("Budget Len = %d, want 300", bud.Len())
+		}
+	}()
+	deadline := time.Now().Add(time.Minute) // a deadline for a hang, not a wait for time
+	for bud.Len() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("Budget Len = %d a minute after its only Table was dropped, want 0", bud.Len())
+		}
+		runtime.GC()
+		runtime.Gosched()
 	}
 }

@@ -41,7 +41,7 @@ import (
 //
 // Table is safe for concurrent use. The zero Table is not usable: make one
 // with NewTable.
-type Table struct{ t *ib.Table }
+type Table struct{ t ib.Table }
 
 // NewTable returns a Table of buckets refilled at r tokens per second
 // holding at most b tokens each. r and b have New's meanings, and the same
@@ -54,7 +54,9 @@ func NewTable(r rate.Limit, b int, opts ...Option) *Table {
 	if cfg.budget != nil {
 		iopts = append(iopts, ib.WithBudget(&cfg.budget.b))
 	}
-	return &Table{ib.NewTable(r, b, iopts...)}
+	t := new(Table)
+	t.t.Init(r, b, iopts...)
+	return t
 }
 
 // Allow reports whether one token may be taken now from key's bucket, and

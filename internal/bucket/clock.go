@@ -7,15 +7,6 @@ import (
 	"github.com/sluicehq/sluice/internal/monoclock"
 )
 
-// clockNs is c's reading in ns since epoch; a nil c is the default clock,
-// internal/monoclock, read without building a Time.
-func clockNs(c sluice.Clock) int64 {
-	if c == nil {
-		return sysNow()
-	}
-	return nsOf(c.Now())
-}
-
 // clockNow is c's reading; a nil c is monoclock.
 func clockNow(c sluice.Clock) time.Time {
 	if c == nil {

@@ -160,6 +160,16 @@ const (
 // holding at most b tokens each, with the special values of New. Options:
 // WithClock (for Allow and Take), WithShards, WithBudget.
 func NewTable(r rate.Limit, b int, opts ...Option) *Table {
+	t := new(Table)
+	t.Init(r, b, opts...)
+	return t
+}
+
+// Init makes t what NewTable(r, b, opts...) returns, for a Table held by
+// value (the public package's, as its first field, so that a Budget's
+// cleanup and weak pointer see the start of the allocation). It must be
+// called once, before any other method.
+func (t *Table) Init(r rate.Limit, b int, opts ...Option) {
 	cfg := newConfig(opts)
 	n := cfg.shards
 	if n <= 0 {
@@ -170,20 +180,16 @@ func NewTable(r rate.Limit, b int, opts ...Option) *Table {
 	for size < n {
 		size <<= 1
 	}
-	t := &Table{
-		seed1:     maphash.MakeSeed(),
-		seed2:     maphash.MakeSeed(),
-		k:         [3]uint64{rand.Uint64(), rand.Uint64(), rand.Uint64()},
-		maxShards: size,
-		clock:     cfg.clock,
-	}
+	t.seed1, t.seed2 = maphash.MakeSeed(), maphash.MakeSeed()
+	t.k = [3]uint64{rand.Uint64(), rand.Uint64(), rand.Uint64()}
+	t.maxShards = size
+	t.clock = cfg.clock
 	p := newParams(r, b)
 	t.p.Store(&p)
 	if cfg.budget != nil {
 		t.budget = cfg.budget
 		t.acct = cfg.budget.register(t)
 	}
-	return t
 }
 
 // digestString is key's digest: for a key of up to shortKey bytes, the
@@ -269,7 +275,10 @@ func nonzero(d digest) digest {
 
 // nowNs is the Table's clock, in ns since epoch.
 func (t *Table) nowNs() int64 {
-	return clockNs(t.clock)
+	if t.clock == nil {
+		return sysNow() // inlined, where a helper taking the clock is a call
+	}
+	return nsOf(t.clock.Now())
 }
 
 // Allow reports whether one token may be taken now (the Table's clock) from
