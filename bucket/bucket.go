@@ -193,9 +193,10 @@ func (b *Bucket) Wait(ctx context.Context) error { return b.b.WaitN(ctx, 1) }
 // It returns at once, consuming nothing, with an error matching
 // ErrCostExceedsBurst when n is larger than the burst (unless the rate is
 // rate.Inf), or an error matching context.DeadlineExceeded when the wait
-// would pass ctx's deadline. With a rate of zero and too few tokens it
-// waits for ctx to end. If ctx ends while waiting, the tokens are given
-// back and ctx.Err() returned.
+// would pass ctx's deadline. When no wait can help (a rate of zero and too
+// few tokens) and ctx has no deadline, it returns at once an error
+// matching github.com/sluicehq/sluice/errors.ErrThrottled. If ctx ends
+// while waiting, the tokens are given back and ctx.Err() returned.
 func (b *Bucket) WaitN(ctx context.Context, n int) error { return b.b.WaitN(ctx, n) }
 
 // Tokens returns the number of tokens available now.

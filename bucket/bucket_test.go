@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/bucket"
+	slerrors "github.com/sluicehq/sluice/errors"
 	"golang.org/x/time/rate"
 )
 
@@ -76,7 +77,11 @@ func TestConstructorArgumentMeanings(t *testing.T) {
 		if r.OK || !r.Permanent || r.RetryAfter != 0 || r.OverBurst {
 			t.Fatalf("a day later: %+v, want a Permanent denial without RetryAfter", r)
 		}
-		// WaitN refuses at once when ctx has a deadline: no wait helps.
+		// WaitN refuses at once: no wait helps (ErrThrottled without a
+		// deadline, DeadlineExceeded with one, as x/time/rate).
+		if err := b.WaitN(context.Background(), 1); !errors.Is(err, slerrors.ErrThrottled) {
+			t.Fatalf("WaitN on an empty rate-0 bucket without deadline: %v, want ErrThrottled at once", err)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 		defer cancel()
 		if err := b.WaitN(ctx, 1); !errors.Is(err, context.DeadlineExceeded) {

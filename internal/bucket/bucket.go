@@ -391,9 +391,11 @@ func (b *Bucket) Wait(ctx context.Context) error { return b.WaitN(ctx, 1) }
 // It returns at once, consuming nothing, with an error matching
 // ErrCostExceedsBurst when n is larger than the burst (unless the rate is
 // rate.Inf), or ErrWouldExceedDeadline (which matches
-// context.DeadlineExceeded) when the wait would pass ctx's deadline. If ctx
-// ends while waiting, the tokens are given back and ctx.Err() returned.
-// The wait reads and sleeps on the bucket's clock (WithClock).
+// context.DeadlineExceeded) when the wait would pass ctx's deadline, or,
+// without a deadline, an error matching errors.ErrThrottled when no wait
+// helps (rate 0 and too few tokens). If ctx ends while waiting, the tokens
+// are given back and ctx.Err() returned. The wait reads and sleeps on the
+// bucket's clock (WithClock).
 func (b *Bucket) WaitN(ctx context.Context, n int) error {
 	c := b.c.Load()
 	if !c.inf && n > 0 && (int64(n) > c.n || n > c.burst) {
@@ -418,9 +420,9 @@ func (b *Bucket) WaitN(ctx context.Context, n int) error {
 		}
 		g.q, g.key = q, b.id
 		if !ok {
-			if wait < 0 && !hasDeadline { // rate 0 (or decades of debt) and no deadline: only ctx can end this
-				<-ctx.Done()
-				return ctx.Err()
+			if wait < 0 && !hasDeadline { // rate 0 (or decades of debt): no wait helps
+				return fmt.Errorf("bucket: WaitN(n=%d): the bucket does not refill enough for it (rate %v), no wait helps: %w",
+					n, float64(c.limit), slerrors.ErrThrottled)
 			}
 			return ErrWouldExceedDeadline
 		}
