@@ -69,7 +69,9 @@
 //
 //   - A method whose name ends in At takes the instant as its first argument
 //     after the context (its first argument when it takes no context):
-//     Bucket.AllowAt(t, n), Stack.AllowAt(ctx, t, keys, n),
+//     Bucket.AllowAt(t, n), Bucket.TakeAt(t, n),
+//     Table.AllowAt(t, key, n) (a Table's key comes after the instant),
+//     Stack.AllowAt(ctx, t, keys, n),
 //     Stack.ReserveAt(ctx, t, keys, estimate), Stack.ReserveSlotsAt(ctx, t, keys).
 //   - Every method whose name does not end in At reads the engine's clock:
 //     Bucket.Allow(), Bucket.AllowN(n), Stack.Allow(ctx, keys),
@@ -79,7 +81,7 @@
 //     for tests, simulations and callers that have read the clock already.
 //
 // Methods that exist only with an explicit instant (a stack.Backend's Take
-// and Adjust, Reconfigure in package bucket) take it in the same place.
+// and Adjust) take it in the same place.
 //
 // Functions follow the same order: one that reads a response's header
 // values against an instant (a Retry-After date, a reset time) takes the

@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"time"
-	"unsafe"
 
+	"github.com/sluicehq/sluice"
 	slerrors "github.com/sluicehq/sluice/errors"
+	ib "github.com/sluicehq/sluice/internal/bucket"
 	"golang.org/x/time/rate"
 )
 
@@ -19,18 +17,20 @@ import (
 // the sentinel of github.com/sluicehq/sluice/errors.
 var ErrCostExceedsBurst = slerrors.ErrCostExceedsBurst
 
-// ErrWouldExceedDeadline is returned by Wait and WaitN when the wait needed
-// would pass the context's deadline; nothing is consumed. It matches
-// context.DeadlineExceeded with errors.Is.
-var ErrWouldExceedDeadline = fmt.Errorf("bucket: wait would pass the context deadline: %w", context.DeadlineExceeded)
+// ErrGiveBack matches (with errors.Is) every error of GiveBack: a Grant
+// that records no take of this bucket, or a count it cannot give back.
+// Nothing is given back when it is returned.
+var ErrGiveBack = ib.ErrGiveBack
 
-// Result is the outcome of a TakeN.
+// Result is the outcome of a take (Bucket.TakeN, TakeAt; Table.TakeN,
+// TakeAt). A denial always says what to do: wait RetryAfter, or, when
+// Permanent is set, that no wait helps.
 type Result struct {
 	// OK reports whether the tokens were taken.
 	OK bool
 	// RetryAfter is, when !OK and !Permanent, the exact wait after which the
-	// same TakeN succeeds if nothing else consumed in between. It is never
-	// early: TakeN at t+RetryAfter succeeds. Zero when OK or Permanent.
+	// same take succeeds if nothing else consumed in between. It is never
+	// early: TakeAt at t+RetryAfter succeeds. Zero when OK or Permanent.
 	RetryAfter time.Duration
 	// Remaining is the number of whole tokens left after this call (rounded
 	// down; negative in debt).
@@ -50,424 +50,238 @@ type Result struct {
 	Grant Grant
 }
 
+func result(r ib.Result) Result {
+	return Result{OK: r.OK, RetryAfter: r.RetryAfter, Remaining: r.Remaining, OverBurst: r.OverBurst,
+		Permanent: r.Permanent, BudgetFull: r.BudgetFull, Grant: Grant{r.Grant}}
+}
+
+// A Grant is what a successful take leaves behind so that its tokens can be
+// given back: Result.Grant. Give back through the Bucket or Table that made
+// it (GiveBack); the Grant keeps count, so it never gives back more than it
+// took, in one call or in several.
+//
+// A give-back is exact, returning every token asked for, when nothing has
+// been taken from the bucket since the take, or when no take of the bucket
+// (for a Table: of the key's shard) has used a later instant than the
+// take's. Otherwise it returns what it can without handing out a token
+// twice: a take since, at a later instant, may have found the bucket
+// refilled and started over from its own instant, and the refill that
+// covered this take's tokens is then already spent; the give-back then
+// returns fewer tokens (down to none), never more. That keeps the promise
+// of every bucket under any interleaving of takes and give-backs: within
+// any window of instants Δt, at most burst + rate·Δt tokens are kept.
+//
+// The zero Grant records nothing (a denied take's). A Grant is a value:
+// copying it copies the count, so give back through one copy only.
+type Grant struct{ g ib.Grant }
+
+// Outstanding returns the number of tokens taken and not yet given back.
+func (g *Grant) Outstanding() int64 { return g.g.Outstanding() }
+
 // Bucket is a token bucket of capacity Burst refilled at Limit tokens per
 // second, implemented as GCRA on one atomic int64 updated by
 // compare-and-swap: no locks and no allocation on the take path.
 //
-// Its API mirrors golang.org/x/time/rate.Limiter where they overlap. A new
-// Bucket is full at whatever instant it is first used. Time never moves
-// backwards inside a Bucket: a caller with an older instant than others sees
-// at most the tokens the bucket held at that instant given everything taken
-// since, never tokens already spent.
+// Its API mirrors golang.org/x/time/rate.Limiter where they overlap, with
+// sluice's naming rule for time: a method whose name ends in At takes the
+// instant as its first argument; every other method reads the Bucket's
+// clock (WithClock). A new Bucket is full at whatever instant it is first
+// used. Time never moves backwards inside a Bucket: a caller with an older
+// instant than others sees at most the tokens the bucket held at that
+// instant given everything taken since, never tokens already spent.
 //
 // Instants are measured from 2000-01-01 UTC; they are exact within about
 // ±146 years of it (for slow rates much further) and saturate beyond, which
 // stops the refill rather than admitting more.
 //
 // Bucket is safe for concurrent use. The zero value is not usable; call New.
-type Bucket struct {
-	c     atomic.Pointer[core]
-	id    uint64     // tells its Grants from other buckets'
-	mu    sync.Mutex // serializes setters only
-	now   func() time.Time
-	sleep func(ctx context.Context, d time.Duration) error
-	sys   bool // now is the system clock: Allow reads the monotonic clock only
-}
-
-// cacheLine is the padding that keeps a contended word away from anything
-// else.
-const cacheLine = 64
-
-// core is the parameters and state of a Bucket. The words written sit on
-// a cache line of their own, so concurrent takes do not invalidate the
-// line holding the parameters that every take reads: the state, the
-// high-water instant of the takes (ns since epoch; raised before each
-// take's compare-and-swap) and the give-back counter (ticks given back so
-// far, written under the Bucket's mutex). See Grant.
-type core struct {
-	params
-	_     [cacheLine - unsafe.Sizeof(params{})%cacheLine]byte
-	tat   atomic.Int64
-	high  atomic.Int64
-	given atomic.Int64
-	_     [cacheLine - 24]byte
-}
-
-// newCore returns the core of parameters p in state tat.
-func newCore(p params, tat int64) *core {
-	c := &core{params: p}
-	c.tat.Store(tat)
-	c.high.Store(math.MinInt64)
-	return c
-}
-
-// bucketIDs numbers Buckets, so that a Grant knows its own.
-var bucketIDs atomic.Uint64
+type Bucket struct{ b ib.Bucket }
 
 // New returns a Bucket refilled at r tokens per second holding at most b
-// tokens, full. Like rate.NewLimiter: rate.Inf allows everything whatever b;
-// r ≤ 0 admits b tokens and then nothing; b ≤ 0 admits nothing. Finite rates
-// above MaxRate are treated as MaxRate, bursts above MaxBurst as MaxBurst.
+// tokens, full.
+//
+// The meaning of each argument:
+//   - r = rate.Inf allows every take, whatever b.
+//   - r = 0 never refills: the bucket admits b tokens and then nothing, and
+//     its denials are Permanent.
+//   - r above 5e8 tokens per second is treated as 5e8 (a tick cannot be
+//     shorter than 2 ns).
+//   - b = 0 admits nothing: every take of one token or more is OverBurst
+//     (Permanent); a take of n larger than b is OverBurst whatever the rate.
+//   - b above 2⁶⁰ is treated as 2⁶⁰.
+//
+// New panics, naming the argument, when r is negative (rate.Limit(-1), -Inf)
+// or NaN, or b is negative: these have no meaning, and a programmer error is
+// better caught at construction than read as "never admit". A nil Option is
+// ignored.
 func New(r rate.Limit, b int, opts ...Option) *Bucket {
+	checkArgs("bucket.New", r, b)
 	cfg := newConfig(opts)
-	bk := &Bucket{id: bucketIDs.Add(1), now: cfg.now, sleep: cfg.sleep, sys: cfg.now == nil}
-	if bk.sys {
-		bk.now = sysTime
-	}
-	if bk.sleep == nil {
-		bk.sleep = sysSleep
-	}
-	bk.c.Store(newCore(newParams(r, b), fresh))
+	bk := new(Bucket)
+	bk.b.Init(r, b, ib.WithClock(cfg.clock))
 	return bk
 }
 
+// checkArgs panics on a rate or burst without meaning (see New).
+func checkArgs(fn string, r rate.Limit, b int) {
+	checkRate(fn, r)
+	checkBurst(fn, b)
+}
+
+func checkRate(fn string, r rate.Limit) {
+	switch {
+	case math.IsNaN(float64(r)):
+		panic(fmt.Sprintf("%s: rate is NaN", fn))
+	case r < 0:
+		panic(fmt.Sprintf("%s: negative rate %v (0 is a bucket that never refills)", fn, float64(r)))
+	}
+}
+
+func checkBurst(fn string, b int) {
+	if b < 0 {
+		panic(fmt.Sprintf("%s: negative burst %d (0 is a bucket that admits nothing)", fn, b))
+	}
+}
+
 // Allow reports whether one token may be taken now, and takes it if so.
-// With the system clock, "now" is read from the monotonic clock, anchored to
-// the wall clock when the package was initialised.
-func (b *Bucket) Allow() bool {
-	if b.sys {
-		return b.allowNs(sysNow(), 1)
-	}
-	return b.allowNs(nsOf(b.now()), 1)
-}
+func (b *Bucket) Allow() bool { return b.b.Allow() }
 
-// AllowN reports whether n tokens may be taken at t, and takes them if so.
-// n ≤ 0 takes nothing and is allowed only while the bucket holds at least
-// one whole token at t: a check, refused when the bucket is empty or in
-// debt (stricter than x/time/rate, which refuses only a debt).
-func (b *Bucket) AllowN(t time.Time, n int) bool {
-	return b.allowNs(nsOf(t), n)
-}
+// AllowN reports whether n tokens may be taken now, and takes them if so.
+// See AllowAt.
+func (b *Bucket) AllowN(n int) bool { return b.b.AllowNow(n) }
 
-func (b *Bucket) allowNs(ns int64, n int) bool {
-	for {
-		c := b.c.Load()
-		if ok, retry := c.allow(&c.tat, &c.high, ns, n); !retry {
-			return ok
-		}
-		runtime.Gosched() // a setter is between seal and publish
-	}
-}
+// AllowAt reports whether n tokens may be taken at t, and takes them if so.
+// n larger than the burst is never allowed. n ≤ 0 takes nothing and is
+// allowed only while the bucket holds at least one whole token at t: a
+// check, refused when the bucket is empty or in debt (stricter than
+// x/time/rate, which refuses only a debt).
+func (b *Bucket) AllowAt(t time.Time, n int) bool { return b.b.AllowN(t, n) }
 
-// TryTakeN is TakeN reporting only Result.OK and Result.Remaining, for
-// hot paths that need the full Result only on a denial: it returns them in
-// registers, where a Result goes through memory. A denial takes nothing,
-// so a TakeN after it may be called for RetryAfter and the other fields
-// (it may then succeed, and take, if tokens came back in between). What it
-// takes cannot be given back: use TryTakeGrant for that.
-func (b *Bucket) TryTakeN(t time.Time, n int) (ok bool, remaining int64) {
-	return b.tryTake(t, n, nil)
-}
+// TakeN takes n tokens now if the bucket holds them; see TakeAt.
+func (b *Bucket) TakeN(n int) Result { return result(b.b.TakeNow(n)) }
 
-// TryTakeGrant is TryTakeN that also writes the take's Grant to *g (zero
-// on a denial), for hot paths that may give back: a later stacked limit
-// denying, a request cancelled.
-func (b *Bucket) TryTakeGrant(t time.Time, n int, g *Grant) (ok bool, remaining int64) {
-	return b.tryTake(t, n, g)
-}
-
-func (b *Bucket) tryTake(t time.Time, n int, g *Grant) (ok bool, remaining int64) {
-	ns := nsOf(t)
-	for {
-		c := b.c.Load()
-		q := c.given.Load() // before the state: see Grant.bound
-		if ok, remaining, retry := c.tryTake(&c.tat, &c.high, ns, n, g); !retry {
-			if ok && g != nil {
-				g.q, g.key = q, b.id
-			}
-			return ok, remaining
-		}
-		runtime.Gosched() // a setter is between seal and publish
-	}
-}
-
-// TakeN takes n tokens at t if the bucket holds them, and reports the
-// outcome: on a denial, when to retry, or that no wait helps. On success
-// Result.Grant gives the tokens back (GiveBack).
-func (b *Bucket) TakeN(t time.Time, n int) Result {
-	ns := nsOf(t)
-	for {
-		c := b.c.Load()
-		q := c.given.Load() // before the state: see Grant.bound
-		if r, retry := c.take(&c.tat, &c.high, ns, n); !retry {
-			r.Grant.q, r.Grant.key = q, b.id
-			return r
-		}
-		runtime.Gosched() // a setter is between seal and publish
-	}
-}
+// TakeAt takes n tokens at t if the bucket holds them, and reports the
+// outcome: on a denial, the exact RetryAfter (never early), or Permanent
+// when no wait helps (n larger than the burst: OverBurst; a rate of zero
+// with too few tokens left). A denial takes nothing. On success
+// Result.Grant gives the tokens back (GiveBack). n ≤ 0 is a check, as in
+// AllowAt.
+func (b *Bucket) TakeAt(t time.Time, n int) Result { return result(b.b.TakeN(t, n)) }
 
 // GiveBack returns n of the tokens that the take which made g took, and
-// counts them off g: a stacked limit that denied after this one admitted,
-// a cancelled request, an estimate larger than the actual cost. It is
-// exact when nothing was taken since g's take, or when no take has used a
-// later instant than g's, and otherwise may return fewer tokens, never
-// more (see Grant): whatever the
-// interleaving, the bucket never admits more than burst + rate·Δt in a
-// window Δt.
+// counts them off g: a later limit denied after this one admitted, a
+// request was cancelled, an estimate was larger than the actual cost. It
+// is exact when nothing was taken since g's take, or when no take has used
+// a later instant than g's, and otherwise may return fewer tokens, never
+// more (see Grant).
 //
-// After a change of rate or burst (SetLimitAt, SetBurstAt, Reconfigure),
-// a give-back of an earlier take returns at most what of it had not
-// refilled by the instant of the change (the change re-expressed the
-// tokens held then).
+// After a change of rate or burst (SetLimit, SetBurst), a give-back of an
+// earlier take returns at most what of it had not refilled by the instant
+// of the change.
 //
 // It returns an error matching ErrGiveBack, and gives nothing back, when
 // n is negative or more than g.Outstanding(), when g records no take
 // (a denial's), or when g is from another bucket. n = 0 does nothing.
-func (b *Bucket) GiveBack(g *Grant, n int) error {
-	if err := g.check(n); err != nil {
-		return err
-	}
-	if g.key != b.id {
-		return errForeign
-	}
-	if n == 0 {
-		return nil
-	}
-	b.mu.Lock() // one give-back at a time: see giveBack
-	defer b.mu.Unlock()
-	b.c.Load().giveBack(g, int64(n))
-	return nil
-}
-
-// GrantFor returns the Grant of a take of n tokens at t that the caller
-// recorded itself instead of keeping TakeN's Grant: a Backend settles a
-// reservation taken in an earlier call from the instant and count it
-// stored (stack.MemoryBackend does, as the Redis backend does in its
-// script). A give-back through it is bounded like any other by the takes
-// since t, but without the state the take left, so it may return less
-// than the take's own Grant would; it trusts the caller that n tokens
-// were taken at t and not given back, which is why TakeN's Grant is the
-// better way whenever it can be kept.
-func (b *Bucket) GrantFor(t time.Time, n int) Grant {
-	c := b.c.Load()
-	if n <= 0 {
-		return Grant{}
-	}
-	ns := nsOf(t)
-	return Grant{p: &c.params, key: b.id, at: ns, end: c.nsToTicks(ns), q: c.given.Load(), n: int64(n)}
-}
-
-// giveBack returns k of g's tokens to c. The Bucket's mutex must be held:
-// give-backs are the only operations that move the state back, so while
-// one runs the state only grows, and its compare-and-swap cannot succeed
-// on a state that has since been changed and changed back. A take that
-// changed the state before the swap raised the high-water instant before
-// its own swap, so the load of the mark after the load of the state sees
-// it.
-func (c *core) giveBack(g *Grant, k int64) {
-	if d := k * c.unit; !c.inf && g.p == &c.params && c.given.Load() == g.q && c.tat.CompareAndSwap(g.end, g.end-d) {
-		// Nothing since the take (takes and charges only move the state
-		// forward, give-backs move the counter and cannot run while we hold
-		// the mutex): the tokens go back onto the state the take left,
-		// exactly, whatever the quantised high-water mark says.
-		c.given.Store(g.q + d)
-		g.end -= d // a second give-back of this Grant is exact too
-		g.q += d
-	} else if !c.inf {
-		for {
-			tat := c.tat.Load()
-			hi := c.nsToTicks(c.high.Load())
-			q := c.given.Load()
-			d := g.bound(k, &c.params, hi, q)
-			if d <= 0 || tat <= hi { // nothing may come back, or full already
-				break
-			}
-			// Never below the latest instant: a bucket full then stays full
-			// for callers with older instants too (only ever stricter).
-			if c.tat.CompareAndSwap(tat, max(tat-d, hi)) {
-				c.given.Store(q + d)
-				break
-			}
-		}
-	}
-	g.n -= k
-}
-
-// ChargeN takes n tokens at t unconditionally, putting the bucket into debt
-// if it holds fewer: later takes wait until the debt is refilled. Use it
-// when an actual cost turns out larger than the estimate taken. The debt is
-// bounded (about 73 years of refill); it never overflows.
-func (b *Bucket) ChargeN(t time.Time, n int) {
-	for {
-		c := b.c.Load()
-		if c.charge(&c.tat, &c.high, nsOf(t), n) {
-			return
-		}
-		runtime.Gosched()
-	}
-}
-
-// Tokens returns the number of tokens available now.
-func (b *Bucket) Tokens() float64 {
-	return b.TokensAt(b.now())
-}
-
-// TokensAt returns the number of tokens available at t, negative in debt.
-func (b *Bucket) TokensAt(t time.Time) float64 {
-	for {
-		c := b.c.Load()
-		tat := c.tat.Load()
-		if tat != sealed {
-			return c.tokensAt(tat, t)
-		}
-		runtime.Gosched()
-	}
-}
-
-// Limit returns the refill rate in tokens per second, as last set.
-func (b *Bucket) Limit() rate.Limit { return b.c.Load().limit }
-
-// Burst returns the capacity, as last set.
-func (b *Bucket) Burst() int { return b.c.Load().burst }
-
-// SetLimitAt changes the rate at t. The tokens held at t are kept.
-func (b *Bucket) SetLimitAt(t time.Time, r rate.Limit) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.reconfigure(t, r, b.c.Load().burst)
-}
-
-// SetBurstAt changes the burst at t. The tokens held at t are kept, capped
-// at the new burst.
-func (b *Bucket) SetBurstAt(t time.Time, n int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.reconfigure(t, b.c.Load().limit, n)
-}
-
-// Reconfigure changes rate and burst together at t, atomically with respect
-// to concurrent takes. The tokens held at t are kept, capped at the new burst.
-func (b *Bucket) Reconfigure(t time.Time, r rate.Limit, n int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.reconfigure(t, r, n)
-}
-
-// SetLimit is SetLimitAt at the clock's now.
-func (b *Bucket) SetLimit(r rate.Limit) { b.SetLimitAt(b.now(), r) }
-
-// SetBurst is SetBurstAt at the clock's now.
-func (b *Bucket) SetBurst(n int) { b.SetBurstAt(b.now(), n) }
-
-// reconfigure seals the current state so no take can land on it, converts
-// it to the new parameters and publishes the result. b.mu must be held.
-func (b *Bucket) reconfigure(t time.Time, r rate.Limit, n int) {
-	old := b.c.Load()
-	var tat int64
-	for {
-		tat = old.tat.Load()
-		if old.tat.CompareAndSwap(tat, sealed) {
-			break
-		}
-	}
-	np := newParams(r, n)
-	nc := newCore(np, convert(&old.params, tat, t, &np))
-	// The high-water instant carries over, raised to the change's instant:
-	// a Grant of the old parameters is then bounded by what of its take
-	// had not refilled by then (Grant.bound).
-	nc.high.Store(max(old.high.Load(), nsOf(t)))
-	b.c.Store(nc)
-}
+func (b *Bucket) GiveBack(g *Grant, n int) error { return b.b.GiveBack(&g.g, n) }
 
 // Wait is WaitN(ctx, 1).
-func (b *Bucket) Wait(ctx context.Context) error { return b.WaitN(ctx, 1) }
+func (b *Bucket) Wait(ctx context.Context) error { return b.b.WaitN(ctx, 1) }
 
-// WaitN blocks until n tokens can be taken, takes them and returns nil.
+// WaitN blocks until n tokens can be taken, takes them and returns nil. It
+// reads and sleeps on the Bucket's clock (WithClock).
 //
 // It returns at once, consuming nothing, with an error matching
 // ErrCostExceedsBurst when n is larger than the burst (unless the rate is
-// rate.Inf), or ErrWouldExceedDeadline (which matches
-// context.DeadlineExceeded) when the wait would pass ctx's deadline. If ctx
-// ends while waiting, the tokens are given back and ctx.Err() returned.
-// The wait uses the bucket's clock and sleep (WithClock, WithSleep).
-func (b *Bucket) WaitN(ctx context.Context, n int) error {
-	c := b.c.Load()
-	if !c.inf && n > 0 && (int64(n) > c.n || n > c.burst) {
-		return fmt.Errorf("bucket: WaitN(n=%d) exceeds burst %d: %w", n, c.burst, ErrCostExceedsBurst)
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	for {
-		now := b.now()
-		limit := time.Duration(math.MaxInt64) // no deadline
-		dl, hasDeadline := ctx.Deadline()
-		if hasDeadline {
-			limit = dl.Sub(now) // negative when already passed on this clock
-		}
-		c = b.c.Load()
-		q := c.given.Load() // before the state: see Grant.bound
-		wait, g, ok, retry := c.reserve(&c.tat, &c.high, now, n, limit)
-		if retry {
-			runtime.Gosched()
-			continue
-		}
-		g.q, g.key = q, b.id
-		if !ok {
-			if wait < 0 && !hasDeadline { // rate 0 (or decades of debt) and no deadline: only ctx can end this
-				<-ctx.Done()
-				return ctx.Err()
-			}
-			return ErrWouldExceedDeadline
-		}
-		if wait == 0 {
-			return nil
-		}
-		if err := b.sleep(ctx, wait); err != nil {
-			_ = b.GiveBack(&g, n) // the take's own grant: never refused
-			return err
-		}
-		return nil
-	}
+// rate.Inf), or an error matching context.DeadlineExceeded when the wait
+// would pass ctx's deadline. When no wait can help (a rate of zero and too
+// few tokens) and ctx has no deadline, it returns at once an error
+// matching github.com/sluicehq/sluice/errors.ErrThrottled. If ctx ends
+// while waiting, the tokens are given back and ctx.Err() returned.
+func (b *Bucket) WaitN(ctx context.Context, n int) error { return b.b.WaitN(ctx, n) }
+
+// Tokens returns the number of tokens available now.
+func (b *Bucket) Tokens() float64 { return b.b.Tokens() }
+
+// TokensAt returns the number of tokens available at t, negative in debt.
+func (b *Bucket) TokensAt(t time.Time) float64 { return b.b.TokensAt(t) }
+
+// Limit returns the refill rate in tokens per second, as last set.
+func (b *Bucket) Limit() rate.Limit { return b.b.Limit() }
+
+// Burst returns the capacity, as last set.
+func (b *Bucket) Burst() int { return b.b.Burst() }
+
+// SetLimit is SetLimitAt at the clock's now.
+func (b *Bucket) SetLimit(r rate.Limit) {
+	checkRate("bucket.Bucket.SetLimit", r)
+	b.b.SetLimit(r)
 }
 
-// reserve takes n tokens at t from the future if the wait until they are
-// due is at most limit. It returns the wait and the take's Grant (but for
-// its counter); ok=false means nothing was taken (wait < 0 then means
-// never). A reservation is a take at the instant its tokens are due: that
-// is the instant it raises the high-water mark to and records in its
-// Grant.
-func (p *params) reserve(s, h *atomic.Int64, t time.Time, n int, limit time.Duration) (wait time.Duration, g Grant, ok, retry bool) {
-	if p.inf || n <= 0 {
-		return 0, Grant{p: p, n: int64(max(n, 0))}, true, false
-	}
-	ns := nsOf(t)
-	now := p.nsToTicks(ns)
-	inc := int64(n) * p.unit // n ≤ burst checked by the caller
-	tat := s.Load()
-	for {
-		if tat == sealed {
-			return 0, Grant{}, false, true
-		}
-		base := max(tat, now)
-		if base-now > maxDebt-inc {
-			return -1, Grant{}, false, false // decades of debt: never, in practice
-		}
-		newTat := base + inc
-		wait = 0
-		if newTat-p.tau > now {
-			if p.zero {
-				return -1, Grant{}, false, false
-			}
-			wait = p.waitUntil(ns, newTat-p.tau)
-		}
-		if wait > limit {
-			return wait, Grant{}, false, false
-		}
-		due := satAdd(ns, int64(wait))
-		raise(h, due)
-		if s.CompareAndSwap(tat, newTat) {
-			return wait, Grant{p: p, at: due, end: newTat, n: int64(n)}, true, false
-		}
-		tat = reread(s)
-	}
+// SetLimitAt changes the rate at t. The tokens held at t are kept. r has
+// New's meaning, and the same values panic.
+func (b *Bucket) SetLimitAt(t time.Time, r rate.Limit) {
+	checkRate("bucket.Bucket.SetLimitAt", r)
+	b.b.SetLimitAt(t, r)
 }
 
-// satAdd is a + b for b ≥ 0, saturated at the largest int64.
-func satAdd(a, b int64) int64 {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
+// SetBurst is SetBurstAt at the clock's now.
+func (b *Bucket) SetBurst(n int) {
+	checkBurst("bucket.Bucket.SetBurst", n)
+	b.b.SetBurst(n)
+}
+
+// SetBurstAt changes the burst at t. The tokens held at t are kept, capped
+// at the new burst. n has New's meaning, and a negative n panics.
+func (b *Bucket) SetBurstAt(t time.Time, n int) {
+	checkBurst("bucket.Bucket.SetBurstAt", n)
+	b.b.SetBurstAt(t, n)
+}
+
+// Option configures New and NewTable. A nil Option is ignored.
+type Option interface{ apply(*config) }
+
+type config struct {
+	clock  sluice.Clock
+	budget *Budget
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(cfg *config) { f(cfg) }
+
+// WithClock sets the clock of the methods that read the current instant
+// (every method whose name does not end in At; WaitN also sleeps on it).
+// A nil c means the default: wall time advanced by the monotonic clock
+// only, so a step of the system's clock never moves a bucket's time
+// backwards, and a real timer. Tests pass a manual clock such as
+// stack/limitertest.Clock, whose Sleep advances its own time.
+func WithClock(c sluice.Clock) Option {
+	return optionFunc(func(cfg *config) {
+		if c != nil {
+			cfg.clock = c
+		}
+	})
+}
+
+// WithBudget makes a Table count its live buckets against b, shared with
+// every other Table given the same Budget. A nil b means the default: no
+// Budget, the Table's live buckets are not bounded (idle ones are still
+// reclaimed). New ignores this option. See Budget for the policy when it
+// is full.
+func WithBudget(b *Budget) Option {
+	return optionFunc(func(cfg *config) {
+		if b != nil {
+			cfg.budget = b
+		}
+	})
+}
+
+func newConfig(opts []Option) config {
+	var cfg config
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
 	}
-	return a + b
+	return cfg
 }

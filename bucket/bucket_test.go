@@ -4,383 +4,156 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/bucket"
+	slerrors "github.com/sluicehq/sluice/errors"
 	"golang.org/x/time/rate"
 )
 
 var t0 = time.Date(2036, time.March, 1, 12, 0, 0, 0, time.UTC)
 
-func at(d time.Duration) time.Time { return t0.Add(d) }
-
-const (
-	d = 100 * time.Millisecond
-)
-
-type allowCase struct {
-	t  time.Time
-	n  int
-	ok bool
-}
-
-func runAllow(t *testing.T, b *bucket.Bucket, cases []allowCase) {
+// mustPanic runs f and checks that it panics with a message containing
+// every one of want.
+func mustPanic(t *testing.T, name string, f func(), want ...string) {
 	t.Helper()
-	for i, c := range cases {
-		if got := b.AllowN(c.t, c.n); got != c.ok {
-			t.Fatalf("step %d: AllowN(t0+%v, %d) = %v, want %v", i, c.t.Sub(t0), c.n, got, c.ok)
+	defer func() {
+		t.Helper()
+		r := recover()
+		if r == nil {
+			t.Fatalf("%s: no panic", name)
 		}
-	}
+		msg, _ := r.(string)
+		for _, w := range want {
+			if !strings.Contains(msg, w) {
+				t.Fatalf("%s: panic %q, want it to name %q", name, msg, w)
+			}
+		}
+	}()
+	f()
 }
 
-// The x/time/rate table tests, over synthetic instants.
-func TestAllowSequences(t *testing.T) {
-	tests := []struct {
-		name  string
-		r     rate.Limit
-		b     int
-		cases []allowCase
+// TestConstructorArgumentsWithoutMeaning: a negative or NaN rate and a
+// negative burst panic at construction (and in the setters), naming the
+// argument, for New and NewTable alike.
+func TestConstructorArgumentsWithoutMeaning(t *testing.T) {
+	cases := []struct {
+		name string
+		r    rate.Limit
+		b    int
+		want []string
 	}{
-		{"simple", 10, 2, []allowCase{{at(0), 1, true}, {at(0), 1, true}, {at(0), 1, false}, {at(d), 1, true}, {at(d), 1, false}}},
-		{"burst 3 over time", 10, 3, []allowCase{
-			{at(0), 2, true}, {at(0), 2, false}, {at(0), 1, true}, {at(0), 1, false},
-			{at(d), 1, true}, {at(2 * d), 1, true}, {at(2 * d), 1, false},
-			{at(5 * d), 3, true}, {at(5 * d), 1, false},
-		}},
-		{"refill caps at burst", 10, 2, []allowCase{{at(10 * time.Second), 2, true}, {at(10 * time.Second), 1, false}}},
-		{"n over burst", 10, 3, []allowCase{{at(0), 4, false}, {at(0), 3, true}}},
-		{"n zero and negative check for a whole token", 10, 1, []allowCase{{at(0), 0, true}, {at(0), -5, true}, {at(0), 1, true}, {at(0), 0, false}, {at(0), -1, false}, {at(0), 1, false}, {at(100 * time.Millisecond), 0, true}}},
-		{"rate 0 admits burst then nothing", 0, 3, []allowCase{{at(0), 3, true}, {at(0), 1, false}, {at(1000 * time.Hour), 1, false}}},
-		{"negative rate like zero", -5, 1, []allowCase{{at(0), 1, true}, {at(time.Hour), 1, false}}},
-		{"NaN rate like zero", rate.Limit(math.NaN()), 1, []allowCase{{at(0), 1, true}, {at(time.Hour), 1, false}}},
-		{"burst 0 admits nothing", 10, 0, []allowCase{{at(0), 1, false}, {at(time.Hour), 1, false}}},
-		{"negative burst admits nothing", 10, -3, []allowCase{{at(0), 1, false}}},
-		{"Inf admits all", rate.Inf, 0, []allowCase{{at(0), 1, true}, {at(0), 1000000, true}, {at(-time.Hour), 1, true}}},
-		{"year 1 and year 9999 saturate without panic", 1, 1, []allowCase{{time.Time{}, 1, true}, {time.Time{}.Add(time.Hour), 1, false}, {time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), 1, true}, {time.Date(9999, 6, 1, 0, 0, 0, 0, time.UTC), 1, false}}},
-		{"full when first used long before creation", 1, 2, []allowCase{{t0.AddDate(-40, 0, 0), 2, true}, {t0.AddDate(-40, 0, 0), 1, false}}},
-		{"full when first used long after creation", 1, 2, []allowCase{{t0.AddDate(60, 0, 0), 2, true}, {t0.AddDate(60, 0, 0), 1, false}}},
-		{"stale caller gets nothing spent", 10, 5, []allowCase{{at(time.Second), 5, true}, {at(500 * time.Millisecond), 1, false}, {at(time.Second), 1, false}, {at(time.Second + d), 1, true}}},
-		{"rate above MaxRate", 1e12, 1, []allowCase{{at(0), 1, true}, {at(0), 1, false}, {at(2), 1, true}}},
-		{"huge burst", 1, math.MaxInt, []allowCase{{at(0), 1 << 30, true}, {at(0), math.MaxInt, false}}},
+		{"rate -1", -1, 1, []string{"negative rate", "-1"}},
+		{"rate -Inf", rate.Limit(math.Inf(-1)), 1, []string{"negative rate"}},
+		{"rate NaN", rate.Limit(math.NaN()), 1, []string{"rate is NaN"}},
+		{"burst -1", 1, -1, []string{"negative burst -1"}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			runAllow(t, bucket.New(tt.r, tt.b), tt.cases)
-		})
+	for _, c := range cases {
+		mustPanic(t, "New "+c.name, func() { bucket.New(c.r, c.b) }, append([]string{"bucket.New"}, c.want...)...)
+		mustPanic(t, "NewTable "+c.name, func() { bucket.NewTable(c.r, c.b) }, append([]string{"bucket.NewTable"}, c.want...)...)
 	}
-}
-
-// golang/go#56287: one caller is 500 ms stale. x/time/rate moves its clock
-// back and hands out tokens already spent; a Bucket does not.
-func TestStaleCallerIssue56287(t *testing.T) {
-	const (
-		r     = 10
-		burst = 10
-	)
-	count := func(allow func(time.Time) bool) int {
-		n := 0
-		for ms := 0; ms < 10000; ms++ {
-			now := at(time.Duration(ms) * time.Millisecond)
-			for i := 0; i < 10; i++ {
-				if allow(now) {
-					n++
-				}
-				if allow(now.Add(-500 * time.Millisecond)) {
-					n++
-				}
-			}
-		}
-		return n
-	}
-	xl := rate.NewLimiter(r, burst)
-	xr := count(func(t time.Time) bool { return xl.AllowN(t, 1) })
-	b := bucket.New(r, burst)
-	br := count(func(t time.Time) bool { return b.AllowN(t, 1) })
-	const bound = burst + r*10
-	if xr <= 10*bound {
-		t.Errorf("x/time/rate granted %d in 10s; expected the bug (≫ %d) to show", xr, bound)
-	}
-	if br > bound {
-		t.Errorf("Bucket granted %d in 10s, more than burst + rate·10s = %d", br, bound)
-	}
-	if br < bound-1 {
-		t.Errorf("Bucket granted %d in 10s, want about %d", br, bound)
-	}
-	t.Logf("x/time/rate: %d grants, Bucket: %d (bound %d)", xr, br, bound)
-}
-
-func TestRetryAfterExactAndNeverEarly(t *testing.T) {
-	for _, r := range []rate.Limit{0.001, 0.3, 1, 3, 7, 20, 1000, 7e6 / 60, 1e7 / 60, 123456.789} {
-		for _, burst := range []int{1, 5} {
-			b := bucket.New(r, burst)
-			now := at(0)
-			for i := 0; i < 50; i++ {
-				n := 1 + i%burst
-				res := b.TakeN(now, n)
-				if res.OK {
-					continue
-				}
-				if res.RetryAfter <= 0 || res.Permanent || res.OverBurst {
-					t.Fatalf("r=%v: denial without a positive RetryAfter: %+v", r, res)
-				}
-				if got := b.TokensAt(now.Add(res.RetryAfter - 1)); got >= float64(n) {
-					t.Fatalf("r=%v: RetryAfter %v is not the shortest wait: %v tokens 1ns earlier", r, res.RetryAfter, got)
-				}
-				now = now.Add(res.RetryAfter)
-				if !b.TakeN(now, n).OK {
-					t.Fatalf("r=%v n=%d: TakeN after RetryAfter %v denied (early)", r, n, res.RetryAfter)
-				}
-			}
-		}
-	}
-}
-
-func TestRemaining(t *testing.T) {
-	b := bucket.New(1, 5)
-	if r := b.TakeN(at(0), 2); !r.OK || r.Remaining != 3 {
-		t.Fatalf("TakeN 2 of 5: %+v, want OK with 3 remaining", r)
-	}
-	if r := b.TakeN(at(0), 4); r.OK || r.Remaining != 3 || r.RetryAfter != time.Second {
-		t.Fatalf("TakeN 4 of 3: %+v, want denied, 3 remaining, retry after 1s", r)
-	}
-	b.ChargeN(at(0), 7)
-	if r := b.TakeN(at(0), 1); r.OK || r.Remaining != -4 || r.RetryAfter != 5*time.Second {
-		t.Fatalf("in debt of 4: %+v, want Remaining -4, RetryAfter 5s", r)
-	}
-	if r := b.TakeN(at(0), 6); !r.OverBurst || !r.Permanent || r.RetryAfter != 0 || r.OK {
-		t.Fatalf("over burst: %+v", r)
-	}
-	z := bucket.New(0, 1)
-	z.AllowN(at(0), 1)
-	if r := z.TakeN(at(time.Hour), 1); r.OK || !r.Permanent || r.OverBurst || r.RetryAfter != 0 {
-		t.Fatalf("rate 0 exhausted: %+v, want Permanent", r)
-	}
-}
-
-func TestChargeSaturates(t *testing.T) {
-	for _, r := range []rate.Limit{0.001, 1, 7, 1e7 / 60} {
-		b := bucket.New(r, 10)
-		now := at(123 * time.Millisecond)
-		b.ChargeN(now, math.MaxInt) // saturates, no overflow
-		b.ChargeN(now, math.MaxInt)
-		if got := b.TokensAt(now); got >= 0 {
-			t.Fatalf("r=%v: tokens %v after a huge charge, want debt", r, got)
-		}
-	}
-}
-
-func TestChargeIntoDebtThenWait(t *testing.T) {
-	clk := newFakeClock()
-	b := bucket.New(10, 10, fakeClockOpts(clk)...)
-	start := clk.Now()
-	b.ChargeN(start, 30) // 20 in debt
-	if got := b.TokensAt(start); got != -20 {
-		t.Fatalf("tokens after charge: %v, want -20", got)
-	}
-	if err := b.WaitN(context.Background(), 5); err != nil {
-		t.Fatal(err)
-	}
-	if waited := clk.Now().Sub(start); waited != 2500*time.Millisecond {
-		t.Fatalf("waited %v, want 2.5s (20 debt + 5 at 10/s)", waited)
-	}
-	if got := b.TokensAt(clk.Now()); got != 0 {
-		t.Fatalf("tokens after wait: %v, want 0", got)
-	}
-}
-
-func TestWaitN(t *testing.T) {
-	t.Run("over burst", func(t *testing.T) {
-		b := bucket.New(10, 3, fakeClockOpts(newFakeClock())...)
-		err := b.WaitN(context.Background(), 4)
-		if !errors.Is(err, bucket.ErrCostExceedsBurst) {
-			t.Fatalf("WaitN(4) on burst 3: %v, want ErrCostExceedsBurst", err)
-		}
-	})
-	t.Run("deadline too close returns at once consuming nothing", func(t *testing.T) {
-		clk := newFakeClock()
-		b := bucket.New(10, 1, fakeClockOpts(clk)...)
-		b.AllowN(clk.Now(), 1)
-		ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(99*time.Millisecond))
-		defer cancel()
-		before := b.TokensAt(clk.Now())
-		err := b.Wait(ctx)
-		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, bucket.ErrWouldExceedDeadline) {
-			t.Fatalf("Wait: %v, want a deadline error", err)
-		}
-		if clk.Now() != t0 {
-			t.Fatalf("clock moved by %v: Wait slept", clk.Now().Sub(t0))
-		}
-		if after := b.TokensAt(clk.Now()); after != before {
-			t.Fatalf("tokens %v after failed Wait, want %v", after, before)
-		}
-	})
-	t.Run("deadline exactly enough waits", func(t *testing.T) {
-		clk := newFakeClock()
-		b := bucket.New(10, 1, fakeClockOpts(clk)...)
-		b.AllowN(clk.Now(), 1)
-		ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(100*time.Millisecond))
-		defer cancel()
-		if err := b.Wait(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if w := clk.Now().Sub(t0); w != 100*time.Millisecond {
-			t.Fatalf("waited %v, want 100ms", w)
-		}
-	})
-	t.Run("cancelled while waiting gives tokens back", func(t *testing.T) {
-		clk := newFakeClock()
-		ctx, cancel := context.WithCancel(context.Background())
-		// A sleep that the context's end interrupts.
-		b := bucket.New(10, 1, bucket.WithClock(clk.Now), bucket.WithSleep(func(ctx context.Context, d time.Duration) error {
-			cancel()
-			<-ctx.Done()
-			return ctx.Err()
-		}))
-		b.AllowN(clk.Now(), 1)
-		before := b.TokensAt(clk.Now())
-		if err := b.Wait(ctx); !errors.Is(err, context.Canceled) {
-			t.Fatalf("Wait: %v, want context.Canceled", err)
-		}
-		if after := b.TokensAt(clk.Now()); after != before {
-			t.Fatalf("tokens %v after a cancelled Wait, want %v", after, before)
-		}
-	})
-	t.Run("deadline already passed on the clock", func(t *testing.T) {
-		clk := newFakeClock()
-		b := bucket.New(10, 1, fakeClockOpts(clk)...)
-		ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(time.Second))
-		defer cancel()
-		clk.Advance(2 * time.Second)
-		b.AllowN(clk.Now(), 1)
-		if err := b.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("Wait: %v, want DeadlineExceeded", err)
-		}
-		if got := b.TokensAt(clk.Now()); got != 0 {
-			t.Fatalf("tokens %v after a failed Wait, want 0", got)
-		}
-	})
-	t.Run("already cancelled", func(t *testing.T) {
-		b := bucket.New(10, 1, fakeClockOpts(newFakeClock())...)
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		if err := b.Wait(ctx); !errors.Is(err, context.Canceled) {
-			t.Fatalf("Wait: %v, want context.Canceled", err)
-		}
-	})
-	t.Run("rate 0 with a deadline", func(t *testing.T) {
-		clk := newFakeClock()
-		b := bucket.New(0, 1, fakeClockOpts(clk)...)
-		b.AllowN(clk.Now(), 1)
-		ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(time.Hour))
-		defer cancel()
-		if err := b.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("Wait: %v, want DeadlineExceeded", err)
-		}
-	})
-	t.Run("Inf ignores burst", func(t *testing.T) {
-		b := bucket.New(rate.Inf, 0, fakeClockOpts(newFakeClock())...)
-		if err := b.WaitN(context.Background(), 100); err != nil {
-			t.Fatal(err)
-		}
-	})
-}
-
-// fakeClockOpts makes a Bucket read c's time and sleep on it.
-func fakeClockOpts(c interface {
-	Now() time.Time
-	Sleep(context.Context, time.Duration) error
-}) []bucket.Option {
-	return []bucket.Option{bucket.WithClock(c.Now), bucket.WithSleep(c.Sleep)}
-}
-
-func TestSetLimitAndBurstKeepTokens(t *testing.T) {
-	b := bucket.New(10, 10)
-	b.AllowN(at(0), 6) // 4 left
-	b.SetLimitAt(at(0), 1)
-	if got := b.TokensAt(at(0)); got != 4 {
-		t.Fatalf("after SetLimitAt: %v tokens, want 4", got)
-	}
-	if got := b.TokensAt(at(2 * time.Second)); got != 6 {
-		t.Fatalf("2s later at 1/s: %v tokens, want 6", got)
-	}
-	if b.Limit() != 1 || b.Burst() != 10 {
-		t.Fatalf("Limit, Burst = %v, %v", b.Limit(), b.Burst())
-	}
-	b.SetBurstAt(at(2*time.Second), 3)
-	if got := b.TokensAt(at(2 * time.Second)); got != 3 {
-		t.Fatalf("after SetBurstAt(3): %v tokens, want 3 (capped)", got)
-	}
-	b.AllowN(at(2*time.Second), 1) // 2 left, no longer full
-	b.SetBurstAt(at(2*time.Second), 100)
-	if got := b.TokensAt(at(2 * time.Second)); got != 2 {
-		t.Fatalf("after SetBurstAt(100): %v tokens, want 2 kept", got)
-	}
-	// A bucket that is full when its burst grows is full under the new
-	// burst: a full bucket carries no state (a Table reclaims it).
-	full := bucket.New(1, 3)
-	full.AllowN(at(0), 3)
-	full.SetBurstAt(at(10*time.Second), 8)
-	if got := full.TokensAt(at(10 * time.Second)); got != 8 {
-		t.Fatalf("a full bucket after SetBurstAt(8): %v tokens, want 8", got)
-	}
-	b.ChargeN(at(2*time.Second), 12) // -10
-	b.Reconfigure(at(2*time.Second), 2, 20)
-	if got := b.TokensAt(at(2 * time.Second)); got != -10 {
-		t.Fatalf("debt across Reconfigure: %v, want -10", got)
-	}
-	if got := b.TokensAt(at(7 * time.Second)); got != 0 {
-		t.Fatalf("5s later at 2/s: %v, want 0", got)
-	}
-	// Through Inf and back: full.
-	b.SetLimitAt(at(7*time.Second), rate.Inf)
-	if !b.AllowN(at(7*time.Second), 1000) {
-		t.Fatal("Inf denied")
-	}
-	b.SetLimitAt(at(7*time.Second), 1)
-	if got := b.TokensAt(at(7 * time.Second)); got != 20 {
-		t.Fatalf("after Inf: %v, want full 20", got)
-	}
-	// A fresh bucket stays full at any instant across a setter.
-	f := bucket.New(1, 2)
-	f.SetLimitAt(at(0), 5)
-	if !f.AllowN(at(-time.Hour), 2) {
-		t.Fatal("fresh bucket not full at an earlier instant after SetLimitAt")
-	}
-}
-
-func TestClockConveniences(t *testing.T) {
-	clk := newFakeClock()
-	b := bucket.New(1, 1, bucket.WithClock(clk.Now), nil, bucket.WithSleep(nil), bucket.WithClock(nil))
-	if !b.Allow() || b.Allow() {
-		t.Fatal("Allow: want one grant then a denial")
-	}
-	if b.Tokens() != 0 {
-		t.Fatalf("Tokens = %v", b.Tokens())
-	}
-	clk.Advance(time.Second)
-	b.SetLimit(2)
-	b.SetBurst(4)
-	// Full (1 of 1) when the burst grows: full under the new burst.
-	if b.Tokens() != 4 || b.Limit() != 2 || b.Burst() != 4 {
-		t.Fatalf("after setters: tokens %v limit %v burst %v", b.Tokens(), b.Limit(), b.Burst())
-	}
-}
-
-// The real clock: Wait on an available token returns at once.
-func TestRealClock(t *testing.T) {
 	b := bucket.New(1, 1)
-	if err := b.Wait(context.Background()); err != nil {
-		t.Fatal(err)
+	mustPanic(t, "SetLimit(NaN)", func() { b.SetLimit(rate.Limit(math.NaN())) }, "SetLimit", "NaN")
+	mustPanic(t, "SetLimitAt(-2)", func() { b.SetLimitAt(t0, -2) }, "SetLimitAt", "negative rate")
+	mustPanic(t, "SetBurst(-1)", func() { b.SetBurst(-1) }, "SetBurst", "negative burst")
+	mustPanic(t, "SetBurstAt(-1)", func() { b.SetBurstAt(t0, -1) }, "SetBurstAt", "negative burst")
+	// Nothing changed on the Bucket by a setter that panicked.
+	if b.Limit() != 1 || b.Burst() != 1 {
+		t.Fatalf("after refused setters: limit %v burst %d, want 1 and 1", b.Limit(), b.Burst())
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
-	defer cancel()
-	ctx2, cancel2 := context.WithCancel(ctx)
-	cancel2()
-	if err := b.Wait(ctx2); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Wait on a cancelled context: %v", err)
-	}
-	if !(b.Tokens() < 1) {
-		t.Fatalf("Tokens = %v after taking the only token", b.Tokens())
-	}
+}
+
+// TestConstructorArgumentMeanings checks the documented meaning of each
+// edge value, and that every denial says when to retry or Permanent.
+func TestConstructorArgumentMeanings(t *testing.T) {
+	t.Run("rate 0 admits the burst, then Permanent", func(t *testing.T) {
+		b := bucket.New(0, 2)
+		if !b.AllowAt(t0, 2) {
+			t.Fatal("the burst was refused")
+		}
+		r := b.TakeAt(t0.Add(24*time.Hour), 1)
+		if r.OK || !r.Permanent || r.RetryAfter != 0 || r.OverBurst {
+			t.Fatalf("a day later: %+v, want a Permanent denial without RetryAfter", r)
+		}
+		// WaitN refuses at once: no wait helps (ErrThrottled without a
+		// deadline, DeadlineExceeded with one, as x/time/rate).
+		if err := b.WaitN(context.Background(), 1); !errors.Is(err, slerrors.ErrThrottled) {
+			t.Fatalf("WaitN on an empty rate-0 bucket without deadline: %v, want ErrThrottled at once", err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		if err := b.WaitN(ctx, 1); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("WaitN on an empty rate-0 bucket: %v, want DeadlineExceeded at once", err)
+		}
+	})
+	t.Run("rate Inf allows everything whatever the burst", func(t *testing.T) {
+		b := bucket.New(rate.Inf, 0)
+		if r := b.TakeAt(t0, 1_000_000); !r.OK {
+			t.Fatalf("TakeAt(1e6) on rate.Inf: %+v", r)
+		}
+		tab := bucket.NewTable(rate.Inf, 0)
+		if !tab.AllowAt(t0, "k", 1_000_000) {
+			t.Fatal("Table AllowAt(1e6) on rate.Inf refused")
+		}
+	})
+	t.Run("burst 0 admits nothing, OverBurst", func(t *testing.T) {
+		b := bucket.New(10, 0)
+		r := b.TakeAt(t0, 1)
+		if r.OK || !r.OverBurst || !r.Permanent || r.RetryAfter != 0 {
+			t.Fatalf("burst 0: %+v, want OverBurst and Permanent", r)
+		}
+		if b.AllowAt(t0.Add(time.Hour), 1) {
+			t.Fatal("burst 0 allowed a token an hour later")
+		}
+		r = bucket.NewTable(10, 0).TakeAt(t0, "k", 1)
+		if r.OK || !r.OverBurst || !r.Permanent {
+			t.Fatalf("Table burst 0: %+v, want OverBurst and Permanent", r)
+		}
+	})
+	t.Run("cost above the burst is OverBurst and an error from WaitN", func(t *testing.T) {
+		b := bucket.New(10, 5)
+		r := b.TakeAt(t0, 6)
+		if r.OK || !r.OverBurst || !r.Permanent || r.Remaining != 5 {
+			t.Fatalf("TakeAt(6) of burst 5: %+v", r)
+		}
+		if err := b.WaitN(context.Background(), 6); !errors.Is(err, bucket.ErrCostExceedsBurst) {
+			t.Fatalf("WaitN(6) of burst 5: %v, want ErrCostExceedsBurst", err)
+		}
+		if tok := b.TokensAt(t0); tok != 5 {
+			t.Fatalf("tokens after the refused takes: %v, want 5 (nothing consumed)", tok)
+		}
+	})
+	t.Run("rates above 5e8/s are 5e8/s", func(t *testing.T) {
+		b := bucket.New(1e12, 1e9)
+		b.TakeAt(t0, 1e9)
+		if tok := b.TokensAt(t0.Add(time.Second)); tok != 5e8 {
+			t.Fatalf("tokens a second after emptying at 1e12/s: %v, want 5e8", tok)
+		}
+	})
+	t.Run("a denial with refill says when", func(t *testing.T) {
+		b := bucket.New(2, 4)
+		b.TakeAt(t0, 4)
+		r := b.TakeAt(t0, 3)
+		if r.OK || r.Permanent || r.RetryAfter != 1500*time.Millisecond {
+			t.Fatalf("TakeAt(3) on an empty 2/s bucket: %+v, want RetryAfter 1.5s", r)
+		}
+		if !b.AllowAt(t0.Add(r.RetryAfter), 3) {
+			t.Fatal("refused at RetryAfter")
+		}
+	})
+	t.Run("n ≤ 0 is a check", func(t *testing.T) {
+		b := bucket.New(1, 1)
+		if !b.AllowAt(t0, 0) || !b.AllowAt(t0, -3) {
+			t.Fatal("a check on a full bucket refused")
+		}
+		b.AllowAt(t0, 1)
+		if b.AllowAt(t0, 0) {
+			t.Fatal("a check on an empty bucket passed")
+		}
+		if r := b.TakeAt(t0, 0); r.OK || r.RetryAfter != time.Second {
+			t.Fatalf("TakeAt(0) on an empty 1/s bucket: %+v, want RetryAfter 1s", r)
+		}
+	})
 }

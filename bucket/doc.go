@@ -4,39 +4,46 @@
 // A [Bucket] of capacity b refilled at r tokens per second is stored as one
 // int64, its GCRA "theoretical arrival time", updated by compare-and-swap:
 // integer arithmetic on the hot path, no floats, no locks, no allocation.
-// Its API mirrors golang.org/x/time/rate, so switching is a rename:
+// Its API mirrors golang.org/x/time/rate, so switching is mostly a rename:
 //
 //	lim := rate.NewLimiter(20, 50)   // before
 //	lim := bucket.New(20, 50)        // after
 //
-// Beyond x/time/rate, [Bucket.TakeN] reports the exact RetryAfter of a denial
-// (never early), [Bucket.GiveBack] returns what a take took through the
-// [Grant] the take left (a later stacked limit denied, a request was
-// cancelled, an estimate was too high), [Bucket.ChargeN] consumes
-// unconditionally and may put the bucket into debt (an actual cost larger
-// than its estimate), and a cost larger than the burst is reported as
-// OverBurst (and [ErrCostExceedsBurst] from WaitN), never as a wait.
+// Beyond x/time/rate, [Bucket.TakeN] reports the exact RetryAfter of a
+// denial (never early) or that no wait helps ([Result].Permanent), and
+// [Bucket.GiveBack] returns what a take took through the [Grant] it left (a
+// later limit denied, a request was cancelled, an estimate was too high). A
+// cost larger than the burst is reported as OverBurst (and
+// [ErrCostExceedsBurst] from WaitN), never as a wait.
 //
 // # Time
 //
-// Every time-dependent method but Wait and WaitN has an explicit-instant
-// form (AllowN, TakeN, TokensAt, SetLimitAt, …); only Allow, Tokens,
-// SetLimit, SetBurst, Wait and WaitN of a Bucket, and Allow, AllowBytes and
-// Take of a Table, read the clock ([WithClock]). The instant is always the
-// first argument, as in every method of sluice (see the sluice package
-// documentation, "Explicit time"): the names and arguments of a Bucket's
-// methods are x/time/rate's ([Bucket.AllowN](t, n), [Bucket.TakeN](t, n)),
-// and a [Table] takes the key after the instant ([Table.AllowN](t, key, n),
-// [Table.TakeN](t, key, n), [Table.TokensAt](t, key)). A new bucket is full
-// at whatever instant it is first used. Time never moves backwards inside a bucket: a caller with an older
-// instant than the others gets no tokens that were already spent
-// (golang/go#56287 cannot happen).
+// One rule, as everywhere in sluice: a method whose name ends in At takes
+// the instant as its first argument ([Bucket.AllowAt](t, n),
+// [Bucket.TakeAt](t, n), [Table.AllowAt](t, key, n), [Table.TakeAt](t, key,
+// n), TokensAt, SetLimitAt, SetBurstAt); every other method reads the
+// clock given with [WithClock], a [sluice.Clock] (default: wall time
+// advanced by the monotonic clock only, and a real timer for Wait). Where
+// x/time/rate's AllowN(t, n) takes an instant, this package's AllowN(n)
+// reads the clock and AllowAt(t, n) takes it.
 //
-// Internally one token is exactly an integer number of ticks, chosen per
-// rate, and an instant is converted to ticks on each call from a fixed
-// epoch, so the refill does not drift: over a simulated day the admitted
-// count stays within one token of b + r·day for rates from 0.001/s to
-// 10,000,000/min.
+// A new bucket is full at whatever instant it is first used. Time never
+// moves backwards inside a bucket: a caller with an older instant than the
+// others gets no tokens that were already spent (golang/go#56287 cannot
+// happen). Internally one token is exactly an integer number of ticks,
+// chosen per rate, so the refill does not drift: over a simulated day the
+// admitted count stays within one token of b + r·day for rates from
+// 0.001/s to 10,000,000/min.
+//
+// # Arguments
+//
+// rate.Inf allows everything; a rate of 0 admits the burst and then
+// nothing (its denials are Permanent); a burst of 0 admits nothing; rates
+// above 5e8 tokens per second are treated as 5e8, bursts above 2⁶⁰ as 2⁶⁰.
+// A negative or NaN rate, or a negative burst, has no meaning: [New],
+// [NewTable] and the setters panic at once with a message naming it. A
+// take of n ≤ 0 takes nothing and passes only while a whole token is held
+// (a check); a take of more than the burst is never admitted.
 //
 // # Exactness
 //
@@ -46,21 +53,12 @@
 // interleaving of takes and give-backs from any number of goroutines, with
 // stale callers, and whatever order give-backs arrive in. A give-back is
 // exact when no take used a later instant than the one it undoes (for a
-// Bucket, also whenever nothing was taken since); otherwise it may return less,
-// never a token that a later take already counted on (see [Grant] for the
-// rule and why it holds). ChargeN is the exception by design: it takes
-// unconditionally, into debt, and later takes wait until the debt refills.
+// Bucket, also whenever nothing was taken since); otherwise it may return
+// less, never a token that a later take already counted on (see [Grant]).
 // The tests check this three ways: a window oracle over histories recorded
 // from many goroutines, a seeded scheduler that replays an interleaving
 // exactly, and a linearizability checker (porcupine) over a sequential
 // specification of the bucket.
-//
-// # Limits
-//
-// Instants are exact within about ±146 years of 2000-01-01 UTC and saturate
-// beyond (the bucket then stops refilling; it never admits more). Finite
-// rates above [MaxRate] (5e8 tokens/s) are treated as MaxRate; bursts above
-// [MaxBurst] as MaxBurst.
 //
 // # Tables
 //
@@ -72,6 +70,5 @@
 // stays bounded by the keys that are actually limited and comes back when
 // they go idle; no goroutine runs in the background. A [Budget] bounds the
 // live buckets of several Tables together. A Table is not lock-free: each
-// operation locks the shard its key falls in (a Table starts with one shard
-// and splits at 256 live keys into 16, or as many as [WithShards] sets).
+// operation locks the shard its key falls in.
 package bucket

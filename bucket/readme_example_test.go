@@ -14,19 +14,22 @@ import (
 )
 
 // Coming from golang.org/x/time/rate: a Bucket takes the same rate.Limit and
-// burst and has rate.Limiter's methods where they overlap (Allow, AllowN,
-// Wait, WaitN, SetLimit, SetBurst, Tokens, TokensAt), so most code changes
-// only its constructor. What differs:
+// burst and has rate.Limiter's methods where they overlap (Allow, Wait,
+// WaitN, SetLimit, SetLimitAt, SetBurst, SetBurstAt, Tokens, TokensAt), so
+// most code changes only its constructor; AllowN(t, n) is AllowAt(t, n) (in
+// sluice a method that takes the instant ends in At, and AllowN(n) reads the
+// bucket's clock). What differs:
 //
-//   - ReserveN becomes TakeN: a denial takes nothing, and Result.RetryAfter
-//     is the exact wait, never early. A cost above the burst is
+//   - ReserveN becomes TakeAt(t, n), or TakeN(n) on the bucket's clock: a
+//     denial takes nothing, and Result.RetryAfter is the exact wait, never
+//     early. A cost above the burst is
 //     Permanent/OverBurst, not a wait that never ends.
 //   - Exact integer arithmetic: in any window Δt at most burst + rate·Δt
 //     pass, under any concurrency; a caller with a stale timestamp cannot
 //     spend tokens already gone (golang/go#56287).
-//   - GiveBack (through the Grant a take returns) and ChargeN (into debt)
-//     for costs known only after the fact; a give-back never hands out a
-//     token twice, whatever the interleaving (x/time/rate's CancelAt can:
+//   - GiveBack (through the Grant a take returns) for costs known only
+//     after the fact (an estimate above the actual cost, a cancelled
+//     call); a give-back never hands out a token twice, whatever the interleaving (x/time/rate's CancelAt can:
 //     golang/go#69419).
 //   - A map[string]*rate.Limiter per caller becomes a Table (idle keys
 //     reclaimed, memory bounded); several limits per request, loaded from
@@ -38,17 +41,17 @@ func Example_comingFromRate() {
 	if err := b.WaitN(context.Background(), 9); err != nil { // lim.WaitN(ctx, 9): no wait here
 		log.Fatal(err)
 	}
-	now := time.Now()
-	fmt.Println(b.AllowN(now, 40)) // lim.AllowN(now, 40): the rest of the burst
+	// lim.AllowN(time.Now(), 40): the rest of the burst (AllowAt(t, 40) takes the instant)
+	fmt.Println(b.AllowN(40))
 
-	// lim.ReserveN(now, 10) would take the tokens and ask you to wait (or
+	// lim.ReserveN(time.Now(), 10) would take the tokens and ask you to wait (or
 	// Cancel); TakeN takes nothing on a denial and says exactly how long.
-	res := b.TakeN(now, 10)
+	res := b.TakeN(10)
 	fmt.Println(res.OK, res.RetryAfter.Round(time.Second)) // ten tokens at a token a second
 
 	// More than the burst never fits: an error from WaitN, OverBurst from TakeN.
 	err := b.WaitN(context.Background(), 51)
-	fmt.Println(errors.Is(err, bucket.ErrCostExceedsBurst), b.TakeN(now, 51).OverBurst)
+	fmt.Println(errors.Is(err, bucket.ErrCostExceedsBurst), b.TakeN(51).OverBurst)
 	// Output:
 	// true
 	// true

@@ -47,7 +47,7 @@
 // this form (their script answers an error naming the key, which the
 // Stack's failure policy handles): during a rolling upgrade, old processes
 // fail their decisions on buckets the new ones wrote. A changed rate or burst keeps the
-// tokens held, capped at the new burst, as bucket.Reconfigure does.
+// tokens held, capped at the new burst, as a bucket.Bucket's SetLimit and SetBurst do.
 // RetryAfter is rounded up to the microsecond.
 //
 // # Give-backs

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/bucket"
+	"github.com/sluicehq/sluice/internal/bucket"
 	"github.com/sluicehq/sluice/internal/cputime"
 	"github.com/sluicehq/sluice/internal/hashmatch"
 	"github.com/sluicehq/sluice/stack"

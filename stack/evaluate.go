@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/bucket"
+	"github.com/sluicehq/sluice/internal/bucket"
 	"github.com/sluicehq/sluice/internal/hashmatch"
 )
 

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/bucket"
+	"github.com/sluicehq/sluice/internal/bucket"
 	"github.com/sluicehq/sluice/internal/hashmatch"
 	"github.com/sluicehq/sluice/internal/words"
 )

@@ -79,7 +79,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/bucket"
+	"github.com/sluicehq/sluice/internal/bucket"
 	"github.com/sluicehq/sluice/internal/monoclock"
 )
 
@@ -344,8 +344,8 @@ func (s *Stack) AllowN(ctx context.Context, keys sluice.Keys, tokens int) (sluic
 }
 
 // AllowAt is AllowN at the explicit instant t. Like every explicit-time
-// method in sluice (ReserveAt here, bucket's Bucket.AllowN(t, n) and
-// Table.AllowN(t, key, n), category's Set.AllowActionAt), it takes the
+// method in sluice (ReserveAt here, bucket's Bucket.AllowAt(t, n) and
+// Table.AllowAt(t, key, n), category's Set.AllowActionAt), it takes the
 // instant as its first argument after the context; see the package
 // documentation, "Explicit time".
 func (s *Stack) AllowAt(ctx context.Context, t time.Time, keys sluice.Keys, tokens int) (sluice.Decision, error) {

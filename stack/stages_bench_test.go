@@ -9,7 +9,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/bucket"
+	"github.com/sluicehq/sluice/internal/bucket"
 	"github.com/sluicehq/sluice/stack"
 )
 

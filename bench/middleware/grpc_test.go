@@ -186,7 +186,7 @@ func interceptorSides(ctxs []context.Context) []side {
 			return h(ctx, req)
 		}},
 		{"table", func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-			if ok, _ := tab.TryTakeN(monoclock.Now(), mdCaller(ctx), 1); !ok {
+			if !tab.AllowAt(monoclock.Now(), mdCaller(ctx), 1) {
 				return nil, errLimited
 			}
 			return h(ctx, req)

@@ -146,7 +146,7 @@ func shardedBuckets() decider {
 	for i := range bs {
 		bs[i] = bucket.New(rate.Limit(limit/pods), limit/pods+1)
 	}
-	return func(pod int, at time.Time) (bool, error) { return bs[pod].AllowN(at, 1), nil }
+	return func(pod int, at time.Time) (bool, error) { return bs[pod].AllowAt(at, 1), nil }
 }
 
 // shared gives every pod its own Redis client and Stack on one 150/s limit

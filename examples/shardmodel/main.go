@@ -99,7 +99,9 @@ type limiter struct {
 // limiters are the kinds the table and the plot compare.
 var limiters = []limiter{
 	{"fixed 1 s window", func(_ float64, border int) sim.Allower { return sim.NewFixedWindow(border) }},
-	{"sluice bucket", func(r float64, border int) sim.Allower { return bucket.New(rate.Limit(r), border) }},
+	{"sluice bucket", func(r float64, border int) sim.Allower {
+		return sim.AllowerFunc(bucket.New(rate.Limit(r), border).AllowAt)
+	}},
 	{"x/time/rate", func(r float64, border int) sim.Allower { return rate.NewLimiter(rate.Limit(r), border) }},
 }
 

@@ -6,7 +6,8 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/sluicehq/sluice/bucket"
+	pub "github.com/sluicehq/sluice/bucket"
+	"github.com/sluicehq/sluice/internal/bucket"
 )
 
 // This file is the only place that knows how each subject takes and gives
@@ -16,6 +17,7 @@ import (
 type grant struct {
 	at   time.Time
 	g    bucket.Grant
+	pg   pub.Grant // the public package's
 	ref  *refGrant // the reference bucket's (reference_test.go)
 	left int64     // units still outstanding, for targets that pass them (nodeTarget)
 }
@@ -66,7 +68,26 @@ var forms = []form{
 	{name: "Table.GrantFor+GiveBack", table: true, make: func(r rate.Limit, b int) target { return tableGrantFor{onTable{bucket.NewTable(r, b)}} }},
 	{name: "Table.TryTakeGrantBytes+GiveBackBytes", table: true, make: func(r rate.Limit, b int) target { return tableBytes{onTable{bucket.NewTable(r, b)}} }},
 	{name: "Table.AllowN+GrantFor+GiveBack", table: true, make: func(r rate.Limit, b int) target { return tableAllow{onTable{bucket.NewTable(r, b)}} }},
+	// The public package's forms, over the same implementation.
+	{name: "bucket.Bucket.TakeAt+GiveBack", make: func(r rate.Limit, b int) target { return pubBucket{pub.New(r, b)} }},
+	{name: "bucket.Table.TakeAt+GiveBack", table: true, make: func(r rate.Limit, b int) target { return pubTable{pub.NewTable(r, b)} }},
 }
+
+type pubBucket struct{ b *pub.Bucket }
+
+func (x pubBucket) take(_ string, at time.Time, n int) (bool, int64, grant) {
+	res := x.b.TakeAt(at, n)
+	return res.OK, res.Remaining, grant{at: at, pg: res.Grant}
+}
+func (x pubBucket) giveBack(_ string, g *grant, n int) error { return x.b.GiveBack(&g.pg, n) }
+
+type pubTable struct{ t *pub.Table }
+
+func (x pubTable) take(key string, at time.Time, n int) (bool, int64, grant) {
+	res := x.t.TakeAt(at, key, n)
+	return res.OK, res.Remaining, grant{at: at, pg: res.Grant}
+}
+func (x pubTable) giveBack(key string, g *grant, n int) error { return x.t.GiveBack(key, &g.pg, n) }
 
 // remainingUnknown is the remaining a take reports when its form does not
 // say (AllowN reports only whether it took): the check of Remaining is

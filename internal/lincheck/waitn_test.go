@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/bucket"
+	"github.com/sluicehq/sluice/internal/bucket"
 )
 
 // The seeded scheduler over Bucket.WaitN's cancel: a waiter takes its
@@ -41,14 +41,20 @@ type waiterChans struct {
 
 func newWaitBucket(burst int) *waitBucket {
 	w := &waitBucket{}
-	w.b = bucket.New(testRate, burst,
-		bucket.WithClock(func() time.Time { return at(w.clk) }),
-		bucket.WithSleep(func(ctx context.Context, d time.Duration) error {
-			ch := ctx.Value(waiterKey{}).(*waiterChans)
-			ch.slept <- d
-			return <-ch.answer
-		}))
+	w.b = bucket.New(testRate, burst, bucket.WithClock(waitClock{w}))
 	return w
+}
+
+// waitClock is the scheduler's clock: Now reads the waitBucket's instant,
+// Sleep hands the wait to the scheduler and returns its answer.
+type waitClock struct{ w *waitBucket }
+
+func (c waitClock) Now() time.Time { return at(c.w.clk) }
+
+func (waitClock) Sleep(ctx context.Context, d time.Duration) error {
+	ch := ctx.Value(waiterKey{}).(*waiterChans)
+	ch.slept <- d
+	return <-ch.answer
 }
 
 // waitCaller is one logical caller: a waiter (WaitN, then woken or

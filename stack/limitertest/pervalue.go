@@ -52,7 +52,7 @@ func (p *perValue) Allow(ctx context.Context, keys sluice.Keys) (sluice.Decision
 	if !ok {
 		return sluice.Decision{Allowed: true}, nil
 	}
-	res := p.table.TakeN(p.clock.Now(), v, 1)
+	res := p.table.TakeAt(p.clock.Now(), v, 1)
 	d := sluice.Decision{Allowed: res.OK, LimitID: p.id, Metric: sluice.MetricRequests, Limit: p.burst, Remaining: max(res.Remaining, 0), Window: p.window}
 	if res.OK {
 		return d, nil

@@ -27,6 +27,13 @@ type Allower interface {
 	AllowN(t time.Time, n int) bool
 }
 
+// AllowerFunc is a function as an Allower: AllowerFunc(b.AllowAt) for
+// sluice's bucket.Bucket, whose AllowN reads its own clock.
+type AllowerFunc func(t time.Time, n int) bool
+
+// AllowN calls f(t, n).
+func (f AllowerFunc) AllowN(t time.Time, n int) bool { return f(t, n) }
+
 // FixedWindow is the "reset at the start of each second" limiter the seed
 // lists: it admits up to its capacity in every one-second window aligned to
 // whole Unix seconds, and forgets the count when the next second begins. It

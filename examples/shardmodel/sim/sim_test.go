@@ -14,7 +14,7 @@ import (
 
 var (
 	_ Allower = (*rate.Limiter)(nil)
-	_ Allower = (*bucket.Bucket)(nil)
+	_ Allower = AllowerFunc((*bucket.Bucket)(nil).AllowAt)
 )
 
 // seedRate is seed 003's original traffic (successes plus rejected requests
@@ -173,7 +173,9 @@ func TestFixedWindowMatchesModel(t *testing.T) {
 func newRateLimiter(r float64, b int) Allower { return rate.NewLimiter(rate.Limit(r), b) }
 
 // newSluiceBucket is sluice's GCRA bucket with the same parameters.
-func newSluiceBucket(r float64, b int) Allower { return bucket.New(rate.Limit(r), b) }
+func newSluiceBucket(r float64, b int) Allower {
+	return AllowerFunc(bucket.New(rate.Limit(r), b).AllowAt)
+}
 
 // tokenBucketRelations checks what holds between a token bucket per shard
 // (rate Limit/Shards, burst Border) and the fixed-window model. A bucket is

@@ -58,6 +58,10 @@ type budgetAcct struct{ n atomic.Int64 }
 // so every take on a key without a bucket is denied).
 func NewBudget(max int) *Budget { return &Budget{max: int64(max)} }
 
+// SetMax sets the bound of a Budget held by value (the public package's)
+// before its first use.
+func (b *Budget) SetMax(max int) { b.max = int64(max) }
+
 // Max returns the bound given to NewBudget.
 func (b *Budget) Max() int { return int(b.max) }
 

@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/sluicehq/sluice/bucket"
+	"github.com/sluicehq/sluice/internal/bucket"
 )
 
 // A take on a new key that fits the burst set by a concurrent Reconfigure

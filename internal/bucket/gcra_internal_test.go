@@ -8,6 +8,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/sluicehq/sluice/internal/monoclock"
 	"golang.org/x/time/rate"
 )
 
@@ -66,7 +67,7 @@ func TestExtremesKeepInvariants(t *testing.T) {
 	ns := []int{1, 2, 1 << 20, math.MaxInt}
 	for _, r := range []rate.Limit{0, 0.001, 1, 1e7 / 60, 1e9, rate.Limit(math.MaxFloat64 / 2)} {
 		for _, b := range []int{0, 1, 1000, math.MaxInt} {
-			bk := New(r, b, WithSleep(func(context.Context, time.Duration) error { return nil }))
+			bk := New(r, b, WithClock(nopSleep{}))
 			check := func(op string) {
 				c := bk.c.Load()
 				if tat := c.tat.Load(); tat != fresh && (tat > 1<<62 || tat < -maxTick) {
@@ -144,3 +145,8 @@ func TestDivUnit(t *testing.T) {
 		}
 	}
 }
+
+// nopSleep is the default clock with a Sleep that returns at once.
+type nopSleep struct{ monoclock.Clock }
+
+func (nopSleep) Sleep(context.Context, time.Duration) error { return nil }

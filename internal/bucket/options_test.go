@@ -1,7 +1,6 @@
 package bucket
 
 import (
-	"reflect"
 	"testing"
 	"time"
 
@@ -13,12 +12,10 @@ import (
 // panics, and each leaves the documented default. New and NewTable have no
 // error result: no option can be wrong in another way.
 func TestOptionsNotGiven(t *testing.T) {
-	sameFunc := func(a, b any) bool { return reflect.ValueOf(a).Pointer() == reflect.ValueOf(b).Pointer() }
 	bucketCases := map[string][]Option{
 		"no option":       nil,
 		"nil Option":      {nil},
 		"WithClock(nil)":  {WithClock(nil)},
-		"WithSleep(nil)":  {WithSleep(nil)},
 		"WithShards(0)":   {WithShards(0)},
 		"WithShards(-1)":  {WithShards(-1)},
 		"WithBudget(nil)": {WithBudget(nil)},
@@ -26,8 +23,8 @@ func TestOptionsNotGiven(t *testing.T) {
 	for name, opts := range bucketCases {
 		t.Run("New/"+name, func(t *testing.T) {
 			b := New(rate.Limit(1e-9), 2, opts...)
-			if !b.sys || !sameFunc(b.sleep, sysSleep) {
-				t.Fatalf("sys clock %v, sleep is sysSleep %v; want the system clock and timer", b.sys, sameFunc(b.sleep, sysSleep))
+			if b.clock != nil {
+				t.Fatalf("clock %v; want nil, the default (monoclock)", b.clock)
 			}
 			// Decided on the system clock: two tokens, then none.
 			first, second, third := b.Allow(), b.Allow(), b.Allow()
@@ -45,7 +42,6 @@ func TestOptionsNotGiven(t *testing.T) {
 		{"no option", nil, defaultShards},
 		{"nil Option", []Option{nil}, defaultShards},
 		{"WithClock(nil)", []Option{WithClock(nil)}, defaultShards},
-		{"WithSleep(nil)", []Option{WithSleep(nil)}, defaultShards},
 		{"WithShards(0)", []Option{WithShards(0)}, defaultShards},
 		{"WithShards(-5)", []Option{WithShards(-5)}, defaultShards},
 		{"WithShards(3)", []Option{WithShards(3)}, 4},
@@ -58,8 +54,8 @@ func TestOptionsNotGiven(t *testing.T) {
 			if tb.maxShards != c.shards {
 				t.Errorf("maxShards %d, want %d", tb.maxShards, c.shards)
 			}
-			if tb.now != nil || tb.budget != nil {
-				t.Fatalf("clock set %v, budget %v; want the system clock and no Budget", tb.now != nil, tb.budget)
+			if tb.clock != nil || tb.budget != nil {
+				t.Fatalf("clock %v, budget %v; want the default clock and no Budget", tb.clock, tb.budget)
 			}
 			// No Budget: a thousand new keys all get a bucket, on the
 			// system clock.

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/sluicehq/sluice/bucket"
+	"github.com/sluicehq/sluice/internal/bucket"
 )
 
 // giver is one give-back form under test: a take of n at t on key "k", and
@@ -277,9 +277,9 @@ func TestGiveBackAcrossReconfigure(t *testing.T) {
 // when nothing else took meanwhile.
 func TestWaitCancelGivesBack(t *testing.T) {
 	clk := newFakeClock()
-	b := bucket.New(1, 2, bucket.WithClock(clk.Now), bucket.WithSleep(func(context.Context, time.Duration) error {
+	b := bucket.New(1, 2, bucket.WithClock(sleepClock{clk, func(context.Context, time.Duration) error {
 		return context.Canceled // the caller gave up while waiting
-	}))
+	}}))
 	now := clk.Now()
 	b.AllowN(now, 2)
 	if err := b.WaitN(context.Background(), 1); !errors.Is(err, context.Canceled) {

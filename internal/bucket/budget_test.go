@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/bucket"
+	"github.com/sluicehq/sluice/internal/bucket"
 	"golang.org/x/time/rate"
 )
 

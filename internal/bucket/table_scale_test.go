@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/bucket"
+	"github.com/sluicehq/sluice/internal/bucket"
 	"golang.org/x/time/rate"
 )
 
@@ -312,7 +312,7 @@ func TestTableNoAllocsSteadyState(t *testing.T) {
 // Table.Allow and Take read the Table's clock.
 func TestTableClock(t *testing.T) {
 	clk := newFakeClock()
-	tab := bucket.NewTable(1, 2, bucket.WithClock(clk.Now))
+	tab := bucket.NewTable(1, 2, bucket.WithClock(clk))
 	if !tab.Allow("a") || !tab.AllowBytes([]byte("a")) || tab.Allow("a") {
 		t.Fatal("want two grants then a denial")
 	}

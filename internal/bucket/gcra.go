@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/monoclock"
 	"golang.org/x/time/rate"
 )
 
@@ -140,14 +141,12 @@ func nsOf(t time.Time) int64 {
 	return s*1e9 + int64(t.Nanosecond())
 }
 
-// The system clock for Allow: one monotonic clock read (time.Since) instead
-// of time.Now's wall and monotonic pair, anchored to the wall clock once.
-var (
-	sysBase   = time.Now()
-	sysBaseNs = nsOf(sysBase)
-)
+// sysNow is the default clock (internal/monoclock) in ns since epoch: one
+// monotonic clock read, without building a Time.
+func sysNow() int64 { return monoclock.Nanos() - epochUnixNs }
 
-func sysNow() int64 { return sysBaseNs + int64(time.Since(sysBase)) }
+// epochUnixNs is epoch in Unix nanoseconds.
+const epochUnixNs = 946_684_800 * 1e9
 
 // nsToTicks converts ns (since epoch) to ticks: floor(ns × fq / 2^62),
 // clamped to ±maxTick. The common case, an instant after epoch, is small
