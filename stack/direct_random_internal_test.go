@@ -104,7 +104,7 @@ func TestDirectRandomConfigsDecideAsTheGeneralPath(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if fast.cfg.Load().direct == nil {
+			if fast.cfg.Load().big {
 				continue
 			}
 			general, _ := New(cfg, opts...)

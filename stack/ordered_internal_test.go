@@ -111,8 +111,8 @@ func TestOrderedPlanNeedsRankOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.cfg.Load().direct == nil || s.cfg.Load().ordered != nil {
-		t.Fatal("want a direct plan that is not ordered")
+	if s.cfg.Load().big || s.cfg.Load().ordered != nil {
+		t.Fatal("want a plan that is neither big nor ordered")
 	}
 	for i, ctx := range []context.Context{context.Background(), sluice.WithEvaluated(context.Background())} {
 		org, caller := fmt.Sprint("org-", i), fmt.Sprint("caller-", i) // buckets of their own
