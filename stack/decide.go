@@ -22,8 +22,9 @@ import (
 // the stack buffers with them.
 type decider struct {
 	s *Stack
-	c *compiled
 	t time.Time
+	// maxWindow is the RetryAfter of a Capacity denial (compiled.maxWindow).
+	maxWindow time.Duration
 	// tight and left describe an allowed decision (see tighter).
 	tight *rateBucket
 	left  int64
@@ -73,13 +74,17 @@ func (dc *decider) take(items []item, kb []byte, i int, d *sluice.Decision, keys
 func (dc *decider) refused(items []item, kb []byte, i int, d *sluice.Decision, keys *sluice.Keys) {
 	it := &items[i]
 	res := it.take(kb, dc.t, dc.s)
+	it.left = res.Remaining
 	if res.OK {
 		it.taken, it.grant = true, res.Grant
 		dc.tight, dc.left = tighter(dc.tight, dc.left, it.rb, res.Remaining)
 		return
 	}
 	if it.rb.shadow {
-		d.Shadowed = append(d.Shadowed, limitKey(it, keys))
+		it.shadowed = true
+		if keys != nil { // nil: a MemoryBackend's ops, reported by index
+			d.Shadowed = append(d.Shadowed, limitKey(it, keys))
+		}
 		return
 	}
 	dc.denied = i
@@ -88,7 +93,7 @@ func (dc *decider) refused(items []item, kb []byte, i int, d *sluice.Decision, k
 	d.OverBurst = res.OverBurst && it.rb.burst > 0
 	if res.BudgetFull { // WithMaxBuckets: no room for this request's bucket
 		d.Capacity, d.Permanent = true, false
-		d.RetryAfter = max(res.RetryAfter, dc.c.maxWindow)
+		d.RetryAfter = max(res.RetryAfter, dc.maxWindow)
 	}
 	// A denied request consumes nothing: give back what was taken.
 	for j := i - 1; j >= 0; j-- {
@@ -112,9 +117,9 @@ func (dc *decider) probe(o *item, kb []byte, d *sluice.Decision) {
 		o.refund(kb)
 	case res.OverBurst || (res.Permanent && !res.BudgetFull):
 		d.Permanent, d.RetryAfter = true, 0
-		d.OverBurst = o.rb.burst > 0
+		d.OverBurst = res.OverBurst && o.rb.burst > 0 // (a Stack's permanent refusal without OverBurst has burst 0)
 	case res.BudgetFull:
-		d.RetryAfter = max(d.RetryAfter, res.RetryAfter, dc.c.maxWindow)
+		d.RetryAfter = max(d.RetryAfter, res.RetryAfter, dc.maxWindow)
 	default:
 		d.RetryAfter = max(d.RetryAfter, res.RetryAfter)
 	}
@@ -141,6 +146,9 @@ func (it *item) take(kb []byte, t time.Time, s *Stack) bucket.Result {
 			return rb.table.get().TakeBytes(t, kb[it.k0:it.k1], it.cost)
 		}
 		return rb.table.get().TakeN(t, it.key, it.cost)
+	}
+	if rb.memConn != nil {
+		return rb.memConn.take(t, it)
 	}
 	return it.takeConn(kb, t, s)
 }
@@ -178,6 +186,8 @@ func (it *item) refund(kb []byte) {
 		rb.table.GiveBackBytes(kb[it.k0:it.k1], &it.grant, int(it.grant.Outstanding()))
 	case rb.table != nil:
 		_ = rb.table.get().GiveBack(it.key, &it.grant, int(it.grant.Outstanding()))
+	case rb.memConn != nil:
+		rb.memConn.release(it)
 	case rb.conn != nil:
 		rb.conn.release(it.lease)
 	default:

@@ -23,9 +23,14 @@ type item struct {
 	k0, k1 int32
 	rank   int32 // rb.rank, kept here for the sort
 	taken  bool
-	cost   int
-	lease  uint64       // connections: the lease taken
-	grant  bucket.Grant // a bucket: what to give back if a later limit denies
+	// shadowed is set when a shadow limit's bucket could not give the cost.
+	shadowed bool
+	cost     int
+	// left is what the bucket held after the full take refused or decided
+	// (what a MemoryBackend reports in Outcome.Remaining).
+	left  int64
+	lease uint64       // connections: the lease taken
+	grant bucket.Grant // a bucket: what to give back if a later limit denies
 }
 
 // evaluateGeneral decides a request on the general plan: every shape of
@@ -172,7 +177,7 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 		return items, kb, s.decideBackend(ctx, items, keys, t, r, d)
 	}
 
-	dec := decider{s: s, c: c, t: t, denied: -1, reserve: r != nil}
+	dec := decider{s: s, t: t, maxWindow: c.maxWindow, denied: -1, reserve: r != nil}
 	for i := range items {
 		dec.take(items, kb, i, d, keys)
 	}

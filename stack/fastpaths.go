@@ -245,7 +245,7 @@ func (s *Stack) singleRefused(c *compiled, keys *sluice.Keys, t time.Time, token
 	var items [1]item
 	it := &items[0]
 	it.rb, it.key, it.cost = c.single.rb, v, c.single.rb.cost(tokens)
-	dc := decider{s: s, c: c, t: t, denied: -1}
+	dc := decider{s: s, t: t, maxWindow: c.maxWindow, denied: -1}
 	dc.refused(items[:], nil, 0, d, keys)
 	dc.finish(items[:], d, keys)
 }
@@ -260,7 +260,7 @@ func (s *Stack) singleRefused(c *compiled, keys *sluice.Keys, t time.Time, token
 //go:noinline
 func (s *Stack) orderedRefused(c *compiled, keys *sluice.Keys, t time.Time, tokens int, d *sluice.Decision,
 	dv *[inlineDims]string, present uint64, items *[inlineItems]item, n, si, j int, tight *rateBucket, left int64) {
-	dc := decider{s: s, c: c, t: t, tight: tight, left: left, denied: -1}
+	dc := decider{s: s, t: t, maxWindow: c.maxWindow, tight: tight, left: left, denied: -1}
 	var he *hotEntry
 	var key string
 	if st := &c.ordered[si]; st.rb == nil {

@@ -116,6 +116,7 @@ type rateBucket struct {
 	window  time.Duration // time to refill from empty
 	conn    *connPool
 	connTab *connTable
+	memConn *memConn // a MemoryBackend's slots (Op.Conn) instead
 	metric  string
 	cfg     Rate
 	// keyPrefix is BucketKey without the request values, for backends
