@@ -37,7 +37,7 @@ func TestAllowDoesNotAllocateAcrossReclaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c := s.cfg.Load(); c.big || c.ordered == nil {
-		t.Fatal("this configuration should be decided by evaluateOrdered, on the stack's buffers")
+		t.Fatal("this configuration should be decided by evaluate's ordered plan, on the stack's buffers")
 	}
 	const callers = 2000
 	names := make([]string, callers)
@@ -90,8 +90,8 @@ var (
 	}()
 )
 
-// Which configurations evaluateOrdered decides (one-limit ones too, which
-// evaluateSingle decides first): none big, the limits with only
+// Which configurations evaluate decides on an ordered plan (one-limit ones
+// too, which it decides on the one-limit plan first): none big, the limits with only
 // connections buckets left out.
 func TestOrderedPlan(t *testing.T) {
 	perSecond := func(r int64) []Rate { return []Rate{{Rate: r, Period: PeriodSecond}} }
@@ -112,7 +112,7 @@ func TestOrderedPlan(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		limits []RateLimit
-		want   []string // the ids evaluateOrdered visits; nil: not an ordered plan
+		want   []string // the ids the ordered plan visits; nil: not an ordered plan
 	}{
 		{"matched and connections", []RateLimit{conc, pair, single("aa")}, []string{"pair", "aa"}},
 		{"singles", []RateLimit{single("aa"), single("bb")}, []string{"aa", "bb"}},

@@ -17,7 +17,7 @@ import (
 // has listed them in rank order; taken as visited, each such request would
 // create its per-caller bucket before meeting the block.
 func TestBlockedRequestsCreateNoBuckets(t *testing.T) {
-	// As it is, the configuration is an ordered plan (evaluateOrdered);
+	// As it is, the configuration is an ordered plan (evaluate's ordered plan);
 	// with a looser "*" org entry, whose rank falls after per-caller's,
 	// the two limits' ranks interleave and the general plan decides.
 	for _, ordered := range []bool{true, false} {

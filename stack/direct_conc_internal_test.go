@@ -16,7 +16,7 @@ import (
 // direct and ordered paths' fallbacks leak nothing: after the storm every bucket has
 // exactly burst − admitted left.
 func TestDirectConcurrentNeverOverAdmits(t *testing.T) {
-	// With the pair entry (o, *) the plan is ordered (evaluateOrdered);
+	// With the pair entry (o, *) the plan is ordered (evaluate's ordered plan);
 	// with (*, *) its bucket key is a digest and the general plan decides.
 	for _, pairOrg := range []string{"o", "*"} {
 		t.Run("pair org "+pairOrg, func(t *testing.T) { directConcurrentNeverOverAdmits(t, pairOrg) })
