@@ -36,8 +36,8 @@ func TestAllowDoesNotAllocateAcrossReclaims(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.cfg.Load().direct == nil {
-		t.Fatal("this configuration should be decided by evaluateDirect")
+	if c := s.cfg.Load(); c.big || c.ordered == nil {
+		t.Fatal("this configuration should be decided by evaluate's ordered plan, on the stack's buffers")
 	}
 	const callers = 2000
 	names := make([]string, callers)
@@ -90,9 +90,10 @@ var (
 	}()
 )
 
-// Which configurations evaluateDirect decides: neither a singles plan nor
-// a big one, the limits with only connections buckets left out.
-func TestDirectPlan(t *testing.T) {
+// Which configurations evaluate decides on an ordered plan (one-limit ones
+// too, which it decides on the one-limit plan first): none big, the limits with only
+// connections buckets left out.
+func TestOrderedPlan(t *testing.T) {
 	perSecond := func(r int64) []Rate { return []Rate{{Rate: r, Period: PeriodSecond}} }
 	star := func(keys ...string) map[string]string {
 		m := map[string]string{}
@@ -111,10 +112,10 @@ func TestDirectPlan(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		limits []RateLimit
-		want   []string // the ids evaluateDirect visits; nil: not a direct plan
+		want   []string // the ids the ordered plan visits; nil: not an ordered plan
 	}{
 		{"matched and connections", []RateLimit{conc, pair, single("aa")}, []string{"pair", "aa"}},
-		{"singles", []RateLimit{single("aa"), single("bb")}, nil},
+		{"singles", []RateLimit{single("aa"), single("bb")}, []string{"aa", "bb"}},
 		{"big", []RateLimit{pair, single("aa"), single("bb"), single("cc"), single("dd")}, nil},
 	} {
 		s, err := New(Config{RateLimits: c.limits})
@@ -122,11 +123,11 @@ func TestDirectPlan(t *testing.T) {
 			t.Fatal(err)
 		}
 		var got []string
-		for _, l := range s.cfg.Load().direct {
-			got = append(got, l.id)
+		for _, st := range s.cfg.Load().ordered {
+			got = append(got, st.l.id)
 		}
 		if fmt.Sprint(got) != fmt.Sprint(c.want) || (got == nil) != (c.want == nil) {
-			t.Errorf("%s: direct plan %q, want %q", c.name, got, c.want)
+			t.Errorf("%s: ordered plan %q, want %q", c.name, got, c.want)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/bucket"
 	"github.com/sluicehq/sluice/match"
 )
@@ -230,77 +231,77 @@ func (m *MemoryBackend) get(at time.Time, op Op) *bucket.Bucket {
 	return mb.b
 }
 
-// Take implements Backend.
+// Take implements Backend. It decides through the Stack's own decider
+// (decide.go): the ops' buckets taken in order, the first refusal of a
+// non-shadow op decided once, what was taken before it given back through
+// its take's Grant, the ops after it probed for RetryAfter.
 func (m *MemoryBackend) Take(ctx context.Context, at time.Time, ops []Op) (Outcome, error) {
 	if err := ctx.Err(); err != nil {
 		return Outcome{}, err
 	}
-	out := Outcome{Denied: -1, Remaining: make([]int64, len(ops))}
-	taken := make([]bool, len(ops))
-	grants := make([]bucket.Grant, len(ops))
-	for i, op := range ops {
-		var res bucket.Result
+	items := make([]item, len(ops))
+	rbs := make([]rateBucket, len(ops))
+	for i := range ops {
+		op := &ops[i]
+		rb := &rbs[i]
+		rb.shadow, rb.burst, rb.metric = op.Shadow, op.Burst, sluice.MetricRequests
 		if op.Conn {
-			ok, left := m.acquire(at, op)
-			switch {
-			case ok:
-				res = bucket.Result{OK: true, Remaining: left}
-			case op.Burst == 0:
-				res = bucket.Result{Permanent: true}
-			default:
-				res = bucket.Result{RetryAfter: connRetryAfter}
-			}
+			rb.metric, rb.kind = sluice.MetricConnections, kindConnections
+			rb.memConn = &memConn{m: m, op: op}
 		} else {
-			res = m.get(at, op).TakeN(at, int(op.Cost))
+			rb.shared = m.get(at, *op)
 		}
-		if res.OK {
-			taken[i] = true
-			grants[i] = res.Grant
-			m.remember(op.Key, at, res.Grant)
-			out.Remaining[i] = res.Remaining
-			continue
-		}
-		if op.Shadow {
+		items[i].rb, items[i].cost = rb, int(op.Cost)
+	}
+	var d sluice.Decision
+	dc := decider{t: at, denied: -1, reserve: true} // reserve: every take's full Result, for Remaining
+	for i := range items {
+		dc.take(items, nil, i, &d, nil)
+	}
+	out := Outcome{Denied: dc.denied, Remaining: make([]int64, len(ops))}
+	for i := range items {
+		if items[i].shadowed {
 			out.ShadowDenied = append(out.ShadowDenied, i)
-			out.Remaining[i] = res.Remaining // what it holds (0 for a slot): nothing was taken
-			continue
 		}
-		out.Denied = i
-		out.RetryAfter = res.RetryAfter
-		out.Permanent = res.Permanent || res.OverBurst
-		out.OverBurst = res.OverBurst && op.Burst > 0
-		for j := i - 1; j >= 0; j-- {
-			switch {
-			case !taken[j]:
-			case ops[j].Conn:
-				m.release(ops[j])
-			default:
-				// The take's own grant: GiveBack cannot refuse it.
-				_ = m.get(at, ops[j]).GiveBack(&grants[j], int(ops[j].Cost))
-				m.remember(ops[j].Key, time.Time{}, bucket.Grant{}) // given back: nothing to remember
-			}
-		}
-		for j := i + 1; j < len(ops) && !out.Permanent; j++ {
-			if ops[j].Shadow || ops[j].Conn {
-				continue // a probe cannot tell when a slot frees
-			}
-			ob := m.get(at, ops[j])
-			r := ob.TakeN(at, int(ops[j].Cost))
-			switch {
-			case r.OK:
-				_ = ob.GiveBack(&r.Grant, int(ops[j].Cost))
-			case r.Permanent || r.OverBurst:
-				out.Permanent, out.RetryAfter = true, 0
-				out.OverBurst = r.OverBurst && ops[j].Burst > 0
-			default:
-				out.RetryAfter = max(out.RetryAfter, r.RetryAfter)
-			}
-		}
+	}
+	if dc.denied >= 0 {
+		out.RetryAfter, out.Permanent, out.OverBurst = d.RetryAfter, d.Permanent, d.OverBurst
 		out.Remaining = nil
+		for i := range ops[:dc.denied] {
+			if !ops[i].Conn && !items[i].shadowed { // taken, then given back
+				m.remember(ops[i].Key, time.Time{}, bucket.Grant{}) // given back: nothing to remember
+			}
+		}
 		return out, nil
+	}
+	for i := range items {
+		out.Remaining[i] = items[i].left // what a shadow op that could not pass holds: nothing was taken
+		if items[i].taken && !ops[i].Conn {
+			m.remember(ops[i].Key, at, items[i].grant)
+		}
 	}
 	return out, nil
 }
+
+// memConn is a MemoryBackend's connections slot for one op, as the
+// decider takes and gives it back.
+type memConn struct {
+	m  *MemoryBackend
+	op *Op
+}
+
+func (c *memConn) take(at time.Time, it *item) bucket.Result {
+	ok, left := c.m.acquire(at, *c.op)
+	switch {
+	case ok:
+		return bucket.Result{OK: true, Remaining: left}
+	case c.op.Burst == 0:
+		return bucket.Result{Permanent: true}
+	}
+	return bucket.Result{RetryAfter: connRetryAfter}
+}
+
+func (c *memConn) release(*item) { c.m.release(*c.op) }
 
 // remember records g, taken at at, as key's latest take.
 func (m *MemoryBackend) remember(key string, at time.Time, g bucket.Grant) {

@@ -17,9 +17,9 @@ import (
 // has listed them in rank order; taken as visited, each such request would
 // create its per-caller bucket before meeting the block.
 func TestBlockedRequestsCreateNoBuckets(t *testing.T) {
-	// As it is, the configuration is an ordered plan (evaluateOrdered);
+	// As it is, the configuration is an ordered plan (evaluate's ordered plan);
 	// with a looser "*" org entry, whose rank falls after per-caller's,
-	// the two limits' ranks interleave and evaluateDirect decides.
+	// the two limits' ranks interleave and the general plan decides.
 	for _, ordered := range []bool{true, false} {
 		t.Run(map[bool]string{true: "ordered", false: "direct"}[ordered], func(t *testing.T) { blockedRequestsCreateNoBuckets(t, ordered) })
 	}
@@ -44,8 +44,8 @@ func blockedRequestsCreateNoBuckets(t *testing.T, ordered bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c := s.cfg.Load(); c.direct == nil || (c.ordered != nil) != ordered {
-			t.Fatalf("not the plan this test is about: direct %v, ordered %v", c.direct != nil, c.ordered != nil)
+		if c := s.cfg.Load(); c.big || (c.ordered != nil) != ordered {
+			t.Fatalf("not the plan this test is about: big %v, ordered %v", c.big, c.ordered != nil)
 		}
 		ctx := context.Background()
 		if general {

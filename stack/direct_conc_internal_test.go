@@ -16,8 +16,8 @@ import (
 // direct and ordered paths' fallbacks leak nothing: after the storm every bucket has
 // exactly burst − admitted left.
 func TestDirectConcurrentNeverOverAdmits(t *testing.T) {
-	// With the pair entry (o, *) the plan is ordered (evaluateOrdered);
-	// with (*, *) its bucket key is a digest and evaluateDirect decides.
+	// With the pair entry (o, *) the plan is ordered (evaluate's ordered plan);
+	// with (*, *) its bucket key is a digest and the general plan decides.
 	for _, pairOrg := range []string{"o", "*"} {
 		t.Run("pair org "+pairOrg, func(t *testing.T) { directConcurrentNeverOverAdmits(t, pairOrg) })
 	}
@@ -42,8 +42,8 @@ func directConcurrentNeverOverAdmits(t *testing.T, pairOrg string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := s.cfg.Load(); c.direct == nil || (c.ordered != nil) != (pairOrg == "o") {
-		t.Fatalf("not the plan this test is about: direct %v, ordered %v", c.direct != nil, c.ordered != nil)
+	if c := s.cfg.Load(); c.big || (c.ordered != nil) != (pairOrg == "o") {
+		t.Fatalf("not the plan this test is about: big %v, ordered %v", c.big, c.ordered != nil)
 	}
 	const callers = 10
 	var admitted [callers]atomic.Int64

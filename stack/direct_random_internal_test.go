@@ -13,7 +13,7 @@ import (
 
 // Random direct-plan configurations (up to four keys, exact and wildcard
 // entries, every other configuration with at most one "*" per entry so
-// that many are ordered plans, decided by evaluateOrdered; several rates,
+// that many are ordered plans, decided on evaluate's ordered plan; several rates,
 // tokens, connections, rate 0, shadow and service limits, values beyond
 // 32 and 128 bytes, "*" and "" as request values, token debt left by
 // reservations) decide every request as the general
@@ -23,7 +23,7 @@ import (
 // drop different full buckets, a difference in memory, not in limits.
 func TestDirectRandomConfigsDecideAsTheGeneralPath(t *testing.T) {
 	// Names of one length that differ in their last byte (5 bytes) or
-	// their first (13 bytes): evaluateOrdered compares such names by words.
+	// their first (13 bytes): the ordered plan compares such names by words.
 	dims := []string{"org-a", "org-b", "target-name-x", "uarget-name-x"}
 	long := strings.Repeat("L", 40)
 	huge := strings.Repeat("H", 200)
@@ -46,7 +46,7 @@ func TestDirectRandomConfigsDecideAsTheGeneralPath(t *testing.T) {
 				ex := rng.IntN(nk + 1)
 				if cfgN%2 == 1 {
 					// Every other configuration has at most one "*" per
-					// entry, which evaluateOrdered may decide.
+					// entry, which the ordered plan may decide.
 					ex = nk - rng.IntN(2)
 				}
 				m := map[string]string{}
@@ -104,7 +104,7 @@ func TestDirectRandomConfigsDecideAsTheGeneralPath(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if fast.cfg.Load().direct == nil {
+			if fast.cfg.Load().big {
 				continue
 			}
 			general, _ := New(cfg, opts...)

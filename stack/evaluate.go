@@ -16,65 +16,27 @@ var errNegativeCost = errors.New("stack: negative token cost")
 
 // item is one bucket that applies to the request being decided.
 type item struct {
-	rb     *rateBucket // and through it, its entry and limit
-	k0, k1 int32       // the per-value bucket key (appendBucketKey) in the key buffer (tables only)
-	rank   int32       // rb.rank, kept here for the sort
+	rb *rateBucket // and through it, its entry and limit
+	// A per-value bucket's key: kb[k0:k1] in the general plan's key
+	// buffer (reservations keep k0 and k1), or key (the other plans).
+	key    string
+	k0, k1 int32
+	rank   int32 // rb.rank, kept here for the sort
 	taken  bool
-	cost   int
-	lease  uint64       // connections: the lease taken
-	grant  bucket.Grant // a bucket: what to give back if a later limit denies
+	// shadowed is set when a shadow limit's bucket could not give the cost.
+	shadowed bool
+	cost     int
+	// left is what the bucket held after the full take refused or decided
+	// (what a MemoryBackend reports in Outcome.Remaining).
+	left  int64
+	lease uint64       // connections: the lease taken
+	grant bucket.Grant // a bucket: what to give back if a later limit denies
 }
 
-// take takes the item's cost from its bucket (a probe after a denial).
-func (it *item) take(kb []byte, t time.Time, s *Stack) bucket.Result {
-	rb := it.rb
-	if rb.shared != nil {
-		return rb.shared.TakeN(t, it.cost)
-	}
-	if rb.table != nil {
-		return rb.table.get().TakeBytes(t, kb[it.k0:it.k1], it.cost)
-	}
-	return it.takeConn(kb, t, s)
-}
-
-// takeConn takes a slot of a connections limit.
-func (it *item) takeConn(kb []byte, t time.Time, s *Stack) bucket.Result {
-	rb := it.rb
-	var ok bool
-	var left int64
-	it.lease = s.leaseSeq.Add(1)
-	if rb.conn != nil {
-		ok, left = rb.conn.acquire(t, it.lease, rb.burst, s.leaseTTL)
-	} else {
-		ok, left = rb.connTab.acquire(kb[it.k0:it.k1], t, it.lease, rb.burst, s.leaseTTL)
-	}
-	if ok {
-		return bucket.Result{OK: true, Remaining: left}
-	}
-	if rb.burst == 0 {
-		return bucket.Result{Permanent: true}
-	}
-	return bucket.Result{RetryAfter: connRetryAfter}
-}
-
-// refund gives back what the item took: a bucket's grant (the grant is the
-// item's own, so GiveBack cannot refuse it), or a connections slot.
-func (it *item) refund(kb []byte) {
-	rb := it.rb
-	switch {
-	case rb.shared != nil:
-		_ = rb.shared.GiveBack(&it.grant, int(it.grant.Outstanding()))
-	case rb.table != nil:
-		rb.table.GiveBackBytes(kb[it.k0:it.k1], &it.grant, int(it.grant.Outstanding()))
-	case rb.conn != nil:
-		rb.conn.release(it.lease)
-	default:
-		rb.connTab.release(kb[it.k0:it.k1], it.lease)
-	}
-}
-
-// evaluate decides one request against c's plan. Buffers live on the stack
-// so the allowed path allocates nothing for ordinary configurations.
+// evaluateGeneral decides a request on the general plan: every shape of
+// configuration, with or without a backend, reservations, and the
+// evaluated list. Buffers live on the stack so the allowed path allocates
+// nothing for ordinary configurations.
 //
 // Each distinct dimension name is looked up in keys once and its value
 // hashed at most once (for matching); limits with the same keys as the one
@@ -83,48 +45,10 @@ func (it *item) refund(kb []byte) {
 // 128-bit digest of its values (appendBucketKey), so the memory of a
 // bucket never grows with the length of the values. Items arrive nearly in
 // rank order (c.order) and are kept sorted by an insertion on their
-// precomputed rank.
+// precomputed rank; then the decider takes them in that order.
 //
 // With r non-nil (Reserve), connections limits are evaluated too, and on an
 // allowed decision the buckets taken are recorded in r for settlement.
-//
-// The decision is written into *d (zero on entry), saving copies of a large
-// struct on the hot path.
-func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, r *reservation, d *sluice.Decision) error {
-	if r == nil && s.backend == nil {
-		switch {
-		case c.singles != nil:
-			if s.evaluateSingles(ctx, c, keys, t, tokens, d) {
-				return nil
-			}
-		case c.ordered != nil:
-			return s.evaluateAfterOrdered(ctx, c, keys, t, tokens, s.evaluateOrdered(ctx, c, keys, t, tokens, d), d)
-		case c.direct != nil:
-			if s.evaluateDirect(ctx, c, keys, t, tokens, d) {
-				return nil
-			}
-		}
-	}
-	return s.evaluateGeneral(ctx, c, keys, t, tokens, r, d)
-}
-
-// evaluateAfterOrdered finishes the decision of a request evaluateOrdered
-// returned res for: nothing to do when it was admitted, evaluateDirect
-// for a value that needs a digest key, the general path for a refusal
-// (Allow calls evaluateOrdered itself, one call fewer on its hot path).
-func (s *Stack) evaluateAfterOrdered(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, res int, d *sluice.Decision) error {
-	switch res {
-	case orderedAllowed:
-		return nil
-	case orderedOther:
-		if s.evaluateDirect(ctx, c, keys, t, tokens, d) {
-			return nil
-		}
-	}
-	return s.evaluateGeneral(ctx, c, keys, t, tokens, nil, d)
-}
-
-// evaluateGeneral is evaluate without the shortcuts.
 func (s *Stack) evaluateGeneral(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, r *reservation, d *sluice.Decision) error {
 	if c.big {
 		// More than the stack buffers hold: pooled buffers, so that large
@@ -253,101 +177,18 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 		return items, kb, s.decideBackend(ctx, items, keys, t, r, d)
 	}
 
-	var tight *rateBucket
-	var tightRemaining int64
-	denied := -1
-	var res bucket.Result // the denying take's result
+	dec := decider{s: s, t: t, maxWindow: c.maxWindow, denied: -1, reserve: r != nil}
 	for i := range items {
-		it := &items[i]
-		// A Result has too many fields to live in registers: it goes
-		// through memory, stored field by field and read back in 16-byte
-		// moves (a store-forwarding stall on every take). The allowed path
-		// asks the buckets for OK and Remaining only; a denial or a
-		// reservation gets the full Result.
-		var ok bool
-		var left int64
-		if rb := it.rb; r != nil || (rb.shared == nil && rb.table == nil) {
-			res = it.take(kb, t, s) // a reservation keeps the Result
-			ok, left, it.grant = res.OK, res.Remaining, res.Grant
-		} else if rb.shared != nil {
-			ok, left = rb.shared.TryTakeGrant(t, it.cost, &it.grant)
-		} else {
-			ok, left = rb.table.get().TryTakeGrantBytes(t, kb[it.k0:it.k1], it.cost, &it.grant)
-		}
-		if !ok && r == nil && (it.rb.shared != nil || it.rb.table != nil) {
-			// A refusal took nothing: take again for the full Result (which
-			// may now succeed, and then has taken).
-			res = it.take(kb, t, s)
-			ok, left, it.grant = res.OK, res.Remaining, res.Grant
-		}
-		if ok {
-			it.taken = true
-			tight, tightRemaining = tighter(tight, tightRemaining, it.rb, left)
-			continue
-		}
-		if it.rb.shadow {
-			d.Shadowed = append(d.Shadowed, limitKey(it, keys))
-			continue
-		}
-		denied = i
-		d.RetryAfter = res.RetryAfter
-		d.Permanent = res.Permanent || res.OverBurst
-		d.OverBurst = res.OverBurst && it.rb.burst > 0
-		if res.BudgetFull { // WithMaxBuckets: no room for this request's bucket
-			d.Capacity, d.Permanent = true, false
-			d.RetryAfter = max(res.RetryAfter, c.maxWindow)
-		}
-		break
+		dec.take(items, kb, i, d, keys)
 	}
-
-	if denied < 0 {
-		allowed(d, tight, tightRemaining)
-		if r != nil {
-			r.record(items, kb, t)
-		}
-	} else {
-		it := &items[denied]
-		// A denied request consumes nothing: give back what was taken.
-		for j := denied - 1; j >= 0; j-- {
-			if items[j].taken {
-				items[j].refund(kb)
-			}
-		}
-		// RetryAfter must not be early: the buckets not reached may need
-		// longer. Probe each (take and give back at once).
-		if !d.Permanent {
-			for j := denied + 1; j < len(items); j++ {
-				o := &items[j]
-				if o.rb.shadow {
-					continue
-				}
-				if o.rb.metric == sluice.MetricConnections {
-					continue // a probe cannot tell when a slot frees
-				}
-				res := o.take(kb, t, s)
-				switch {
-				case res.OK:
-					o.grant = res.Grant
-					o.refund(kb)
-				case res.OverBurst || (res.Permanent && !res.BudgetFull):
-					d.Permanent, d.RetryAfter = true, 0
-					d.OverBurst = o.rb.burst > 0
-				case res.BudgetFull:
-					d.RetryAfter = max(d.RetryAfter, res.RetryAfter, c.maxWindow)
-				default:
-					d.RetryAfter = max(d.RetryAfter, res.RetryAfter)
-				}
-				if d.Permanent {
-					break
-				}
-			}
-		}
-		fillDenial(d, it, keys)
+	dec.finish(items, d, keys)
+	if r != nil && dec.denied < 0 {
+		r.record(items, kb, t)
 	}
 	if sluice.EvaluatedRequested(ctx) {
 		n := len(items)
-		if denied >= 0 {
-			n = denied + 1
+		if dec.denied >= 0 {
+			n = dec.denied + 1
 		}
 		d.Evaluated = evaluatedList(items[:n], keys)
 	}

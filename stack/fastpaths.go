@@ -1,271 +1,80 @@
 package stack
 
-// The shortcuts of evaluate for admitted requests of common configuration
-// shapes: per-value limits only (evaluateSingles), matched configurations
-// of a few buckets (evaluateDirect), and among those the ones whose
-// buckets come in rank order limit by limit (evaluateOrdered). Each
-// decides exactly as the general path would, and hands a denial back to
-// it.
+// evaluate: the one dispatch of every decision, and the two plans that
+// decide without the general plan's list of buckets put in order first
+// (one per-value limit; configurations whose buckets come in rank order
+// limit by limit). Each plan finds the request's buckets its own way; a
+// refusal goes to the same decider as the general path (decide.go), so
+// they decide exactly as the general path would, denials included
+// (FuzzPlansDecideAsTheGeneralPath checks it, bucket states included).
 
 import (
 	"context"
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/bucket"
-	"github.com/sluicehq/sluice/internal/hashmatch"
 	"github.com/sluicehq/sluice/internal/words"
 )
 
-// evaluateSingles decides a request against a singles plan (see
-// compiled.singles) when every bucket admits it: each limit's value is its
-// bucket's key, taken directly, in rank order. On the first refusal it
-// gives back what it took and returns false, leaving d untouched, and
-// evaluate decides the request again on the general path, which reports the
-// denial (a refused take takes nothing, so the state is as before the call,
-// up to concurrent requests). It returns false at once when the context asks
-// for the evaluated list, and for a value too long to be its own bucket key.
-func (s *Stack) evaluateSingles(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, d *sluice.Decision) bool {
-	if sluice.EvaluatedRequested(ctx) {
-		return false
+// evaluate decides one request against c: the one dispatch of every
+// decision (Allow, AllowN, AllowAt, Reserve, ReserveSlots). The decision
+// is written into *d (zero on entry), saving copies of a large struct on
+// the hot path.
+//
+// A one-limit plan (compiled.single) and an ordered plan
+// (compiled.ordered) are decided here, in line (a call fewer on the hot
+// path); a request with r non-nil (Reserve), one whose context asks for
+// the evaluated list, and one with a value whose bucket key is a digest
+// go to the general plan (evaluateGeneral) before anything is taken, and
+// so does every request of any other configuration or with a backend
+// (compile sets neither plan then).
+//
+// One limit: the request's value is its bucket's key, and an admitted
+// request is one TryTakeN.
+//
+// Ordered plan: each distinct dimension's value is looked up once; then
+// each limit's entry is matched and its buckets taken at once, in the
+// plan's order, which is the rank order the general path takes them in
+// (so a request that a bucket refuses has created none of the per-value
+// buckets ranked after it, except by probing them as the general path
+// does). A Table's key is the value itself. The admitted path tries each
+// take; at the first refusal the loop stops and orderedRefused hands that
+// bucket and the rest of the plan's to the decider.
+func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, r *reservation, d *sluice.Decision) error {
+	if r != nil || c.ordered == nil || sluice.EvaluatedRequested(ctx) {
+		return s.evaluateGeneral(ctx, c, keys, t, tokens, r, d)
 	}
-	if len(c.singles) == 1 {
-		return evaluateSingle(&c.singles[0], keys, t, tokens, d)
-	}
-	var (
-		taken [inlineItems]struct {
-			tab *bucket.Table
-			v   string
-			g   bucket.Grant
+	if sl := c.single; sl != nil {
+		// The request's first pair is usually the limit's (a one-pair
+		// Keys): tried before looking the name up.
+		var v string
+		var found bool
+		if keys.Len() > 0 {
+			if kv := keys.At(0); sameName(kv.Name, sl.name) {
+				v, found = kv.Value, true
+			}
 		}
-		n     int
-		tight *rateBucket
-		left  int64
-	)
-	for i := range c.singles {
-		sl := &c.singles[i]
-		v, found := keys.Get(sl.name)
 		if !found {
-			continue // a missing dimension skips the limit
+			v, found = keys.Get(sl.name)
+		}
+		if !found {
+			d.Allowed = true // a missing dimension skips the limit: none applied
+			return nil
+		}
+		if len(v) > rawMax { // its bucket key is a digest
+			return s.evaluateGeneral(ctx, c, keys, t, tokens, nil, d)
 		}
 		rb := sl.rb
-		cost := rb.cost(tokens)
-		var ok bool
-		var rem int64
-		tab := rb.table.get()
-		if len(v) <= rawMax { // a longer value's key is a digest: the general path
-			ok, rem = tab.TryTakeGrant(t, v, cost, &taken[n].g)
-		}
+		ok, rem := rb.table.get().TryTakeN(t, v, rb.cost(tokens))
 		if !ok {
-			for j := n - 1; j >= 0; j-- {
-				tk := &taken[j]
-				_ = tk.tab.GiveBack(tk.v, &tk.g, int(tk.g.Outstanding())) // see item.refund
-			}
-			return false
+			s.singleRefused(c, keys, t, tokens, d, v)
+			return nil
 		}
-		taken[n].tab, taken[n].v = tab, v
-		n++
-		tight, left = tighter(tight, left, rb, rem)
+		tight, left := tighter(nil, 0, rb, rem)
+		allowed(d, tight, left)
+		return nil
 	}
-	allowed(d, tight, left)
-	return true
-}
 
-// evaluateSingle is evaluateSingles for the commonest configuration, one
-// per-value limit: nothing after its take can deny, so nothing is kept to
-// give back (the many-limit form clears a Grant a limit on every call).
-func evaluateSingle(sl *singleLimit, keys *sluice.Keys, t time.Time, tokens int, d *sluice.Decision) bool {
-	// The request's first pair is usually the limit's (a one-pair Keys):
-	// tried before looking the name up.
-	var v string
-	var found bool
-	if keys.Len() > 0 {
-		if kv := keys.At(0); sameName(kv.Name, sl.name) {
-			v, found = kv.Value, true
-		}
-	}
-	if !found {
-		v, found = keys.Get(sl.name)
-	}
-	if !found {
-		d.Allowed = true // a missing dimension skips the limit: none applied
-		return true
-	}
-	if len(v) > rawMax { // a longer value's key is a digest: the general path
-		return false
-	}
-	rb := sl.rb
-	ok, rem := rb.table.get().TryTakeN(t, v, rb.cost(tokens))
-	if !ok {
-		return false
-	}
-	tight, left := tighter(nil, 0, rb, rem)
-	allowed(d, tight, left)
-	return true
-}
-
-// directTake is one bucket evaluateDirect takes: its key is the per-value
-// value itself, or kb[k0:k1] (a digest) when k1 > k0; none for a shared
-// bucket.
-type directTake struct {
-	rb     *rateBucket
-	key    string
-	k0, k1 int32
-	cost   int
-	g      bucket.Grant
-}
-
-// evaluateDirect decides a request against a direct plan (see
-// compiled.direct) when every bucket admits it: each limit's entry is
-// matched (MatchHashed: no encoding built) and its buckets listed, at most
-// inlineItems of them, kept in rank order by an insertion; a value that is
-// its own bucket key is used in place (only digests are written out). They
-// are taken in rank order, as on the general path: a request it denies
-// never reaches, and so never creates, the per-value buckets ranked after
-// the denying one, which a permanent denial does not even probe. When all
-// succeed the tightest bucket reported is the one with the least left, the
-// first among equals. On the first refusal it gives back what it took and
-// returns false, leaving d untouched, and evaluate decides the request
-// again on the general path, which reports the denial (as evaluateSingles
-// does). It returns false at once when the context asks for the evaluated
-// list.
-func (s *Stack) evaluateDirect(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, d *sluice.Decision) bool {
-	if sluice.EvaluatedRequested(ctx) {
-		return false
-	}
-	var (
-		list   [inlineItems]directTake
-		n      int
-		kb     [inlineKeyBytes]byte
-		kn     int32
-		vals   [inlineDims]string
-		hashes [inlineDims]uint64
-		tight  *rateBucket
-		left   int64
-	)
-plan:
-	for _, l := range c.direct {
-		var he *hotEntry
-		var key string
-		var k0, k1 int32
-		nk := len(l.keys)
-		for k, name := range l.keys {
-			v, ok := keys.Get(name)
-			if !ok {
-				continue plan // a missing dimension skips the limit
-			}
-			vals[k] = v
-		}
-		if l.single {
-			he = &l.hot[l.all]
-		} else {
-			for k := range l.depth {
-				hashes[k] = hashmatch.Hash(vals[k])
-			}
-			idx, ok := l.matcher.MatchHashed(vals[:nk], hashes[:l.depth])
-			if !ok {
-				continue // no entry: the limit does not apply
-			}
-			he = &l.hot[idx]
-		}
-		if e := int(he.exact); e < nk {
-			if w := vals[e:nk]; len(w) == 1 && len(w[0]) <= rawMax {
-				key = w[0] // its own bucket key: no copy
-			} else {
-				k0 = kn
-				kn = int32(len(appendBucketKey(kb[:kn], w)))
-				k1 = kn
-			}
-		}
-		for j := -1; j < len(he.more); j++ {
-			rb := he.rb
-			if j >= 0 {
-				rb = he.more[j]
-			}
-			if rb == nil || rb.kind == kindConnections {
-				continue // enforced by Reserve only
-			}
-			// Field by field: a struct literal copied in would be read back
-			// in 16-byte moves from 8-byte stores (a store-forwarding stall).
-			i := n
-			tk := &list[i]
-			tk.rb, tk.key, tk.k0, tk.k1, tk.cost = rb, key, k0, k1, rb.cost(tokens)
-			n++
-			for i > 0 && list[i].rb.rank < list[i-1].rb.rank {
-				list[i], list[i-1] = list[i-1], list[i]
-				i--
-			}
-		}
-	}
-	for i := range n {
-		tk := &list[i]
-		rb := tk.rb
-		var ok bool
-		var rem int64
-		g := &tk.g
-		if i == n-1 {
-			g = nil // nothing after the last can deny: no give-back
-		}
-		switch {
-		case rb.shared != nil:
-			ok, rem = rb.shared.TryTakeGrant(t, tk.cost, g)
-		case tk.k1 > tk.k0:
-			ok, rem = rb.table.get().TryTakeGrantBytes(t, kb[tk.k0:tk.k1], tk.cost, g)
-		default:
-			ok, rem = rb.table.get().TryTakeGrant(t, tk.key, tk.cost, g)
-		}
-		if !ok {
-			for j := i - 1; j >= 0; j-- { // see item.refund
-				tk := &list[j]
-				k := int(tk.g.Outstanding())
-				switch {
-				case tk.rb.shared != nil:
-					_ = tk.rb.shared.GiveBack(&tk.g, k)
-				case tk.k1 > tk.k0:
-					tk.rb.table.GiveBackBytes(kb[tk.k0:tk.k1], &tk.g, k)
-				default:
-					_ = tk.rb.table.get().GiveBack(tk.key, &tk.g, k)
-				}
-			}
-			return false
-		}
-		tight, left = tighter(tight, left, rb, rem)
-	}
-	allowed(d, tight, left)
-	return true
-}
-
-// orderedTake is a bucket evaluateOrdered took: what to give back if a
-// later one refuses.
-type orderedTake struct {
-	rb  *rateBucket
-	key string // a Table's key (the request's value), none for a shared bucket
-	g   bucket.Grant
-}
-
-// Outcomes of evaluateOrdered.
-const (
-	orderedAllowed = iota // decided: allowed, d filled
-	orderedRefused        // a bucket refused (nothing is left taken): the general path decides
-	orderedOther          // a value needs a digest key: evaluateDirect decides
-)
-
-// evaluateOrdered decides a request against an ordered plan (see
-// compiled.ordered) when every bucket admits it. Each distinct dimension's
-// value is looked up once; then each limit's entry is matched and its
-// buckets taken at once, in the plan's order, which is the
-// rank order the general path takes them in (so a request that a bucket
-// refuses has created none of the per-value buckets ranked after it). A
-// Table's key is the value itself: a value beyond rawMax, whose key is a
-// digest, is left to evaluateDirect before anything is taken. On the first
-// refusal it gives back what it took and leaves d untouched, and evaluate
-// decides the request again on the general path (as evaluateDirect does).
-// It leaves a request whose context asks for the evaluated list to
-// evaluateDirect, which hands it on.
-func (s *Stack) evaluateOrdered(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, d *sluice.Decision) int {
-	if sluice.EvaluatedRequested(ctx) {
-		return orderedOther
-	}
 	// Each distinct dimension looked up once (a limit's keys are indices
 	// into dv), whatever the number of limits that share it.
 	var (
@@ -306,16 +115,17 @@ func (s *Stack) evaluateOrdered(ctx context.Context, c *compiled, keys *sluice.K
 		}
 		bit := uint64(1) << uint(di)
 		if len(v) > rawMax && c.keyDims&bit != 0 {
-			return orderedOther // its bucket key would be a digest
+			return s.evaluateGeneral(ctx, c, keys, t, tokens, nil, d) // its bucket key would be a digest
 		}
 		dv[di&(inlineDims-1)] = v
 		present |= bit
 	}
 	var (
-		taken [inlineItems]orderedTake
+		items [inlineItems]item // at most inlineItems (orderedPlan: not big)
 		n     int
 		tight *rateBucket
 		left  int64
+		at    [2]int // where a refusal stopped the loop: step, rate
 	)
 	steps := c.ordered
 	for si := range steps {
@@ -324,29 +134,29 @@ func (s *Stack) evaluateOrdered(ctx context.Context, c *compiled, keys *sluice.K
 			continue // a missing dimension skips the limit
 		}
 		if rb := st.rb; rb != nil { // a single limit with one rate
-			key := dv[st.di&(inlineDims-1)]
-			tk := &taken[n]
-			g := &tk.g
+			k, cost := dv[st.di&(inlineDims-1)], rb.cost(tokens)
+			it := &items[n&(inlineItems-1)]
+			n++
+			it.rb, it.key = rb, k
+			g := &it.grant
 			if si == len(steps)-1 {
 				g = nil // nothing after the last can refuse: no give-back
 			}
-			ok, rem := rb.table.get().TryTakeGrant(t, key, rb.cost(tokens), g)
+			ok, rem := rb.table.get().TryTakeGrant(t, k, cost, g)
 			if !ok {
-				giveBackOrdered(taken[:n])
-				return orderedRefused
+				at = [2]int{si, -1}
+				goto refused
 			}
-			tk.rb, tk.key = rb, key
-			n++
 			// tighter, knowing rb is no connections bucket.
 			if !rb.shadow && (tight == nil || rem < left) {
 				tight, left = rb, rem
 			}
 			continue
 		}
-		l := st.l
+		// st.entry, written out: not inlined, it would cost a call.
 		var he *hotEntry
 		var key string
-		if l.single {
+		if l := st.l; l.single {
 			he, key = &l.hot[l.all], dv[l.dim[0]&(inlineDims-1)]
 		} else {
 			var vals [inlineDims]string
@@ -358,13 +168,11 @@ func (s *Stack) evaluateOrdered(ctx context.Context, c *compiled, keys *sluice.K
 				}
 				v = vals[:nk]
 			}
-			// Match hashes the values itself: one call from this loop, not
-			// one per value besides (each saving and reloading its state).
 			idx, ok := l.matcher.Match(v)
 			if !ok {
 				continue // no entry: the limit does not apply
 			}
-			he, key = &l.hot[idx], v[nk-1] // the key of a wildcard entry's buckets
+			he, key = &l.hot[idx], v[nk-1] // the key of a wildcard entry's buckets (unused by an exact one)
 		}
 		for j := -1; j < len(he.more); j++ {
 			rb := he.rb
@@ -374,42 +182,139 @@ func (s *Stack) evaluateOrdered(ctx context.Context, c *compiled, keys *sluice.K
 			if rb == nil || rb.kind == kindConnections {
 				continue // enforced by Reserve only
 			}
-			tk := &taken[n]
+			cost := rb.cost(tokens)
+			it := &items[n&(inlineItems-1)]
+			n++
+			it.rb, it.key = rb, key
 			var ok bool
 			var rem int64
 			if rb.shared != nil {
-				ok, rem = rb.shared.TryTakeGrant(t, rb.cost(tokens), &tk.g)
+				ok, rem = rb.shared.TryTakeGrant(t, cost, &it.grant)
 			} else {
-				ok, rem = rb.table.get().TryTakeGrant(t, key, rb.cost(tokens), &tk.g)
+				ok, rem = rb.table.get().TryTakeGrant(t, key, cost, &it.grant)
 			}
 			if !ok {
-				giveBackOrdered(taken[:n])
-				return orderedRefused
+				at = [2]int{si, j}
+				goto refused
 			}
-			tk.rb, tk.key = rb, key
-			n++
 			tight, left = tighter(tight, left, rb, rem)
 		}
 	}
 	allowed(d, tight, left)
-	return orderedAllowed
+	return nil
+refused:
+	s.orderedRefused(c, keys, t, tokens, d, &dv, present, &items, n, at[0], at[1], tight, left)
+	return nil
 }
 
-// giveBackOrdered gives back what evaluateOrdered took, the last first
-// (see item.refund).
-func giveBackOrdered(taken []orderedTake) {
-	for j := len(taken) - 1; j >= 0; j-- {
-		tk := &taken[j]
-		k := int(tk.g.Outstanding())
-		if tk.rb.shared != nil {
-			_ = tk.rb.shared.GiveBack(&tk.g, k)
-		} else {
-			_ = tk.rb.table.get().GiveBack(tk.key, &tk.g, k)
-		}
+// entry returns the entry of st's limit that the request's values (dv)
+// match, and the key of its per-value buckets.
+func (st *orderedStep) entry(dv *[inlineDims]string) (*hotEntry, string, bool) {
+	l := st.l
+	if l.single {
+		return &l.hot[l.all], dv[l.dim[0]&(inlineDims-1)], true
 	}
+	var vals [inlineDims]string
+	nk := len(l.keys)
+	v := dv[:nk]
+	if !st.inPlace {
+		for k, di := range l.dim {
+			vals[k] = dv[di&(inlineDims-1)]
+		}
+		v = vals[:nk]
+	}
+	// Match hashes the values itself: one call from this loop, not
+	// one per value besides (each saving and reloading its state).
+	idx, ok := l.matcher.Match(v)
+	if !ok {
+		return nil, "", false
+	}
+	he := &l.hot[idx]
+	if int(he.exact) < nk {
+		return he, v[nk-1], true // the key of a wildcard entry's buckets
+	}
+	return he, "", true
 }
 
-// sameName is a == b for dimension names, as evaluateOrdered compares them
+// singleRefused decides, through the decider, the request whose one
+// bucket refused evaluate's try (kept out of evaluate, whose admitted path
+// it would slow).
+//
+//go:noinline
+func (s *Stack) singleRefused(c *compiled, keys *sluice.Keys, t time.Time, tokens int, d *sluice.Decision, v string) {
+	var items [1]item
+	it := &items[0]
+	it.rb, it.key, it.cost = c.single.rb, v, c.single.rb.cost(tokens)
+	dc := decider{s: s, t: t, maxWindow: c.maxWindow, denied: -1}
+	dc.refused(items[:], nil, 0, d, keys)
+	dc.finish(items[:], d, keys)
+}
+
+// orderedRefused decides, through the decider, the request whose try of
+// items[n-1] an ordered plan's evaluate refused, having taken items[:n-1]
+// (tight and left describe them): that item, then every bucket the plan
+// reaches after it — the rates after rate j of step si's entry (matched
+// again here, which keeps the entry out of evaluate's live values; none
+// for a single step's), then the steps after si.
+//
+//go:noinline
+func (s *Stack) orderedRefused(c *compiled, keys *sluice.Keys, t time.Time, tokens int, d *sluice.Decision,
+	dv *[inlineDims]string, present uint64, items *[inlineItems]item, n, si, j int, tight *rateBucket, left int64) {
+	dc := decider{s: s, t: t, maxWindow: c.maxWindow, tight: tight, left: left, denied: -1}
+	var he *hotEntry
+	var key string
+	if st := &c.ordered[si]; st.rb == nil {
+		he, key, _ = st.entry(dv) // it matched in evaluate
+	}
+	for i := range items[:n-1] {
+		items[i].taken = true // the admitted path sets neither taken nor cost: refund needs only the grant
+	}
+	items[n-1].cost = items[n-1].rb.cost(tokens)
+	dc.refused(items[:n], nil, n-1, d, keys)
+	steps := c.ordered
+	for {
+		if he != nil {
+			for j++; j < len(he.more); j++ {
+				if rb := he.more[j]; rb.kind != kindConnections {
+					n = dc.add(items, n, rb, key, tokens, d, keys)
+				}
+			}
+		}
+		if si++; si >= len(steps) {
+			break
+		}
+		st := &steps[si]
+		he = nil
+		if present&st.mask != st.mask {
+			continue // a missing dimension skips the limit
+		}
+		if st.rb != nil {
+			n = dc.add(items, n, st.rb, dv[st.di&(inlineDims-1)], tokens, d, keys)
+			continue
+		}
+		var ok bool
+		if he, key, ok = st.entry(dv); !ok {
+			he = nil
+			continue
+		}
+		if he.rb != nil && he.rb.kind != kindConnections {
+			n = dc.add(items, n, he.rb, key, tokens, d, keys)
+		}
+		j = -1 // the loop's j++ starts he.more at 0
+	}
+	dc.finish(items[:n], d, keys)
+}
+
+// add appends rb's item (keyed by key) as items[n] and decides it; it
+// returns the new count.
+func (dc *decider) add(items *[inlineItems]item, n int, rb *rateBucket, key string, tokens int, d *sluice.Decision, keys *sluice.Keys) int {
+	it := &items[n&(inlineItems-1)]
+	it.rb, it.key, it.cost = rb, key, rb.cost(tokens)
+	dc.take(items[:n+1], nil, n, d, keys)
+	return n + 1
+}
+
+// sameName is a == b for dimension names, as evaluate compares them
 // inline: a name of 4 to 16 bytes by two overlapping word loads from each
 // (== calls memequal, which saves and reloads every live register of its
 // caller around it).

@@ -11,7 +11,7 @@ import (
 	"github.com/sluicehq/sluice/internal/racecheck"
 )
 
-// evaluateOrdered takes each bucket as it reaches it; a refusal gives back
+// The ordered plan takes each bucket as it reaches it; a refusal gives back
 // what the earlier limits took, whether the refusing limit is a single
 // limit (taken without its entry) or a matched one. Requests without a
 // caller skip the per-caller limit and show what is left in the per-tool
@@ -111,8 +111,8 @@ func TestOrderedPlanNeedsRankOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.cfg.Load().direct == nil || s.cfg.Load().ordered != nil {
-		t.Fatal("want a direct plan that is not ordered")
+	if s.cfg.Load().big || s.cfg.Load().ordered != nil {
+		t.Fatal("want a plan that is neither big nor ordered")
 	}
 	for i, ctx := range []context.Context{context.Background(), sluice.WithEvaluated(context.Background())} {
 		org, caller := fmt.Sprint("org-", i), fmt.Sprint("caller-", i) // buckets of their own
@@ -126,7 +126,7 @@ func TestOrderedPlanNeedsRankOrder(t *testing.T) {
 }
 
 // The ordered path allocates nothing, for a caller seen before or new, and
-// nor does a request it hands to evaluateDirect (a value beyond rawMax).
+// nor does a request it hands to the general plan (a value beyond rawMax).
 func TestOrderedDoesNotAllocate(t *testing.T) {
 	if racecheck.Enabled {
 		t.Skip("allocation counts differ under -race")
@@ -162,7 +162,7 @@ func TestOrderedDoesNotAllocate(t *testing.T) {
 	}{
 		{"exact", func(i int) string { return callers[i%len(callers)] }},
 		{"other", func(i int) string { return callers[i%len(callers)] }},
-		{"other", func(int) string { return long }}, // evaluateDirect
+		{"other", func(int) string { return long }}, // the general plan
 	} {
 		i := 0
 		allocs := testing.AllocsPerRun(2*len(callers), func() { // new callers, then seen ones

@@ -38,27 +38,22 @@ type compiled struct {
 	// hashDims has bit i set when some limit matches on the value of
 	// dimension i (i < 64): evaluate hashes those values up front.
 	hashDims uint64
-	// singles, in rank order, is set when every limit is single (one key,
-	// only the all-wildcard entry) with one rate, of requests or tokens,
-	// and there are at most inlineItems of them: the shape of most
-	// middleware configurations (per caller, per API key), which
-	// evaluateSingles decides without the general plan.
-	singles []singleLimit
-	// direct, set for configurations that are neither singles nor big,
-	// lists the limits evaluateDirect visits: c.order, less the limits with
-	// only connections buckets.
-	direct []*limit
-	// ordered, set when the direct plan's buckets are in rank order limit
-	// by limit and every bucket key is one value (see orderedPlan), lists
-	// the limits evaluateOrdered visits: the direct plan's, by rank.
+	// single (with ordered) is set when the configuration is one single limit (one key,
+	// only the all-wildcard entry) with one rate, of requests or tokens:
+	// the shape of most middleware configurations (per caller, per API
+	// key), which evaluate decides with one take.
+	single *singleLimit
+	// ordered, set when the buckets Allow takes are in rank order limit by
+	// limit and every bucket key is one value (see orderedPlan), lists the
+	// limits evaluate visits, by rank, on an ordered plan.
 	ordered []orderedStep
 	// keyDims has bit i set when dimension i's value is some ordered
 	// limit's bucket key (a value beyond rawMax then needs a digest, which
-	// evaluateOrdered leaves to evaluateDirect).
+	// evaluate leaves to the general plan).
 	keyDims uint64
 }
 
-// singleLimit is one limit of a compiled.singles plan.
+// singleLimit is the limit of a compiled.single plan.
 type singleLimit struct {
 	name string
 	rb   *rateBucket
@@ -121,6 +116,7 @@ type rateBucket struct {
 	window  time.Duration // time to refill from empty
 	conn    *connPool
 	connTab *connTable
+	memConn *memConn // a MemoryBackend's slots (Op.Conn) instead
 	metric  string
 	cfg     Rate
 	// keyPrefix is BucketKey without the request values, for backends
@@ -320,9 +316,10 @@ func compileValid(cfg Config, prev *compiled, now time.Time, withKeys bool, budg
 		}
 	}
 	c.conns = hasConnections(c)
-	c.singles = singlesPlan(c)
-	c.direct = directPlan(c)
-	c.ordered, c.keyDims = orderedPlan(c)
+	if !withKeys { // with a backend, every decision is the general plan's
+		c.single = singlePlan(c)
+		c.ordered, c.keyDims = orderedPlan(c)
+	}
 	for _, l := range c.limits {
 		for _, di := range l.dim[:l.depth] {
 			if di < 64 {
@@ -333,35 +330,26 @@ func compileValid(cfg Config, prev *compiled, now time.Time, withKeys bool, budg
 	return c
 }
 
-// singlesPlan returns c's limits as a singles plan (see compiled.singles),
-// or nil when c has another shape.
-func singlesPlan(c *compiled) []singleLimit {
-	if len(c.limits) == 0 || len(c.limits) > inlineItems || c.big {
+// singlePlan returns c's one limit as a single plan (see
+// compiled.single), or nil when c has another shape.
+func singlePlan(c *compiled) *singleLimit {
+	if len(c.limits) != 1 || c.big {
 		return nil
 	}
-	out := make([]singleLimit, 0, len(c.limits))
-	for _, l := range c.limits {
-		if !l.single {
-			return nil
-		}
-		h := &l.hot[l.all]
-		if h.rb == nil || len(h.more) > 0 || h.rb.table == nil || h.rb.kind == kindConnections {
-			return nil
-		}
-		out = append(out, singleLimit{name: l.keys[0], rb: h.rb})
+	l := c.limits[0]
+	if !l.single {
+		return nil
 	}
-	slices.SortFunc(out, func(a, b singleLimit) int { return int(a.rb.rank) - int(b.rb.rank) })
-	return out
+	h := &l.hot[l.all]
+	if h.rb == nil || len(h.more) > 0 || h.rb.table == nil || h.rb.kind == kindConnections {
+		return nil
+	}
+	return &singleLimit{name: l.keys[0], rb: h.rb}
 }
 
-// directPlan returns the limits a direct plan visits (see
-// compiled.direct): c.order without the limits that have only connections
-// buckets (Allow does not take those); nil when c is a singles plan or big,
-// or when no limit is left.
-func directPlan(c *compiled) []*limit {
-	if c.singles != nil || c.big {
-		return nil
-	}
+// allowLimits returns the limits Allow visits: c.order without the limits
+// that have only connections buckets (Allow does not take those).
+func allowLimits(c *compiled) []*limit {
 	var out []*limit
 	for _, l := range c.order {
 		if slices.ContainsFunc(l.entries, func(en *entry) bool {
@@ -373,28 +361,30 @@ func directPlan(c *compiled) []*limit {
 	return out
 }
 
-// orderedPlan returns the limits of c's direct plan sorted by rank, when
+// orderedPlan returns the limits Allow visits (allowLimits) sorted by rank, when
 // visiting them in that order and each entry's rates in their order takes
 // the buckets in rank order (every bucket of a limit ranks before every
 // bucket of the next), and when each wildcard entry's bucket key is one
 // value (only its last value is "*"); also the dimensions whose values are
-// such keys (bit i for dimension i). Nil when c has another shape or more
-// distinct dimensions than evaluateOrdered resolves at once.
+// such keys (bit i for dimension i). Nil when c is big, has no limit Allow
+// takes, has another shape or more distinct dimensions than
+// evaluate resolves at once.
 //
 // Such a plan needs no list of buckets put in order before the takes:
-// evaluateOrdered takes each as it matches it, in the order the general
+// evaluate takes each as it matches it, in the order the general
 // path takes them.
 func orderedPlan(c *compiled) ([]orderedStep, uint64) {
-	if c.direct == nil || len(c.dims) > inlineDims {
+	lims := allowLimits(c)
+	if c.big || len(lims) == 0 || len(c.dims) > inlineDims {
 		return nil, 0
 	}
 	type span struct {
 		l      *limit
 		lo, hi int32 // the ranks of the limit's buckets Allow takes
 	}
-	spans := make([]span, 0, len(c.direct))
+	spans := make([]span, 0, len(lims))
 	var keyDims uint64
-	for _, l := range c.direct {
+	for _, l := range lims {
 		sp := span{l: l, lo: math.MaxInt32, hi: -1}
 		nk := len(l.keys)
 		for _, en := range l.entries {

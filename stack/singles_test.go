@@ -15,7 +15,7 @@ import (
 )
 
 // A configuration of per-value limits only takes a shortcut when a request
-// is admitted (evaluateSingles: each bucket taken directly); the general
+// is admitted (evaluate's ordered plan: each bucket taken directly); the general
 // plan decides only after a refusal. A context asking for the evaluated
 // list takes the general path at once: two Stacks on one clock, one asked
 // each way, must decide a random mix of callers, tokens, shadow limits,
@@ -25,7 +25,7 @@ import (
 // comparison itself.
 func TestShortcutsDecideAsTheGeneralPath(t *testing.T) {
 	t.Run("singles", func(t *testing.T) { compareWithGeneral(t, singlesConfig(), callerOrgKeys) })
-	// evaluateDirect: matched limits, entries with two rates out of rank
+	// matched limits, entries with two rates out of rank
 	// order, a two-"*" entry (a digest key), tokens and a shadow limit.
 	t.Run("direct", func(t *testing.T) {
 		compareWithGeneral(t, stack.Config{RateLimits: []stack.RateLimit{
@@ -41,7 +41,7 @@ func TestShortcutsDecideAsTheGeneralPath(t *testing.T) {
 				Entries: []stack.Entry{{Dimensions: map[string]string{"org": "org-1"}, Requests: []stack.Rate{{Rate: 2, Period: "second"}}}}},
 		}}, callerOrgKeys)
 	})
-	// evaluateDirect: exact entries (shared buckets), a limit no entry of
+	// exact entries (shared buckets), a limit no entry of
 	// which may match, a connections limit (which Allow leaves out) and
 	// values equal in their tallies (the two "*" values of a digest key).
 	t.Run("direct-exact", func(t *testing.T) {

@@ -316,23 +316,7 @@ func (c *compiled) config() Config {
 // is done; httplimit, grpclimit and mcplimit do that for you.
 func (s *Stack) Allow(ctx context.Context, keys sluice.Keys) (d sluice.Decision, err error) {
 	if err = ctx.Err(); err == nil {
-		c, t := s.cfg.Load(), s.now()
-		if c.ordered != nil && s.backend == nil {
-			// evaluate's first step, one call fewer on the hot path.
-			if res := s.evaluateOrdered(ctx, c, &keys, t, 0, &d); res != orderedAllowed {
-				err = s.evaluateAfterOrdered(ctx, c, &keys, t, 0, res, &d)
-			}
-			return d, err
-		}
-		if len(c.singles) == 1 && s.backend == nil && !sluice.EvaluatedRequested(ctx) {
-			// One per-value limit, the commonest configuration: its take
-			// straight from here (evaluateSingles' first step).
-			if evaluateSingle(&c.singles[0], &keys, t, 0, &d) {
-				return d, nil
-			}
-			return d, s.evaluateGeneral(ctx, c, &keys, t, 0, nil, &d)
-		}
-		err = s.evaluate(ctx, c, &keys, t, 0, nil, &d)
+		err = s.evaluate(ctx, s.cfg.Load(), &keys, s.now(), 0, nil, &d)
 	}
 	return d, err
 }

@@ -33,9 +33,10 @@ var stackLimits = []stackLimit{
 }
 
 // stackShape is one configuration of limits, chosen for the decision path
-// it takes: per-value ("*") entries only make a singles plan; exact entries
-// (one shared bucket each) a direct plan; a context asking for the
-// evaluated list, or a reservation, the general path.
+// it takes: per-value ("*") entries only and exact entries (one shared
+// bucket each) make ordered plans (one limit: the one-limit plan); a
+// context asking for the evaluated list, or a reservation, the general
+// path. All decide through the one decider.
 type stackShape struct {
 	name      string
 	limits    []stackLimit
