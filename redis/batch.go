@@ -38,6 +38,7 @@ type batchCall struct {
 	nops  int
 	ops   []stack.Op // a node batcher's: to redo the decision slot by slot
 	slot  int        // a node batcher's: the slot of every key, or -1
+	now   int64      // the script's instant (µs, WithClock) once sent in a batch
 	out   stack.Outcome
 	err   error
 	batch []*batchCall  // set when this call is handed the lead
@@ -67,6 +68,23 @@ func (b *Backend) takeBatched(ctx context.Context, keys []string, args []any, no
 	out, err := b.takeVia(&b.batch, c)
 	putCall(c)
 	return out, err
+}
+
+// takeBatchedAt is takeBatched that also returns the script's instant for
+// this decision in µs when it is on the backend's clock (a batch runs at
+// its latest decision's instant), else 0.
+func (b *Backend) takeBatchedAt(ctx context.Context, keys []string, args []any, nops int) (stack.Outcome, int64, error) {
+	own, _ := argNum(args[1])
+	if b.maxBatch <= 1 {
+		out, err := b.takeRedis(ctx, keys, args, nops)
+		return out, own, err
+	}
+	c := getCall()
+	c.ctx, c.keys, c.args, c.nops, c.now = ctx, keys, args, nops, own
+	out, err := b.takeVia(&b.batch, c)
+	now := c.now
+	putCall(c)
+	return out, now, err
 }
 
 // takeVia sends c's decision through batcher bt.
@@ -172,8 +190,10 @@ func (b *Backend) runBatch(bt *batcher, batch []*batchCall) {
 			err = fmt.Errorf("sluice/redis: unexpected script reply: %w", err)
 		}
 	}
+	batchNow, _ := argNum(now)
 	i := 0
 	for k, c := range batch {
+		c.now = batchNow
 		switch {
 		case err != nil:
 			c.err = err
