@@ -817,12 +817,43 @@ func (b *Backend) Take(ctx context.Context, at time.Time, ops []stack.Op) (stack
 	if len(ops) == 0 {
 		return stack.Outcome{Denied: -1, Remaining: []int64{}}, nil
 	}
+	return b.takeCached(ctx, at, ops, true)
+}
+
+// takeCached is Take; flight false skips the single flight, for a Take
+// made again from inside one (the fallback's state changes), which would
+// otherwise wait for its own probe.
+func (b *Backend) takeCached(ctx context.Context, at time.Time, ops []stack.Op, flight bool) (stack.Outcome, error) {
 	if b.dc == nil {
 		return b.take(ctx, at, ops, nil)
 	}
 	now := b.denyNow()
 	if out, ok := b.dc.answer(ops, now); ok {
 		return out, nil
+	}
+	if flight && len(ops) == 1 {
+		// One decision at a time asks Redis about a bucket whose entry
+		// expired or was dropped; the others wait for its reply and look
+		// again (a flood is then one call per RetryAfter, not a herd).
+		for {
+			mine, wait := b.dc.probeOrWait(&ops[0])
+			if mine != nil {
+				defer b.dc.release(ops[0].Key, mine)
+				break
+			}
+			if wait == nil {
+				break
+			}
+			select {
+			case <-wait.done:
+			case <-ctx.Done():
+				return stack.Outcome{}, ctx.Err()
+			}
+			now = b.denyNow()
+			if out, ok := b.dc.answer(ops, now); ok {
+				return out, nil
+			}
+		}
 	}
 	var t denyTicket
 	t.start = now

@@ -99,7 +99,19 @@ type denyEntry struct {
 	period            time.Duration
 	expiry            int64 // µs: answer only before it
 	retryAt           int64 // µs: RetryAfter is retryAt - now
+	// probe is set while one decision of this process asks Redis about
+	// the bucket after the entry expired (or was dropped): the others with
+	// the same op wait for its reply instead of all asking (a flood's
+	// herd), then look again.
+	probe *denyProbe
 }
+
+// denyProbe is one decision asking Redis for the bucket of a dead entry.
+type denyProbe struct{ done chan struct{} }
+
+// dead is the expiry of an entry that never answers: kept only so that
+// the next decisions on its bucket ask Redis one at a time.
+const dead = -1 << 63
 
 type denyShard struct {
 	mu        sync.Mutex
@@ -159,7 +171,6 @@ func (c *denyCache) lookup(op *stack.Op, now int64) (denyEntry, bool) {
 	s.mu.Lock()
 	e, ok := s.m[op.Key]
 	if ok && now >= e.expiry {
-		c.remove(s, op.Key)
 		ok = false
 	}
 	s.mu.Unlock()
@@ -167,6 +178,43 @@ func (c *denyCache) lookup(op *stack.Op, now int64) (denyEntry, bool) {
 		return denyEntry{}, false
 	}
 	return e, true
+}
+
+// probeOrWait is, for a decision of one op that the cache did not answer,
+// the single flight of its bucket: when the bucket has a dead or expired
+// entry with op's parameters and cost and no decision is asking Redis
+// about it, it makes this decision that one (mine); when one is, it
+// returns that one's probe to wait for.
+func (c *denyCache) probeOrWait(op *stack.Op) (mine, wait *denyProbe) {
+	s := &c.shards[c.hash(op.Key)%denyShards]
+	if s.n.Load() == 0 {
+		return nil, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.m[op.Key]
+	if !ok || e.rate != op.Rate || e.period != op.Period || e.burst != op.Burst || e.cost != op.Cost {
+		return nil, nil
+	}
+	if e.probe != nil {
+		return nil, e.probe
+	}
+	e.probe = &denyProbe{done: make(chan struct{})}
+	s.m[op.Key] = e
+	return e.probe, nil
+}
+
+// release ends probe p of key's bucket: the decisions waiting for it look
+// again.
+func (c *denyCache) release(key string, p *denyProbe) {
+	s := &c.shards[c.hash(key)%denyShards]
+	s.mu.Lock()
+	if e, ok := s.m[key]; ok && e.probe == p {
+		e.probe = nil
+		s.m[key] = e
+	}
+	s.mu.Unlock()
+	close(p.done)
 }
 
 // remove deletes key from s, under s.mu.
@@ -268,7 +316,12 @@ func (c *denyCache) changed(ops []stack.Op) {
 		s := &c.shards[h%denyShards]
 		if s.n.Load() != 0 {
 			s.mu.Lock()
-			c.remove(s, ops[i].Key)
+			if e, ok := s.m[ops[i].Key]; ok {
+				// dead, not gone: the next decisions on the bucket ask
+				// Redis one at a time
+				e.expiry, e.retryAt = dead, dead
+				s.m[ops[i].Key] = e
+			}
 			s.mu.Unlock()
 		}
 	}
@@ -325,7 +378,9 @@ func (c *denyCache) end(b *Backend, ops []stack.Op, t *denyTicket, out stack.Out
 	if sl.gen.Load() != t.gens[k] {
 		return // something that may have changed the bucket completed meanwhile
 	}
-	if _, ok := s.m[op.Key]; !ok {
+	if old, ok := s.m[op.Key]; ok {
+		e.probe = old.probe // released by its own decision
+	} else {
 		size := len(op.Key) + entryOverhead
 		for s.bytes+size > c.maxBytes && len(s.m) > 0 {
 			for key := range s.m { // a random entry

@@ -341,3 +341,86 @@ func TestDenialCacheHitAllocations(t *testing.T) {
 		t.Errorf("%.1f allocations per cached denial, want 0", got)
 	}
 }
+
+// TestDenialCacheServerTime: on the server's TIME (no WithClock) a cached
+// denial is never early against the script's: asked right after, the
+// script's RetryAfter is at most the cached one, and less only by the time
+// between the two (bounded here by a generous 1 s).
+func TestDenialCacheServerTime(t *testing.T) {
+	srv := startRedis(t)
+	client, rt := newClient(t, srv.Addr)
+	prefix := uniquePrefix("servertime")
+	b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	twin, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithTimeout(5*time.Second), sluiceredis.WithoutDenialCache())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ops := []stack.Op{{Key: "k", Rate: 1, Period: time.Hour, Burst: 2, Cost: 1}}
+	for range 3 {
+		if _, err := b.Take(ctx, time.Time{}, ops); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 20 {
+		before := rt.n.Load()
+		out, err := b.Take(ctx, time.Time{}, ops)
+		if err != nil || out.Denied != 0 || rt.n.Load() != before {
+			t.Fatalf("%+v, %v, calls %d: want a cached denial", out, err, rt.n.Load()-before)
+		}
+		want, err := twin.Take(ctx, time.Time{}, ops)
+		if err != nil || want.Denied != 0 {
+			t.Fatal(want, err)
+		}
+		if out.RetryAfter < want.RetryAfter || out.RetryAfter-want.RetryAfter > time.Second {
+			t.Fatalf("cached RetryAfter %v, the script's right after %v", out.RetryAfter, want.RetryAfter)
+		}
+	}
+}
+
+// TestDenialCacheSingleFlight: 32 goroutines hammering one denied
+// bucket whose entry has died (a give-back from this process) ask Redis
+// one at a time: one call, then cached answers for all.
+func TestDenialCacheSingleFlight(t *testing.T) {
+	srv := startRedis(t)
+	client, rt := newClient(t, srv.Addr)
+	clock := limitertest.NewClock(limitertest.Start)
+	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now), sluiceredis.WithKeyPrefix(uniquePrefix("herd")), sluiceredis.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ops := []stack.Op{{Key: "k", Rate: 1, Period: time.Hour, Burst: 1, Cost: 1}}
+	for range 2 {
+		if _, err := b.Take(ctx, clock.Now(), ops); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A charge (Adjust) kills the entry without making the bucket admit.
+	charge := ops[0]
+	if err := b.Adjust(ctx, clock.Now(), []stack.Op{charge}); err != nil {
+		t.Fatal(err)
+	}
+	before := rt.n.Load()
+	done := make(chan stack.Outcome, 32)
+	for range 32 {
+		go func() {
+			out, err := b.Take(ctx, clock.Now(), ops)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- out
+		}()
+	}
+	for range 32 {
+		if out := <-done; out.Denied != 0 {
+			t.Errorf("%+v, want denied", out)
+		}
+	}
+	if n := rt.n.Load() - before; n != 1 {
+		t.Errorf("32 concurrent denials of a dead entry's bucket made %d calls, want 1", n)
+	}
+}

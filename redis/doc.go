@@ -267,6 +267,14 @@
 // RetryAfter is the denying bucket's own wait (no non-shadow bucket after
 // it), with a time unit of one microsecond (see Time and resolution).
 //
+// When an entry expires or is dropped, the decisions of this process on
+// that bucket alone (one op, with the entry's parameters and cost) ask
+// Redis one at a time: one makes the call, the others wait for its reply
+// and look again, so that a flood costs Redis about one call per
+// RetryAfter per process, plus the admitted decisions, instead of one per
+// waiting caller (BenchmarkFlood). A waiter whose context ends returns its
+// error.
+//
 // While Redis is unreachable, a cached denial still denies until its
 // RetryAfter; after it the failure policy decides, as without the cache.
 // Expiry is measured on the backend's clock with WithClock (the script's
