@@ -970,8 +970,8 @@ func (b *Backend) Adjust(ctx context.Context, at time.Time, ops []stack.Op) erro
 		// A give-back or a settlement may make a bucket admit sooner: its
 		// entry goes now, and again once the call has run (a denial
 		// replied meanwhile is not cached).
-		b.dc.changed(ops)
-		defer b.dc.changed(ops)
+		b.dc.changed(ops, false)
+		defer b.dc.changed(ops, false)
 	}
 	rq := getReq()
 	defer putReq(rq)

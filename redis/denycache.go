@@ -104,6 +104,10 @@ type denyEntry struct {
 	// the same op wait for its reply instead of all asking (a flood's
 	// herd), then look again.
 	probe *denyProbe
+	// admits counts the admissions Redis gave since the bucket was last
+	// denied: a second one removes the entry, so that a bucket whose flood
+	// has ended is no longer asked about one decision at a time.
+	admits uint8
 }
 
 // denyProbe is one decision asking Redis for the bucket of a dead entry.
@@ -307,9 +311,11 @@ func (c *denyCache) begin(ops []stack.Op, t *denyTicket) {
 }
 
 // changed records that a call naming ops completed (or is about to run)
-// and may have changed their buckets: their entries go, and inserts by
-// calls in flight are refused.
-func (c *denyCache) changed(ops []stack.Op) {
+// and may have changed their buckets: their entries die (they answer no
+// more), and inserts by calls in flight are refused. admitted says that
+// Redis admitted the decision: a bucket admitted twice since its last
+// denial loses its entry altogether (see denyEntry.admits).
+func (c *denyCache) changed(ops []stack.Op, admitted bool) {
 	for i := range ops {
 		h := c.hash(ops[i].Key)
 		c.slots[h%denySlots].gen.Add(1)
@@ -318,9 +324,16 @@ func (c *denyCache) changed(ops []stack.Op) {
 			s.mu.Lock()
 			if e, ok := s.m[ops[i].Key]; ok {
 				// dead, not gone: the next decisions on the bucket ask
-				// Redis one at a time
+				// Redis one at a time, until it has admitted twice
 				e.expiry, e.retryAt = dead, dead
-				s.m[ops[i].Key] = e
+				if admitted {
+					e.admits++
+				}
+				if e.admits >= 2 {
+					c.remove(s, ops[i].Key)
+				} else {
+					s.m[ops[i].Key] = e
+				}
 			}
 			s.mu.Unlock()
 		}
@@ -333,7 +346,7 @@ func (c *denyCache) changed(ops []stack.Op) {
 // clock, else 0) may be cached.
 func (c *denyCache) end(b *Backend, ops []stack.Op, t *denyTicket, out stack.Outcome, err error, cacheable bool, scriptNow int64) {
 	if err != nil || out.Denied < 0 || out.Denied >= len(ops) || !cacheable {
-		c.changed(ops)
+		c.changed(ops, err == nil && out.Denied < 0)
 		return
 	}
 	// A denial takes nothing; a call with other parameters than the
@@ -341,7 +354,7 @@ func (c *denyCache) end(b *Backend, ops []stack.Op, t *denyTicket, out stack.Out
 	for i := range ops {
 		sl := &c.slots[c.hash(ops[i].Key)%denySlots]
 		if sl.fp.Load() != opFP(&ops[i]) {
-			c.changed(ops[i : i+1])
+			c.changed(ops[i:i+1], false)
 		}
 	}
 	k := out.Denied

@@ -424,3 +424,36 @@ func TestDenialCacheSingleFlight(t *testing.T) {
 		t.Errorf("32 concurrent denials of a dead entry's bucket made %d calls, want 1", n)
 	}
 }
+
+// TestDenialCacheLetsGoOfAnAdmittingBucket: once a denied bucket has been
+// admitted twice by Redis, its entry is gone, so that decisions on a hot
+// bucket within its limit no longer ask Redis one at a time.
+func TestDenialCacheLetsGoOfAnAdmittingBucket(t *testing.T) {
+	srv := startRedis(t)
+	client, _ := newClient(t, srv.Addr)
+	clock := limitertest.NewClock(limitertest.Start)
+	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now), sluiceredis.WithKeyPrefix(uniquePrefix("letgo")), sluiceredis.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ops := []stack.Op{denyOp("k", 1)}
+	for range 11 {
+		if _, err := b.Take(ctx, clock.Now(), ops); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, _ := sluiceredis.DenialCacheSize(b); n != 1 {
+		t.Fatalf("%d entries after a denial, want 1", n)
+	}
+	clock.Advance(time.Second) // full again
+	for i := range 2 {
+		if out, err := b.Take(ctx, clock.Now(), ops); err != nil || out.Denied != -1 {
+			t.Fatalf("take %d after a second: %+v, %v", i, out, err)
+		}
+		n, _ := sluiceredis.DenialCacheSize(b)
+		if want := 1 - i; n != want {
+			t.Errorf("after %d admissions: %d entries, want %d", i+1, n, want)
+		}
+	}
+}
