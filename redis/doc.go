@@ -273,7 +273,11 @@
 // and look again, so that a flood costs Redis about one call per
 // RetryAfter per process, plus the admitted decisions, instead of one per
 // waiting caller (BenchmarkFlood). A waiter whose context ends returns its
-// error.
+// error. Once Redis has admitted the bucket twice since its last denial,
+// the entry is gone and decisions on it go to Redis concurrently again.
+//
+// With WithSpread or WithPin on a Redis Cluster the cache stays empty:
+// every decision goes to Redis, as before.
 //
 // While Redis is unreachable, a cached denial still denies until its
 // RetryAfter; after it the failure policy decides, as without the cache.
