@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -456,4 +457,75 @@ func TestDenialCacheLetsGoOfAnAdmittingBucket(t *testing.T) {
 			t.Errorf("after %d admissions: %d entries, want %d", i+1, n, want)
 		}
 	}
+}
+
+// TestDenialCacheConcurrentGiveBacks: takes and give-backs of one bucket
+// from many goroutines of one process, on a still clock; once they have
+// all returned, a decision the cache answers must be the script's own (a
+// give-back whose reply came back while a denial was in flight must not
+// leave that denial cached).
+func TestDenialCacheConcurrentGiveBacks(t *testing.T) {
+	srv := startRedis(t)
+	client, _ := newClient(t, srv.Addr)
+	ctx := context.Background()
+	checked := 0
+	for round := range 30 {
+		clock := limitertest.NewClock(limitertest.Start)
+		prefix := uniquePrefix(fmt.Sprint("conc", round))
+		b, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now), sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithTimeout(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		twin, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now), sluiceredis.WithKeyPrefix(prefix),
+			sluiceredis.WithTimeout(5*time.Second), sluiceredis.WithoutDenialCache())
+		if err != nil {
+			t.Fatal(err)
+		}
+		op := stack.Op{Key: "k", Rate: 1, Period: time.Hour, Burst: 3, Cost: 1}
+		var wg sync.WaitGroup
+		for g := range 16 {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(round), uint64(g)))
+				var held int
+				for range 20 {
+					if held > 0 && rng.IntN(3) == 0 {
+						back := op
+						back.Cost, back.TakenAt = -1, clock.Now()
+						if err := b.Adjust(ctx, clock.Now(), []stack.Op{back}); err != nil {
+							t.Error(err)
+							return
+						}
+						held--
+						continue
+					}
+					out, err := b.Take(ctx, clock.Now(), []stack.Op{op})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if out.Denied < 0 {
+						held++
+					}
+				}
+			})
+		}
+		wg.Wait()
+		h0, _ := b.DenialCacheStats()
+		out, err := b.Take(ctx, clock.Now(), []stack.Op{op})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h1, _ := b.DenialCacheStats(); h1 == h0 {
+			continue
+		}
+		checked++
+		want, err := twin.Take(ctx, clock.Now(), []stack.Op{op})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want.Denied != out.Denied || want.RetryAfter != out.RetryAfter {
+			t.Fatalf("round %d: cached %+v after the goroutines, the script %+v", round, out, want)
+		}
+	}
+	t.Logf("%d of 30 rounds ended on a cached denial, each the script's", checked)
 }
