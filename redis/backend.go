@@ -827,9 +827,12 @@ func (b *Backend) takeCached(ctx context.Context, at time.Time, ops []stack.Op, 
 	if b.dc == nil {
 		return b.take(ctx, at, ops, nil)
 	}
-	now := b.denyNow()
-	if out, ok := b.dc.answer(ops, now); ok {
-		return out, nil
+	// The clock is read only when the first op's shard holds entries: a
+	// decision on buckets never denied pays no clock reading here.
+	if b.dc.mayHold(&ops[0]) {
+		if out, ok := b.dc.answer(ops, b.denyNow()); ok {
+			return out, nil
+		}
 	}
 	if flight && len(ops) == 1 {
 		// One decision at a time asks Redis about a bucket whose entry
@@ -849,14 +852,12 @@ func (b *Backend) takeCached(ctx context.Context, at time.Time, ops []stack.Op, 
 			case <-ctx.Done():
 				return stack.Outcome{}, ctx.Err()
 			}
-			now = b.denyNow()
-			if out, ok := b.dc.answer(ops, now); ok {
+			if out, ok := b.dc.answer(ops, b.denyNow()); ok {
 				return out, nil
 			}
 		}
 	}
 	var t denyTicket
-	t.start = now
 	b.dc.begin(ops, &t)
 	return b.take(ctx, at, ops, &t)
 }
@@ -870,9 +871,9 @@ func (b *Backend) take(ctx context.Context, at time.Time, ops []stack.Op, t *den
 	if err != nil {
 		return stack.Outcome{}, err
 	}
-	cacheable, scriptNow := false, int64(0)
+	cacheable, callAt := false, int64(0)
 	if t != nil {
-		defer func() { b.dc.end(b, ops, t, out, err, cacheable, scriptNow) }()
+		defer func() { b.dc.end(b, ops, t, out, err, cacheable, callAt) }()
 	}
 	if b.state.Load() != stateUp {
 		return b.takeSlow(ctx, at, ops, keys, args)
@@ -882,7 +883,7 @@ func (b *Backend) take(ctx context.Context, at time.Time, ops []stack.Op, t *den
 	} else if b.cluster != nil {
 		out, err = b.takeParts(ctx, ops, keys, args, false) // not batched: parts go to different nodes
 	} else {
-		out, scriptNow, err = b.takeBatchedAt(ctx, keys, args, len(ops))
+		out, callAt, err = b.takeBatchedAt(ctx, keys, args, len(ops))
 		cacheable = err == nil
 	}
 	if err != nil && errors.Is(err, ErrUnavailable) && b.global() {

@@ -41,7 +41,7 @@ import (
 // Time: entries are in microseconds on the backend's clock when it has
 // one (WithClock: the script's own instants, so an entry is exact), else
 // on this process's monotonic clock, because the script then reads the
-// server's TIME: an entry expires at the instant the call started plus
+// server's TIME: an entry expires at the instant the call was sent plus
 // RetryAfter, less 1 µs and RetryAfter/1024 for clock rates (the server
 // read its TIME after the call started, so Redis admits no earlier), and
 // it reports RetryAfter counted from when the reply arrived (so it is
@@ -290,8 +290,13 @@ const maxTracked = 8
 
 // denyTicket is what begin records for end.
 type denyTicket struct {
-	gens  [maxTracked]uint64
-	start int64 // the cache's instant before the call (µs)
+	gens [maxTracked]uint64
+}
+
+// mayHold reports whether op's shard holds any entry (a cheap check before
+// reading the clock).
+func (c *denyCache) mayHold(op *stack.Op) bool {
+	return c.shards[c.hash(op.Key)%denyShards].n.Load() != 0
 }
 
 // begin records, before a call that names ops, each op's slot generation;
@@ -342,9 +347,8 @@ func (c *denyCache) changed(ops []stack.Op, admitted bool) {
 
 // end handles the reply of a take that began with t: a change drops what
 // it touched; a denial that Redis gave (cacheable: the call went to Redis,
-// and scriptNow is the script's instant in µs when it is on the backend's
-// clock, else 0) may be cached.
-func (c *denyCache) end(b *Backend, ops []stack.Op, t *denyTicket, out stack.Outcome, err error, cacheable bool, scriptNow int64) {
+// and callAt is the call's instant, Backend.callInstant) may be cached.
+func (c *denyCache) end(b *Backend, ops []stack.Op, t *denyTicket, out stack.Outcome, err error, cacheable bool, callAt int64) {
 	if err != nil || out.Denied < 0 || out.Denied >= len(ops) || !cacheable {
 		c.changed(ops, err == nil && out.Denied < 0)
 		return
@@ -378,9 +382,9 @@ func (c *denyCache) end(b *Backend, ops []stack.Op, t *denyTicket, out stack.Out
 	var e denyEntry
 	e.rate, e.period, e.burst, e.cost = op.Rate, op.Period, op.Burst, op.Cost
 	if b.clock != nil {
-		e.expiry, e.retryAt = scriptNow+retry, scriptNow+retry
+		e.expiry, e.retryAt = callAt+retry, callAt+retry
 	} else {
-		e.expiry = t.start + retry - 1 - retry>>10
+		e.expiry = callAt + retry - 1 - retry>>10
 		e.retryAt = (b.realMono()+999)/1000 + retry
 	}
 	h := c.hash(op.Key)
