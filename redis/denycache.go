@@ -399,15 +399,15 @@ func (c *denyCache) end(b *Backend, ops []stack.Op, t *denyTicket, out stack.Out
 		e.probe = old.probe // released by its own decision
 	} else {
 		size := len(op.Key) + entryOverhead
+		if size > c.maxBytes {
+			return // a key longer than a shard's share: not cached
+		}
 		for s.bytes+size > c.maxBytes && len(s.m) > 0 {
 			for key := range s.m { // a random entry
 				c.remove(s, key)
 				s.evictions.Add(1)
 				break
 			}
-		}
-		if size > c.maxBytes {
-			return
 		}
 		s.bytes += size
 	}
