@@ -7,6 +7,8 @@
 //	sluice.backend.errors          {error}     counter    backend failures, by error.type
 //	sluice.backend.fallback.active {state}     gauge      1 while the backend decides locally, else 0
 //	sluice.backend.fallbacks       {fallback}  counter    entries into the local fallback
+//	sluice.backend.denial_cache.hits      {decision} counter  denials a backend answered from its near-cache (ObserveDenialCache)
+//	sluice.backend.denial_cache.evictions {entry}    counter  entries a backend's near-cache of denials evicted for room
 //	sluice.config.generation       {generation} gauge     configurations a stack.Source applied
 //	sluice.config.refresh.age      s           gauge      time since a Source last fetched a valid configuration
 //	sluice.config.refresh.errors   {error}     counter    failed refreshes of a Source
@@ -41,6 +43,8 @@
 //     follow the fallback state (*stack.FallbackError events).
 //   - Call ObserveSource with the stack.Source that refreshes the
 //     configuration.
+//   - Call ObserveDenialCache with a backend's counts, such as the Redis
+//     backend's DenialCacheStats.
 //
 // # Overhead
 //
@@ -78,15 +82,19 @@ const ScopeName = "github.com/sluicehq/sluice/otelmetric"
 
 // Instrument names.
 const (
-	Decisions           = "sluice.decisions"
-	ShadowDenials       = "sluice.shadow.denials"
-	DecisionDuration    = "sluice.decision.duration"
-	BackendErrors       = "sluice.backend.errors"
-	BackendFallback     = "sluice.backend.fallback.active"
-	BackendFallbacks    = "sluice.backend.fallbacks"
-	ConfigGeneration    = "sluice.config.generation"
-	ConfigRefreshAge    = "sluice.config.refresh.age"
-	ConfigRefreshErrors = "sluice.config.refresh.errors"
+	Decisions        = "sluice.decisions"
+	ShadowDenials    = "sluice.shadow.denials"
+	DecisionDuration = "sluice.decision.duration"
+	BackendErrors    = "sluice.backend.errors"
+	BackendFallback  = "sluice.backend.fallback.active"
+	BackendFallbacks = "sluice.backend.fallbacks"
+	// The near-cache of denials of a backend (the Redis backend's
+	// DenialCacheStats; see ObserveDenialCache).
+	DenialCacheHits      = "sluice.backend.denial_cache.hits"
+	DenialCacheEvictions = "sluice.backend.denial_cache.evictions"
+	ConfigGeneration     = "sluice.config.generation"
+	ConfigRefreshAge     = "sluice.config.refresh.age"
+	ConfigRefreshErrors  = "sluice.config.refresh.errors"
 
 	// The per-rule statistics of Envoy's rate limit service, named after
 	// envoyproxy/ratelimit's counters (see RuleHits).
@@ -189,6 +197,8 @@ type Metrics struct {
 	generation  metric.Int64ObservableGauge
 	age         metric.Float64ObservableGauge
 	refreshErrs metric.Int64ObservableCounter
+	denyHits    metric.Int64ObservableCounter
+	denyEvicts  metric.Int64ObservableCounter
 	rule        [ruleStats]metric.Int64ObservableCounter
 	reg         metric.Registration
 
@@ -202,6 +212,7 @@ type Metrics struct {
 	failures   int64 // FallbackError.Failures already counted
 	fbActive   atomic.Bool
 	src        atomic.Pointer[stack.Source]
+	denyStats  atomic.Pointer[func() (hits, evictions int64)]
 }
 
 // cell is one attribute set's count.
@@ -343,7 +354,13 @@ func New(mp metric.MeterProvider, opts ...Option) (*Metrics, error) {
 	m.refreshErrs, e = meter.Int64ObservableCounter(ConfigRefreshErrors, metric.WithUnit("{error}"),
 		metric.WithDescription("Failed refreshes of the rate-limit configuration; the last good one stays in force."))
 	err = errors.Join(err, e)
-	observed := []metric.Observable{m.decisions, m.shadow, m.fallback, m.generation, m.age, m.refreshErrs}
+	m.denyHits, e = meter.Int64ObservableCounter(DenialCacheHits, metric.WithUnit("{decision}"),
+		metric.WithDescription("Denials the rate-limit backend answered from its near-cache of denials, without a call."))
+	err = errors.Join(err, e)
+	m.denyEvicts, e = meter.Int64ObservableCounter(DenialCacheEvictions, metric.WithUnit("{entry}"),
+		metric.WithDescription("Entries the rate-limit backend's near-cache of denials evicted to make room."))
+	err = errors.Join(err, e)
+	observed := []metric.Observable{m.decisions, m.shadow, m.fallback, m.generation, m.age, m.refreshErrs, m.denyHits, m.denyEvicts}
 	for i := range m.rule {
 		m.rule[i], e = meter.Int64ObservableCounter(ruleNames[i], metric.WithUnit("{hit}"),
 			metric.WithDescription(ruleDescriptions[i]))
@@ -400,12 +417,34 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		o.ObserveFloat64(m.age, st.Age.Seconds())
 		o.ObserveInt64(m.refreshErrs, int64(st.Errors))
 	}
+	if f := m.denyStats.Load(); f != nil {
+		hits, evictions := (*f)()
+		o.ObserveInt64(m.denyHits, hits)
+		o.ObserveInt64(m.denyEvicts, evictions)
+	}
 	return nil
 }
 
 // ObserveSource reports src's configuration generation, refresh age and
 // refresh errors. A later call replaces the Source observed.
 func (m *Metrics) ObserveSource(src *stack.Source) { m.src.Store(src) }
+
+// ObserveDenialCache reports a backend's near-cache of denials as the
+// counters sluice.backend.denial_cache.hits and
+// sluice.backend.denial_cache.evictions: stats returns the counts since the
+// backend began, read when metrics are collected. For the Redis backend,
+// pass its DenialCacheStats method:
+//
+//	m.ObserveDenialCache(backend.DenialCacheStats)
+//
+// A later call replaces the function observed; a nil stats stops reporting.
+func (m *Metrics) ObserveDenialCache(stats func() (hits, evictions int64)) {
+	if stats == nil {
+		m.denyStats.Store(nil)
+		return
+	}
+	m.denyStats.Store(&stats)
+}
 
 // limit returns the cells of limit id, creating them on first use.
 func (m *Metrics) limit(id string) *limitCells {

@@ -476,3 +476,29 @@ func TestRecordRule(t *testing.T) {
 		t.Errorf("%d series, overflow %d; want %d series, overflow 7", len(total), total["otel.metric.overflow=true"], otelmetric.MaxLimitIDs+1)
 	}
 }
+
+func TestObserveDenialCache(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	m, err := otelmetric.New(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := collect(t, reader)[otelmetric.DenialCacheHits]; ok {
+		t.Error("denial cache hits reported without a backend")
+	}
+	var hits, evictions atomic.Int64
+	m.ObserveDenialCache(func() (int64, int64) { return hits.Load(), evictions.Load() })
+	hits.Store(42)
+	evictions.Store(3)
+	got := collect(t, reader)
+	if h := sums(t, got[otelmetric.DenialCacheHits]); h[""] != 42 {
+		t.Errorf("hits %v, want 42", h)
+	}
+	if e := sums(t, got[otelmetric.DenialCacheEvictions]); e[""] != 3 {
+		t.Errorf("evictions %v, want 3", e)
+	}
+	m.ObserveDenialCache(nil)
+	if _, ok := collect(t, reader)[otelmetric.DenialCacheHits]; ok {
+		t.Error("reported after ObserveDenialCache(nil)")
+	}
+}

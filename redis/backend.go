@@ -109,6 +109,7 @@ type Backend struct {
 	maxBatch int // most decisions per script call; 1: no batching
 	batch    batcher
 	shared   atomic.Pointer[sharedCtx]
+	dc       *denyCache // the near-cache of denials (denycache.go); nil: off
 
 	sharedMu     sync.Mutex // makes shared contexts, one at a time
 	sharedGen    int
@@ -133,16 +134,17 @@ type Option interface{ apply(*options) }
 // options are what the Options set. err is the first invalid option's
 // error, which the constructor returns.
 type options struct {
-	prefix   string
-	tag      string
-	layout   int
-	pin      func(Bucket) string
-	clock    func() time.Time
-	timeout  time.Duration
-	probe    time.Duration
-	share    float64
-	maxBatch int
-	err      error
+	prefix    string
+	tag       string
+	layout    int
+	pin       func(Bucket) string
+	clock     func() time.Time
+	timeout   time.Duration
+	probe     time.Duration
+	share     float64
+	maxBatch  int
+	denyBytes int // near-cache of denials: 0 default, -1 off
+	err       error
 }
 
 type optionFunc func(*options)
@@ -360,6 +362,12 @@ func New(client goredis.UniversalClient, opts ...Option) (*Backend, error) {
 	b := &Backend{client: client, prefix: o.prefix, tag: o.tag, layout: o.layout, pin: o.pin, clock: o.clock,
 		timeout: o.timeout, probe: o.probe, share: o.share, maxBatch: o.maxBatch, realStart: time.Now()}
 	b.start = b.realStart
+	switch {
+	case o.denyBytes == 0:
+		b.dc = newDenyCache(defaultDenialCache)
+	case o.denyBytes > 0:
+		b.dc = newDenyCache(o.denyBytes)
+	}
 	if b.clock != nil {
 		b.start = b.clock()
 	}
@@ -809,22 +817,74 @@ func (b *Backend) Take(ctx context.Context, at time.Time, ops []stack.Op) (stack
 	if len(ops) == 0 {
 		return stack.Outcome{Denied: -1, Remaining: []int64{}}, nil
 	}
+	return b.takeCached(ctx, at, ops, true)
+}
+
+// takeCached is Take; flight false skips the single flight, for a Take
+// made again from inside one (the fallback's state changes), which would
+// otherwise wait for its own probe.
+func (b *Backend) takeCached(ctx context.Context, at time.Time, ops []stack.Op, flight bool) (stack.Outcome, error) {
+	if b.dc == nil {
+		return b.take(ctx, at, ops, nil)
+	}
+	// The clock is read only when the first op's shard holds entries: a
+	// decision on buckets never denied pays no clock reading here.
+	if b.dc.mayHold(&ops[0]) {
+		if out, ok := b.dc.answer(ops, b.denyNow()); ok {
+			return out, nil
+		}
+	}
+	if flight && len(ops) == 1 {
+		// One decision at a time asks Redis about a bucket whose entry
+		// expired or was dropped; the others wait for its reply and look
+		// again (a flood is then one call per RetryAfter, not a herd).
+		for {
+			mine, wait := b.dc.probeOrWait(&ops[0])
+			if mine != nil {
+				defer b.dc.release(ops[0].Key, mine)
+				break
+			}
+			if wait == nil {
+				break
+			}
+			select {
+			case <-wait.done:
+			case <-ctx.Done():
+				return stack.Outcome{}, ctx.Err()
+			}
+			if out, ok := b.dc.answer(ops, b.denyNow()); ok {
+				return out, nil
+			}
+		}
+	}
+	var t denyTicket
+	b.dc.begin(ops, &t)
+	return b.take(ctx, at, ops, &t)
+}
+
+// take is Take past the near-cache of denials; t is the cache's ticket
+// (nil: no cache).
+func (b *Backend) take(ctx context.Context, at time.Time, ops []stack.Op, t *denyTicket) (out stack.Outcome, err error) {
 	rq := getReq()
 	defer putReq(rq)
 	keys, args, err := b.request(rq, "t", ops, time.Time{})
 	if err != nil {
 		return stack.Outcome{}, err
 	}
+	cacheable, callAt := false, int64(0)
+	if t != nil {
+		defer func() { b.dc.end(b, ops, t, out, err, cacheable, callAt) }()
+	}
 	if b.state.Load() != stateUp {
 		return b.takeSlow(ctx, at, ops, keys, args)
 	}
-	var out stack.Outcome
 	if b.cluster != nil && b.share > 0 {
 		return b.takeNodes(ctx, at, ops, keys, args) // a local fallback per master
 	} else if b.cluster != nil {
 		out, err = b.takeParts(ctx, ops, keys, args, false) // not batched: parts go to different nodes
 	} else {
-		out, err = b.takeBatched(ctx, keys, args, len(ops))
+		out, callAt, err = b.takeBatchedAt(ctx, keys, args, len(ops))
+		cacheable = err == nil
 	}
 	if err != nil && errors.Is(err, ErrUnavailable) && b.global() {
 		b.fail(err)
@@ -906,6 +966,13 @@ func parseOutcome(v []int64, nops int) (stack.Outcome, error) {
 func (b *Backend) Adjust(ctx context.Context, at time.Time, ops []stack.Op) error {
 	if len(ops) == 0 {
 		return nil
+	}
+	if b.dc != nil {
+		// A give-back or a settlement may make a bucket admit sooner: its
+		// entry goes now, and again once the call has run (a denial
+		// replied meanwhile is not cached).
+		b.dc.changed(ops, false)
+		defer b.dc.changed(ops, false)
 	}
 	rq := getReq()
 	defer putReq(rq)

@@ -38,6 +38,7 @@ type batchCall struct {
 	nops  int
 	ops   []stack.Op // a node batcher's: to redo the decision slot by slot
 	slot  int        // a node batcher's: the slot of every key, or -1
+	now   int64      // the instant of the call that decided (callInstant)
 	out   stack.Outcome
 	err   error
 	batch []*batchCall  // set when this call is handed the lead
@@ -69,6 +70,23 @@ func (b *Backend) takeBatched(ctx context.Context, keys []string, args []any, no
 	return out, err
 }
 
+// takeBatchedAt is takeBatched that also returns the instant of the call
+// that decided (callInstant): what the near-cache of denials measures an
+// entry from.
+func (b *Backend) takeBatchedAt(ctx context.Context, keys []string, args []any, nops int) (stack.Outcome, int64, error) {
+	if b.maxBatch <= 1 {
+		at := b.callInstant(args[1])
+		out, err := b.takeRedis(ctx, keys, args, nops)
+		return out, at, err
+	}
+	c := getCall()
+	c.ctx, c.keys, c.args, c.nops = ctx, keys, args, nops
+	out, err := b.takeVia(&b.batch, c)
+	now := c.now
+	putCall(c)
+	return out, now, err
+}
+
 // takeVia sends c's decision through batcher bt.
 func (b *Backend) takeVia(bt *batcher, c *batchCall) (stack.Outcome, error) {
 	bt.mu.Lock()
@@ -89,8 +107,24 @@ func (b *Backend) takeVia(bt *batcher, c *batchCall) (stack.Outcome, error) {
 	return c.out, c.err
 }
 
+// callInstant is, read just before a script call is sent, its instant
+// in µs for the near-cache of denials: with WithClock the script's own
+// (now, the call's instant argument), else this process's monotonic clock,
+// which the script's reading of the server's TIME cannot precede.
+func (b *Backend) callInstant(now any) int64 {
+	if b.clock != nil {
+		v, _ := argNum(now)
+		return v
+	}
+	if b.dc == nil {
+		return 0
+	}
+	return b.realMono() / 1000
+}
+
 // sendOne sends a lone decision.
 func (b *Backend) sendOne(bt *batcher, c *batchCall) {
+	c.now = b.callInstant(c.args[1])
 	if bt.node == nil {
 		c.out, c.err = b.takeRedis(c.ctx, c.keys, c.args, c.nops)
 		return
@@ -149,6 +183,7 @@ func (b *Backend) runBatch(bt *batcher, batch []*batchCall) {
 	// The batch is not the lead's alone: its caller giving up must not
 	// fail the others.
 	bctx := context.WithoutCancel(lead.ctx)
+	callAt := b.callInstant(now) // the latest instant of the batch: the script's
 	var cmd *goredis.Cmd
 	var err error
 	if bt.node == nil {
@@ -174,6 +209,7 @@ func (b *Backend) runBatch(bt *batcher, batch []*batchCall) {
 	}
 	i := 0
 	for k, c := range batch {
+		c.now = callAt
 		switch {
 		case err != nil:
 			c.err = err

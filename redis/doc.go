@@ -237,6 +237,57 @@
 // WithMaxBatch), each still evaluated atomically and in order. A lone
 // caller never waits.
 //
+// # Denial cache
+//
+// When the script denies a decision because one bucket needs time to
+// refill, the Backend answers that bucket's denials itself until the
+// instant Redis would admit it: no call, the same Outcome the script would
+// give at that instant (the same denying op, RetryAfter counting down,
+// shadow ops reported), so the Stack's Decision and metrics are the same.
+// Remaining is left nil on such a denial, as the script's general path
+// leaves it. This is what envoyproxy/ratelimit's LOCAL_CACHE_SIZE_IN_BYTES
+// does, kept exact: a cached denial only ever denies. It is on by default
+// with 1 MiB (about 100 bytes an entry plus its bucket key; a random entry
+// is evicted when full); WithDenialCache resizes it, WithoutDenialCache
+// turns it off, and DenialCacheStats counts its hits and evictions
+// (otelmetric.Metrics.ObserveDenialCache exports them).
+//
+// Anything this process does that can make the bucket admit sooner drops
+// the entry: a give-back, a settlement or a charge (Adjust), a take that
+// Redis admitted, a failed call, a call with the bucket under another
+// rate, period or burst (a reload: an entry answers only ops with the
+// parameters and cost it was made with). What another process gives back
+// is seen up to the entry's RetryAfter late: this process keeps denying
+// until then. That is the only cost; other processes' takes only delay
+// admission. A decision with several buckets is answered only when the
+// script's answer is known: its first bucket that can deny has a live
+// entry (shadow buckets before it too; no connections slot before it) and
+// so does every later non-shadow bucket (the script's RetryAfter is the
+// longest wait of them); an entry is made only from a denial whose
+// RetryAfter is the denying bucket's own wait (no non-shadow bucket after
+// it), with a time unit of one microsecond (see Time and resolution).
+//
+// When an entry expires or is dropped, the decisions of this process on
+// that bucket alone (one op, with the entry's parameters and cost) ask
+// Redis one at a time: one makes the call, the others wait for its reply
+// and look again, so that a flood costs Redis about one call per
+// RetryAfter per process, plus the admitted decisions, instead of one per
+// waiting caller (BenchmarkFlood). A waiter whose context ends returns its
+// error. Once Redis has admitted the bucket twice since its last denial,
+// the entry is gone and decisions on it go to Redis concurrently again.
+//
+// With WithSpread or WithPin on a Redis Cluster the cache stays empty:
+// every decision goes to Redis, as before.
+//
+// While Redis is unreachable, a cached denial still denies until its
+// RetryAfter; after it the failure policy decides, as without the cache.
+// Expiry is measured on the backend's clock with WithClock (the script's
+// own instants, exactly), else on this process's monotonic clock: the
+// script then reads the server's TIME, so an entry expires RetryAfter
+// (less 1 µs and RetryAfter/1024 for clock rates) after the call was sent,
+// never after the instant Redis would admit, and reports RetryAfter
+// counted from when the reply arrived, never early.
+//
 // # How it is tested
 //
 // The fallback's promise is checked under four processes offering far more

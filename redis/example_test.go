@@ -82,3 +82,22 @@ func ExampleWithPin() {
 	// one slot for alice: true
 	// per-target elsewhere: true
 }
+
+// The near-cache of denials is on by default (1 MiB); WithDenialCache
+// resizes it and WithoutDenialCache turns it off. DenialCacheStats counts
+// its hits and evictions (otelmetric.Metrics.ObserveDenialCache exports
+// them). Building a Backend contacts no server.
+func ExampleWithDenialCache() {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer client.Close()
+
+	big, _ := sluiceredis.New(client, sluiceredis.WithDenialCache(16<<20)) // 16 MiB, as LOCAL_CACHE_SIZE_IN_BYTES=16777216
+	off, _ := sluiceredis.New(client, sluiceredis.WithoutDenialCache())
+	hits, evictions := big.DenialCacheStats()
+	fmt.Println(hits, evictions)
+	hits, evictions = off.DenialCacheStats()
+	fmt.Println(hits, evictions)
+	// Output:
+	// 0 0
+	// 0 0
+}

@@ -20,3 +20,19 @@ func Settings(b *Backend) (timeout, probe time.Duration, share float64, maxBatch
 func PaceStoreSettings(s *PaceStore) (timeout time.Duration, timeNow bool) {
 	return s.timeout, reflect.ValueOf(s.now).Pointer() == reflect.ValueOf(time.Now).Pointer()
 }
+
+// DenialCacheSize reports how many entries b's denial cache holds and the
+// bytes it counts for them.
+func DenialCacheSize(b *Backend) (n, bytes int) {
+	if b.dc == nil {
+		return 0, 0
+	}
+	for i := range b.dc.shards {
+		s := &b.dc.shards[i]
+		s.mu.Lock()
+		n += len(s.m)
+		bytes += s.bytes
+		s.mu.Unlock()
+	}
+	return n, bytes
+}

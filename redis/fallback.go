@@ -588,7 +588,7 @@ func (b *Backend) takeSlow(ctx context.Context, at time.Time, ops []stack.Op, ke
 	switch b.state.Load() {
 	case stateUp:
 		fb.mu.Unlock()
-		return b.Take(ctx, at, ops)
+		return b.takeCached(ctx, at, ops, false)
 	case stateRejoin:
 		if now >= fb.rejoinUntil {
 			b.state.Store(stateUp)
@@ -602,7 +602,7 @@ func (b *Backend) takeSlow(ctx context.Context, at time.Time, ops []stack.Op, ke
 				notices = append(notices, b.takeNotices()...) // a debt it dropped
 				fb.mu.Unlock()
 			}
-			out, err := b.Take(ctx, at, ops)
+			out, err := b.takeCached(ctx, at, ops, false)
 			out.Notices = append(notices, out.Notices...)
 			return out, err
 		}
@@ -632,7 +632,7 @@ func (b *Backend) takeSlow(ctx context.Context, at time.Time, ops []stack.Op, ke
 	}
 	if b.share == 0 {
 		b.up()
-		return b.Take(ctx, at, ops)
+		return b.takeCached(ctx, at, ops, false)
 	}
 	b.rejoined(ctx)
 	return b.takeBoth(ctx, at, ops, keys, args)

@@ -35,7 +35,10 @@ func gapBackend(t *testing.T, addr, name string, clock *limitertest.Clock) *slui
 		DialTimeout: 50 * time.Millisecond, DialerRetries: 1})
 	t.Cleanup(func() { client.Close() })
 	b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(uniquePrefix(name)), sluiceredis.WithClock(clock.Now),
-		sluiceredis.WithTimeout(gapTimeout), sluiceredis.WithProbeInterval(gapProbe), sluiceredis.WithLocalFallback(0.5))
+		sluiceredis.WithTimeout(gapTimeout), sluiceredis.WithProbeInterval(gapProbe), sluiceredis.WithLocalFallback(0.5),
+		// These tests need every decision to reach Redis, so that the
+		// outage is seen; a cached denial would answer without a call.
+		sluiceredis.WithoutDenialCache())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -230,8 +230,6 @@ local function fast(nops)
     end
     H[i] = h
   end
-  local held0 = {} -- what each bucket holds before the decision, in tokens
-  for i = 1, nops do held0[i] = math.floor(H[i] / (ARGV[AO + (i - 1) * NF + 1] + 0)) end
   local denied, retry, perm, over = -1, 0, false, false
   local shadowed = {}
   local newH = {}
@@ -261,10 +259,8 @@ local function fast(nops)
     if denied < 0 then
       if st == 0 then
         if cost > 0 then newH[i] = val end
-        H[i] = math.floor(val / T)
       elseif shadow then
-        shadowed[#shadowed + 1] = i - 1
-        H[i] = math.floor(h / T) -- what it holds: nothing was taken
+        shadowed[#shadowed + 1] = i - 1 -- it holds H[i]: nothing was taken
       else
         denied = i
         if st == 1 then perm = true elseif st == 2 then perm, over = true, val else retry = val end
@@ -283,10 +279,11 @@ local function fast(nops)
   local out
   if denied >= 0 then
     -- a denial reports what every bucket holds (nothing was taken), so
-    -- that the caller needs no second call to tell the client
+    -- that the caller needs no second call to tell the client; computed
+    -- here only, since only a denial needs it
     out = {denied - 1, retry, perm and 1 or 0, over and 1 or 0, #shadowed}
     for _, x in ipairs(shadowed) do out[#out + 1] = x end
-    for i = 1, nops do out[#out + 1] = held0[i] end
+    for i = 1, nops do out[#out + 1] = math.floor(H[i] / (ARGV[AO + (i - 1) * NF + 1] + 0)) end
     return out
   end
   for i = 1, nops do
@@ -306,7 +303,9 @@ local function fast(nops)
   end
   out = {-1, 0, 0, 0, #shadowed}
   for _, x in ipairs(shadowed) do out[#out + 1] = x end
-  for i = 1, nops do out[#out + 1] = H[i] end
+  -- what each bucket holds now: after its take, or untouched (a check, a
+  -- shadow op that could not pass)
+  for i = 1, nops do out[#out + 1] = math.floor((newH[i] or H[i]) / (ARGV[AO + (i - 1) * NF + 1] + 0)) end
   return out
 end
 

@@ -52,7 +52,11 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 	}
 	var openErrs atomic.Int64
 	var lastOpenErr atomic.Value
-	openB := newBackend("open")
+	// Every decision of the fail-open stack must reach Redis: the test
+	// counts the failures it absorbs, and its background traffic drains
+	// the bucket on a still clock, whose denials the near-cache would
+	// answer through the outage (TestDenialCacheDeniesThroughAnOutage).
+	openB := newBackend("open", sluiceredis.WithoutDenialCache())
 	open, _ := stack.New(cfg, stack.WithBackend(openB), stack.WithClock(clock.Now), stack.WithErrorHandler(func(err error) {
 		openErrs.Add(1)
 		lastOpenErr.Store(err)
