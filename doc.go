@@ -51,7 +51,7 @@
 // Middleware admits each request through an Admitter, built once per
 // Limiter: with a Limiter that holds connection slots (a SlotReserver or a
 // Reserver, as a stack.Stack is) the request keeps its slots until
-// Slots.Release, and with a plain Limiter Admit is Allow. httplimit,
+// Reservation.Reconcile(0), and with a plain Limiter Admit is Allow. httplimit,
 // grpclimit and mcplimit all do so.
 //
 // # Keys

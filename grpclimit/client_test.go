@@ -38,7 +38,7 @@ func TestUnaryClientInterceptorLearnsRetryInfo(t *testing.T) {
 	}
 	p := pace.New(nil, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithJitter(noJitter))
 	client := serveWithClient(t, []grpc.ServerOption{grpc.UnaryInterceptor(grpclimit.UnaryServerInterceptor(limits, grpclimit.MethodKey("method")))},
-		grpc.WithUnaryInterceptor(grpclimit.UnaryClientInterceptor(p, nil)))
+		grpc.WithUnaryInterceptor(grpclimit.UnaryClientInterceptor(p, "")))
 	var codesSeen []codes.Code
 	for range 3 {
 		_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{})
@@ -77,7 +77,7 @@ func TestUnaryClientInterceptorPushback(t *testing.T) {
 				return h(ctx, req)
 			}
 			client := serveWithClient(t, []grpc.ServerOption{grpc.UnaryInterceptor(throttleFirst)},
-				grpc.WithUnaryInterceptor(grpclimit.UnaryClientInterceptor(p, nil)))
+				grpc.WithUnaryInterceptor(grpclimit.UnaryClientInterceptor(p, "")))
 			client.Check(context.Background(), &healthpb.HealthCheckRequest{})
 			if _, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
 				t.Fatal(err)
@@ -99,7 +99,7 @@ func TestUnaryClientInterceptorMaxWait(t *testing.T) {
 		return nil, grpclimit.Status(sluiceDenial(time.Minute)).Err()
 	}
 	client := serveWithClient(t, []grpc.ServerOption{grpc.UnaryInterceptor(server)},
-		grpc.WithUnaryInterceptor(grpclimit.UnaryClientInterceptor(p, nil)))
+		grpc.WithUnaryInterceptor(grpclimit.UnaryClientInterceptor(p, "")))
 	client.Check(context.Background(), &healthpb.HealthCheckRequest{})
 	_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{})
 	if !errors.Is(err, pace.ErrMaxWait) || calls != 1 {
@@ -120,7 +120,7 @@ func TestStreamClientInterceptor(t *testing.T) {
 		return status.Error(codes.Unimplemented, "done")
 	}
 	client := serveWithClient(t, []grpc.ServerOption{grpc.StreamInterceptor(server)},
-		grpc.WithStreamInterceptor(grpclimit.StreamClientInterceptor(p, nil)))
+		grpc.WithStreamInterceptor(grpclimit.StreamClientInterceptor(p, "")))
 	for range 2 {
 		st, err := client.Watch(context.Background(), &healthpb.HealthCheckRequest{})
 		if err != nil {

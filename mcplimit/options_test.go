@@ -16,7 +16,7 @@ import (
 // TestOptionsNotGiven walks every option with the values the option rule
 // calls "not given" (0 for the code, nil): none panics, and the middleware
 // keeps the defaults: a throttled call carries DefaultJSONRPCCode, a
-// limiter error lets the call through. Middleware has no error result: no
+// limiter error fails the call with -32603. Middleware has no error result: no
 // option can be wrong in another way (a negative code is a JSON-RPC code).
 func TestOptionsNotGiven(t *testing.T) {
 	broken := sluice.LimiterFunc(func(context.Context, sluice.Keys) (sluice.Decision, error) {
@@ -35,9 +35,10 @@ func TestOptionsNotGiven(t *testing.T) {
 			if _, err := call(cs, "readData"); !errors.Is(err, mcp.ErrConnectionClosed) {
 				t.Errorf("throttled call: %v, want code %d", err, slerrors.DefaultJSONRPCCode)
 			}
-			open := connect(t, newServer(mcplimit.Middleware(broken, mcplimit.ToolKeys("t"), o)))
-			if _, err := call(open, "readData"); err != nil {
-				t.Errorf("limiter error: %v, want fail-open", err)
+			closed := connect(t, newServer(mcplimit.Middleware(broken, mcplimit.ToolKeys("t"), o)))
+			var we *jsonrpc.Error
+			if _, err := call(closed, "readData"); !errors.As(err, &we) || we.Code != jsonrpc.CodeInternalError {
+				t.Errorf("limiter error: %v, want code %d", err, jsonrpc.CodeInternalError)
 			}
 		})
 	}

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/enginekit"
 	"github.com/sluicehq/sluice/internal/racecheck"
 	"github.com/sluicehq/sluice/otelattr"
 	"github.com/sluicehq/sluice/stack"
@@ -28,7 +29,7 @@ type fakeEngine struct {
 func (f *fakeEngine) Allow(ctx context.Context, keys sluice.Keys) (sluice.Decision, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	asked := sluice.EvaluatedRequested(ctx)
+	asked := enginekit.EvaluatedRequested(ctx)
 	f.sawAsk = append(f.sawAsk, asked)
 	target, _ := keys.Get("targetName")
 	caller, _ := keys.Get("caller")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/bucket"
+	"github.com/sluicehq/sluice/internal/enginekit"
 	"github.com/sluicehq/sluice/internal/hashmatch"
 )
 
@@ -344,7 +345,7 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 		}
 		fillDenial(d, it, keys)
 	}
-	if sluice.EvaluatedRequested(ctx) {
+	if enginekit.EvaluatedRequested(ctx) {
 		n := len(items)
 		if denied >= 0 {
 			n = denied + 1
@@ -503,7 +504,7 @@ func (s *Stack) decideBackend(ctx context.Context, items []item, keys *sluice.Ke
 			}
 		}
 	}
-	if sluice.EvaluatedRequested(ctx) {
+	if enginekit.EvaluatedRequested(ctx) {
 		d.Evaluated = evaluatedList(items[:n], keys)
 	}
 	return nil

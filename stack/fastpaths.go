@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/bucket"
+	"github.com/sluicehq/sluice/internal/enginekit"
 	"github.com/sluicehq/sluice/internal/hashmatch"
 	"github.com/sluicehq/sluice/internal/words"
 )
@@ -26,7 +27,7 @@ import (
 // up to concurrent requests). It returns false at once when the context asks
 // for the evaluated list, and for a value too long to be its own bucket key.
 func (s *Stack) evaluateSingles(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, d *sluice.Decision) bool {
-	if sluice.EvaluatedRequested(ctx) {
+	if enginekit.EvaluatedRequested(ctx) {
 		return false
 	}
 	if len(c.singles) == 1 {
@@ -130,7 +131,7 @@ type directTake struct {
 // does). It returns false at once when the context asks for the evaluated
 // list.
 func (s *Stack) evaluateDirect(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, d *sluice.Decision) bool {
-	if sluice.EvaluatedRequested(ctx) {
+	if enginekit.EvaluatedRequested(ctx) {
 		return false
 	}
 	var (
@@ -263,7 +264,7 @@ const (
 // It leaves a request whose context asks for the evaluated list to
 // evaluateDirect, which hands it on.
 func (s *Stack) evaluateOrdered(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, d *sluice.Decision) int {
-	if sluice.EvaluatedRequested(ctx) {
+	if enginekit.EvaluatedRequested(ctx) {
 		return orderedOther
 	}
 	// Each distinct dimension looked up once (a limit's keys are indices

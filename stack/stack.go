@@ -81,6 +81,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/bucket"
+	"github.com/sluicehq/sluice/internal/enginekit"
 	"github.com/sluicehq/sluice/internal/monoclock"
 )
 
@@ -325,7 +326,7 @@ func (s *Stack) Allow(ctx context.Context, keys sluice.Keys) (d sluice.Decision,
 			}
 			return d, err
 		}
-		if len(c.singles) == 1 && s.backend == nil && !sluice.EvaluatedRequested(ctx) {
+		if len(c.singles) == 1 && s.backend == nil && !enginekit.EvaluatedRequested(ctx) {
 			// One per-value limit, the commonest configuration: its take
 			// straight from here (evaluateSingles' first step).
 			if evaluateSingle(&c.singles[0], &keys, t, 0, &d) {
