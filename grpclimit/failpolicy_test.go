@@ -91,7 +91,7 @@ func TestFailurePolicyIsTheStacks(t *testing.T) {
 type fakeStream struct{ grpc.ServerStream }
 
 func (fakeStream) Context() context.Context { return context.Background() }
-func (fakeStream) SetTrailer(metadata.MD) {}
+func (fakeStream) SetTrailer(metadata.MD)   {}
 
 // A nil Limiter or KeyFunc is a programming error, caught at construction
 // by a panic that names the argument.

@@ -51,6 +51,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	slerrors "github.com/sluicehq/sluice/errors"
+	"github.com/sluicehq/sluice/internal/ratefield"
 )
 
 // KeyFunc resolves the rate-limit keys of a request. An error means the
@@ -207,7 +208,7 @@ type handler struct {
 	next http.Handler
 	// policies keeps the rendered RateLimit-Policy values of allowed
 	// responses.
-	policies slerrors.PolicyCache
+	policies ratefield.Cache
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -268,7 +269,7 @@ func (h *handler) keyError(w http.ResponseWriter, r *http.Request, err error) {
 
 func (h *handler) admit(w http.ResponseWriter, r *http.Request, d *sluice.Decision) {
 	if !h.cfg.noHeaders && d.Limit > 0 {
-		h.policies.SetRateLimitHeaders(w.Header(), slerrors.NewQuota(d.LimitID, d.Limit, d.Remaining, d.Window))
+		h.policies.Set(w.Header(), ratefield.NewQuota(d.LimitID, d.Limit, d.Remaining, d.Window))
 	}
 	h.next.ServeHTTP(w, r)
 }
@@ -290,11 +291,11 @@ func (h *handler) refuse(w http.ResponseWriter, r *http.Request, d *sluice.Decis
 }
 
 func (h *handler) throttle(w http.ResponseWriter, r *http.Request, te *slerrors.ThrottledError) {
+	resp := slerrors.Response{Format: h.cfg.format, Code: h.cfg.rpcCode}
 	if h.cfg.format == slerrors.JSONRPC {
-		_ = slerrors.WriteJSONRPC(w, te, requestID(r, h.cfg.maxBody), h.cfg.rpcCode)
-		return
+		resp.ID = requestID(r, h.cfg.maxBody)
 	}
-	_ = h.cfg.format.Write(w, te)
+	_ = resp.Write(w, te)
 }
 
 // requestID reads the JSON-RPC id of r's body; nil when there is none.

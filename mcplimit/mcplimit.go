@@ -161,8 +161,12 @@ func Middleware(l sluice.Limiter, keys KeyFunc, opts ...Option) mcp.Middleware {
 }
 
 // Error returns the JSON-RPC error of a throttled call: code (0 means
-// slerrors.DefaultJSONRPCCode), message "Rate limit exceeded" and data
-// {"limitKey","metric","retryAfter"}.
+// slerrors.DefaultJSONRPCCode), message "Rate limit exceeded" and the
+// ErrorData {"limitKey","metric","retryAfter"}, or, for a permanent denial
+// (no wait helps), {"limitKey","metric","permanent":true}: the data member
+// of the body slerrors.Response writes in the JSONRPC format (the same
+// members, in the same order, with the same values). A nil te gives the
+// data of a denial that names no limit.
 func Error(te *slerrors.ThrottledError, code int) *jsonrpc.Error {
 	if code == 0 {
 		code = slerrors.DefaultJSONRPCCode
@@ -170,6 +174,6 @@ func Error(te *slerrors.ThrottledError, code int) *jsonrpc.Error {
 	return &jsonrpc.Error{
 		Code:    int64(code),
 		Message: slerrors.Message,
-		Data:    slerrors.AppendJSONRPCData(make([]byte, 0, 128), te),
+		Data:    errorData(te),
 	}
 }

@@ -1,9 +1,13 @@
 package mcplimit_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -48,4 +52,48 @@ func TestOptionsNotGiven(t *testing.T) {
 	if _, err := call(cs, "readData"); !errors.As(err, &we) || we.Code != -32050 {
 		t.Errorf("WithJSONRPCCode(-32050), then 0: %v, want -32050", err)
 	}
+}
+
+// Error's data is the data member of the JSON-RPC body slerrors.Response
+// writes: the same members, in the same order, with the same values, for
+// names that need escaping and for permanent denials.
+func TestErrorDataIsTheResponses(t *testing.T) {
+	for _, key := range []string{"rl/targetName=my-target", `q"uote\back`, "ctl\x00\x08\x0c\n", "\u2028<&>", "bad\xffutf8"} {
+		for _, permanent := range []bool{false, true} {
+			te := &slerrors.ThrottledError{LimitKey: key, Metric: "tokens", RetryAfter: 1500 * time.Millisecond, Permanent: permanent}
+			var body struct {
+				Error struct {
+					Data json.RawMessage `json:"data"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(slerrors.Response{Format: slerrors.JSONRPC}.Marshal(te), &body); err != nil {
+				t.Fatal(err)
+			}
+			got := mcplimit.Error(te, 0).Data
+			if !json.Valid(got) || !sameMembers(t, got, body.Error.Data) {
+				t.Errorf("%q permanent=%v: data %s, want the Response's %s", key, permanent, got, body.Error.Data)
+			}
+			if d, ok := mcplimit.ParseError(mcplimit.Error(te, 0), 0); !ok || d.Permanent != permanent || (d.RetryAfter == 2) == permanent {
+				t.Errorf("%q permanent=%v: ParseError = %+v, %v", key, permanent, d, ok)
+			}
+		}
+	}
+}
+
+// sameMembers reports whether two JSON objects have the same members, in
+// the same order, with the same values.
+func sameMembers(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	members := func(raw []byte) []any {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		var out []any
+		for {
+			tok, err := dec.Token()
+			if err != nil {
+				return out
+			}
+			out = append(out, tok)
+		}
+	}
+	return reflect.DeepEqual(members(a), members(b))
 }
