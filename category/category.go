@@ -73,7 +73,7 @@ type options struct {
 	def       string
 	actionKey string
 	resKey    string
-	now       func() time.Time
+	clock     sluice.Clock // nil: monoclock, read directly
 	resources map[string]resourceDef
 }
 
@@ -129,13 +129,13 @@ func WithResourcesKey(name string) Option {
 }
 
 // WithClock sets the clock Allow and AllowAction read (default: the wall
-// clock advanced by the monotonic clock, so a wall-clock step never moves it).
-// AllowActionAt takes its instant explicitly and ignores the clock. A nil now
-// means the default.
-func WithClock(now func() time.Time) Option {
+// clock advanced by the monotonic clock, so a wall-clock step never moves
+// it). AllowAt and AllowActionAt take their instant explicitly and ignore
+// the clock. A nil c means the default.
+func WithClock(c sluice.Clock) Option {
 	return optionFunc(func(o *options) {
-		if now != nil {
-			o.now = now
+		if c != nil {
+			o.clock = c
 		}
 	})
 }
@@ -194,7 +194,7 @@ type action struct {
 // bucket for an unknown action.
 func New(categories []Category, opts ...Option) (*Set, error) {
 	s := &Set{actions: map[string]*action{}}
-	s.opts = options{actionKey: ActionKey, resKey: ResourcesKey, now: monoclock.Now}
+	s.opts = options{actionKey: ActionKey, resKey: ResourcesKey}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&s.opts)
@@ -282,11 +282,24 @@ func (s *Set) Category(action string) (Category, bool) {
 	return Category{}, false
 }
 
+// now reads the Set's clock.
+func (s *Set) now() time.Time {
+	if s.opts.clock == nil {
+		return monoclock.Now()
+	}
+	return s.opts.clock.Now()
+}
+
 // Allow decides a request whose action is in keys under the action key (and
-// whose resource count, if any, is under the resources key). An unknown
-// action is an error matching ErrUnknownAction unless a default category is
-// configured. It implements sluice.Limiter.
+// whose resource count, if any, is under the resources key), now. An
+// unknown action is an error matching ErrUnknownAction unless a default
+// category is configured. It implements sluice.Limiter.
 func (s *Set) Allow(ctx context.Context, keys sluice.Keys) (sluice.Decision, error) {
+	return s.AllowAt(ctx, s.now(), keys)
+}
+
+// AllowAt is Allow at the explicit instant t.
+func (s *Set) AllowAt(ctx context.Context, t time.Time, keys sluice.Keys) (sluice.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return sluice.Decision{}, err
 	}
@@ -302,18 +315,19 @@ func (s *Set) Allow(ctx context.Context, keys sluice.Keys) (sluice.Decision, err
 		}
 		n = r
 	}
-	return s.AllowActionAt(s.opts.now(), name, n)
+	return s.AllowActionAt(t, name, n)
 }
 
-// AllowAction decides one request for action, now.
+// AllowAction decides one request for action, acting on one resource, now.
 func (s *Set) AllowAction(action string) (sluice.Decision, error) {
-	return s.AllowActionAt(s.opts.now(), action, 1)
+	return s.AllowActionAt(s.now(), action, 1)
 }
 
 // AllowActionAt is AllowAction at the explicit instant t, for a request
 // acting on resources resources (drained from the action's resource bucket,
-// if it has one; a request acting on none does not ask that bucket). As every explicit-time method in sluice, it takes the
-// instant first (see the sluice package documentation, "Explicit time").
+// if it has one; a request acting on none does not ask that bucket). As
+// every explicit-time method in sluice, it takes the instant first (see the
+// sluice package documentation, "Explicit time").
 func (s *Set) AllowActionAt(t time.Time, action string, resources int) (sluice.Decision, error) {
 	a := s.actions[action]
 	if a == nil {
