@@ -18,7 +18,7 @@ func TestOptionsNotGiven(t *testing.T) {
 	}{
 		"nil Option":                    {[]otelattr.Option{nil}, string(otelattr.KeyDecision)},
 		"WithSchema(nil)":               {[]otelattr.Option{otelattr.WithSchema(nil)}, string(otelattr.KeyDecision)},
-		"WithSchema(Gateway), then nil": {[]otelattr.Option{otelattr.WithSchema(otelattr.Gateway), otelattr.WithSchema(nil)}, string(otelattr.GatewayKeyDecision)},
+		"WithSchema(Gateway), then nil": {[]otelattr.Option{otelattr.WithSchema(otelattr.Gateway), otelattr.WithSchema(nil)}, otelattr.GatewayNamespace + ".decision"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			sr, tp := newRecorder()
