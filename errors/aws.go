@@ -2,9 +2,9 @@ package errors
 
 const (
 	awsErrorType = "ThrottlingException"
-	// AWSMessage is the message of the AWS-style throttling error, as AWS
+	// awsMessage is the message of the AWS-style throttling error, as AWS
 	// services write it.
-	AWSMessage = "Rate exceeded"
+	awsMessage = "Rate exceeded"
 )
 
 // appendAWS appends an AWS JSON-protocol throttling error to dst. AWS SDKs
@@ -15,7 +15,7 @@ const (
 //	{"__type":"ThrottlingException","message":"Rate exceeded","limitKey":…,"metric":"requests","retryAfter":1}
 func appendAWS(dst []byte, e *ThrottledError) []byte {
 	e = orZero(e)
-	dst = append(dst, `{"__type":"`+awsErrorType+`","message":"`+AWSMessage+`"`...)
+	dst = append(dst, `{"__type":"`+awsErrorType+`","message":"`+awsMessage+`"`...)
 	dst = appendThrottleFields(dst, e)
 	return append(dst, '}')
 }

@@ -83,8 +83,8 @@ func (f Format) Status() int {
 	return http.StatusTooManyRequests
 }
 
-// ContentType returns the Content-Type of the format's body.
-func (f Format) ContentType() string {
+// contentType returns the Content-Type of the format's body (Response.Write sets it).
+func (f Format) contentType() string {
 	if f == AWS {
 		return "application/x-amz-json-1.1"
 	}
@@ -94,7 +94,7 @@ func (f Format) ContentType() string {
 func writeResponse(w http.ResponseWriter, f Format, body []byte, e *ThrottledError) error {
 	h := w.Header()
 	SetHeaders(h, e)
-	h.Set("Content-Type", f.ContentType())
+	h.Set("Content-Type", f.contentType())
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	h.Del("Content-Encoding")
 	if f == AWS {
