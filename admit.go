@@ -38,11 +38,12 @@ type Admitter struct {
 }
 
 // NewAdmitter returns the Admitter of l. It panics if l is nil (a
-// programming error, caught at construction like the middlewares' own).
+// programming error, caught at construction like the middlewares' own; the
+// message names l).
 func NewAdmitter(l Limiter) Admitter {
 	switch l := l.(type) {
 	case nil:
-		panic("sluice: NewAdmitter needs a Limiter")
+		panic("sluice: NewAdmitter: the Limiter l is nil")
 	case SlotReserver:
 		return Admitter{l}
 	case Reserver:

@@ -35,8 +35,10 @@ var ErrCostExceedsBurst = errors.New("sluice: cost exceeds the burst capacity of
 // ThrottledError describes a denied request. It is what
 // sluice.Decision.Err returns on a denial.
 //
-// The zero RetryAfter means "retry at once may succeed"; a RetryAfter of
-// Never (or a denial with Permanent set) means retrying cannot succeed.
+// Every ThrottledError says when a retry can succeed (RetryAfter; zero
+// means at once, which the renderings round up to one second) or that no
+// wait helps (Permanent: retrying cannot succeed, and the renderings say
+// so instead of giving a delay).
 type ThrottledError struct {
 	// LimitID is the id of the rate limit that denied (e.g. "per-target-rps").
 	LimitID string

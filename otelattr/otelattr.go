@@ -183,7 +183,13 @@ type wrapper struct {
 // sluice.SlotReserver, so is the result, and ReserveSlots is forwarded and
 // recorded the same way: middleware behind Wrap then holds nothing for a
 // request that no connections limit applies to.
+//
+// Wrap panics, at construction, when l is nil (a programming error); a nil
+// Option is ignored.
 func Wrap(l sluice.Limiter, opts ...Option) sluice.Limiter {
+	if l == nil {
+		panic("otelattr: Wrap: the Limiter l is nil")
+	}
 	w := &wrapper{inner: l, schema: Default}
 	for _, o := range opts {
 		if o != nil {
