@@ -9,7 +9,7 @@ package category
 //
 // throttles like the ECS API. A throttled ECS call fails with
 // ThrottlingException, HTTP 400, "Rate exceeded": render a denial with
-// errors.AWS.
+// errors.Response{Format: errors.AWS}.
 //
 // Each call returns a new slice the caller may change (to raise a quota, or
 // add actions) without affecting other callers. Fargate throttles RunTask

@@ -390,11 +390,11 @@ func TestAppendDoesNotAllocate(t *testing.T) {
 		}
 	}
 	if n := testing.AllocsPerRun(100, func() { buf = slerrors.Response{Format: slerrors.JSONRPC, ID: id}.Append(buf[:0], targetErr) }); n != 0 {
-		t.Errorf("AppendJSONRPC: %v allocs, want 0", n)
+		t.Errorf("Response.Append, JSONRPC: %v allocs, want 0", n)
 	}
 }
 
-func BenchmarkAppendHTTPJSON(b *testing.B) {
+func BenchmarkResponseAppend(b *testing.B) {
 	buf := make([]byte, 0, 512)
 	b.ReportAllocs()
 	for b.Loop() {
