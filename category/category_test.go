@@ -9,9 +9,9 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/category"
-	"github.com/sluicehq/sluice/stack/limitertest"
 	slerrors "github.com/sluicehq/sluice/errors"
 	"github.com/sluicehq/sluice/internal/racecheck"
+	"github.com/sluicehq/sluice/stack/limitertest"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
