@@ -230,6 +230,13 @@ func (lim *limiter) refusal(d *sluice.Decision, err error) error {
 	return te
 }
 
+// refuseUnary is the error a unary call that was not admitted fails with
+// (see refusal), its pushback trailer set first. It is apart from the
+// interceptor, which then holds only the admitted path.
+func (lim *limiter) refuseUnary(ctx context.Context, d *sluice.Decision, err error) error {
+	return statusErr(lim.refusal(d, err), func(md metadata.MD) error { return grpc.SetTrailer(ctx, md) })
+}
+
 // statusErr turns admit's result into the error an interceptor returns,
 // handing a throttled call's pushback trailer to setTrailer first.
 func statusErr(err error, setTrailer func(metadata.MD) error) error {
@@ -263,8 +270,7 @@ func UnaryServerInterceptor(l sluice.Limiter, keys KeyFunc, opts ...Option) grpc
 		}
 		slots, d, err := lim.adm.Admit(ctx, keys)
 		if err != nil || !d.Allowed {
-			err = lim.refusal(&d, err)
-			return nil, statusErr(err, func(md metadata.MD) error { return grpc.SetTrailer(ctx, md) })
+			return nil, lim.refuseUnary(ctx, &d, err)
 		}
 		if !slots.Held() {
 			return handler(ctx, req) // nothing to release: no defer to run
