@@ -22,22 +22,19 @@ type ErrorData struct {
 	Permanent bool `json:"permanent,omitempty"`
 }
 
-// errorData renders the ErrorData of te as the errors package renders the
-// data member of its JSON-RPC body: the same members, in the same order,
-// with the same values (and, as there, no HTML escaping).
+// dataMember precedes the data member of errors' JSON-RPC body.
+var dataMember = []byte(`"data":`)
+
+// errorData returns the data member of the JSON-RPC body slerrors.Response
+// renders for te, byte for byte. The body is
+// {"jsonrpc":"2.0","id":null,"error":{"code":…,"message":"…","data":{…}}}:
+// before the data member it holds no text of the request's (a null id, the
+// code, a constant message), so the first "data": is the member's, and the
+// body ends with the member and two braces.
 func errorData(te *slerrors.ThrottledError) json.RawMessage {
-	if te == nil {
-		te = &slerrors.ThrottledError{}
-	}
-	d := ErrorData{LimitKey: te.LimitKey, Metric: te.Metric, Permanent: te.Permanent}
-	if !te.Permanent {
-		d.RetryAfter = te.RetryAfterSeconds()
-	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(d) // a struct of strings and numbers: cannot fail
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+	body := slerrors.Response{Format: slerrors.JSONRPC}.Append(make([]byte, 0, 192), te)
+	i := bytes.Index(body, dataMember)
+	return body[i+len(dataMember) : len(body)-2]
 }
 
 // ParseError returns the data of a throttled tool call's error as an MCP

@@ -164,9 +164,8 @@ func Middleware(l sluice.Limiter, keys KeyFunc, opts ...Option) mcp.Middleware {
 // slerrors.DefaultJSONRPCCode), message "Rate limit exceeded" and the
 // ErrorData {"limitKey","metric","retryAfter"}, or, for a permanent denial
 // (no wait helps), {"limitKey","metric","permanent":true}: the data member
-// of the body slerrors.Response writes in the JSONRPC format (the same
-// members, in the same order, with the same values). A nil te gives the
-// data of a denial that names no limit.
+// of the body slerrors.Response writes in the JSONRPC format, byte for
+// byte. A nil te gives the data of a denial that names no limit.
 func Error(te *slerrors.ThrottledError, code int) *jsonrpc.Error {
 	if code == 0 {
 		code = slerrors.DefaultJSONRPCCode

@@ -55,8 +55,8 @@ func TestOptionsNotGiven(t *testing.T) {
 }
 
 // Error's data is the data member of the JSON-RPC body slerrors.Response
-// writes: the same members, in the same order, with the same values, for
-// names that need escaping and for permanent denials.
+// writes, byte for byte, for names that need escaping and for permanent
+// denials; ParseError reads it back.
 func TestErrorDataIsTheResponses(t *testing.T) {
 	for _, key := range []string{"rl/targetName=my-target", `q"uote\back`, "ctl\x00\x08\x0c\n", "\u2028<&>", "bad\xffutf8"} {
 		for _, permanent := range []bool{false, true} {
@@ -70,13 +70,20 @@ func TestErrorDataIsTheResponses(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := mcplimit.Error(te, 0).Data
-			if !json.Valid(got) || !sameMembers(t, got, body.Error.Data) {
+			if !json.Valid(got) || !bytes.Equal(got, body.Error.Data) || !sameMembers(t, got, body.Error.Data) {
 				t.Errorf("%q permanent=%v: data %s, want the Response's %s", key, permanent, got, body.Error.Data)
 			}
 			if d, ok := mcplimit.ParseError(mcplimit.Error(te, 0), 0); !ok || d.Permanent != permanent || (d.RetryAfter == 2) == permanent {
 				t.Errorf("%q permanent=%v: ParseError = %+v, %v", key, permanent, d, ok)
 			}
 		}
+	}
+}
+
+// A nil ThrottledError gives the data of a denial that names no limit.
+func TestErrorOfNil(t *testing.T) {
+	if got, want := string(mcplimit.Error(nil, 0).Data), `{"limitKey":"","metric":"","retryAfter":1}`; got != want {
+		t.Errorf("Error(nil, 0).Data = %s, want %s", got, want)
 	}
 }
 
