@@ -38,10 +38,10 @@ func NewQuota(policy string, limit, remaining int64, window time.Duration) Quota
 	return Quota(ratefield.NewQuota(policy, limit, remaining, window))
 }
 
-// Quota returns the RateLimit quota of the denying bucket: Limit, Remaining
+// quota returns the RateLimit quota of the denying bucket: Limit, Remaining
 // and Window from e, Reset the retry delay (at least one second, as in
 // Retry-After).
-func (e *ThrottledError) Quota() Quota {
+func (e *ThrottledError) quota() Quota {
 	e = orZero(e)
 	reset := e.RetryAfter
 	if reset <= 0 {
@@ -82,7 +82,7 @@ func SetHeaders(h http.Header, e *ThrottledError) {
 		h.Del("Retry-After")
 		h.Del("retry-after-ms")
 		h.Set("x-should-retry", "false")
-		if q := e.Quota(); q.Limit > 0 {
+		if q := e.quota(); q.Limit > 0 {
 			var buf [96]byte
 			h.Set("RateLimit-Policy", string(q.AppendPolicy(buf[:0])))
 		}
@@ -92,7 +92,7 @@ func SetHeaders(h http.Header, e *ThrottledError) {
 	var buf [24]byte
 	h.Set("Retry-After", string(strconv.AppendInt(buf[:0], e.RetryAfterSeconds(), 10)))
 	h.Set("retry-after-ms", string(strconv.AppendInt(buf[:0], ceilMillis(e.RetryAfter), 10)))
-	SetRateLimitHeaders(h, e.Quota())
+	SetRateLimitHeaders(h, e.quota())
 }
 
 // ceilMillis rounds d up to whole milliseconds, at least 1, at most 2^53-1.
