@@ -171,3 +171,37 @@ func FuzzPushback(f *testing.F) {
 		}
 	})
 }
+
+// upstream names the pace the calls share: with a name, a pushback on one
+// connection pauses the calls of another connection given the same name;
+// with "", each connection is its own upstream (its target).
+func TestClientInterceptorUpstreamName(t *testing.T) {
+	for _, tc := range []struct {
+		upstream string
+		want     string // what the second connection's call slept
+	}{
+		{"shared", "[1.5s]"},
+		{"", "[]"},
+	} {
+		t.Run(fmt.Sprintf("%q", tc.upstream), func(t *testing.T) {
+			clk := limitertest.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+			p := pace.New(nil, pace.WithClock(clk.Now), pace.WithSleep(clk.Sleep), pace.WithJitter(noJitter))
+			pushback := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+				_ = grpc.SetTrailer(ctx, metadata.Pairs(grpclimit.PushbackTrailer, "1500"))
+				return nil, status.Error(codes.ResourceExhausted, "slow down")
+			}
+			a := serveWithClient(t, []grpc.ServerOption{grpc.UnaryInterceptor(pushback)},
+				grpc.WithUnaryInterceptor(grpclimit.UnaryClientInterceptor(p, tc.upstream)))
+			b := serveWithClient(t, nil, grpc.WithUnaryInterceptor(grpclimit.UnaryClientInterceptor(p, tc.upstream)))
+			if _, err := a.Check(context.Background(), &healthpb.HealthCheckRequest{}); status.Code(err) != codes.ResourceExhausted {
+				t.Fatalf("first connection: %v, want ResourceExhausted", err)
+			}
+			if _, err := b.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprint(clk.Slept()); got != tc.want {
+				t.Fatalf("slept %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
