@@ -4,7 +4,7 @@
 // refill rate. 25 DescribeClusters plus 25 ListClusters fit in a cluster-read
 // bucket of 50; 50 of each at once do not.
 //
-// In PerAction mode each action instead gets its own bucket sized by its
+// With WithPerAction each action instead gets its own bucket sized by its
 // category (the Amazon EC2 model). An action may also drain a resource bucket
 // by the number of resources in the request, stacked with its request bucket:
 // both must pass, and a denied request consumes from neither.
@@ -55,21 +55,11 @@ type Category struct {
 	Actions []string
 }
 
-// Mode chooses how actions map to buckets.
-type Mode int
-
-const (
-	// Shared gives each category one bucket shared by all its actions (ECS).
-	Shared Mode = iota
-	// PerAction gives each action its own bucket sized by its category (EC2).
-	PerAction
-)
-
 // Option configures a Set.
 type Option interface{ apply(*options) }
 
 type options struct {
-	mode      Mode
+	perAction bool
 	def       string
 	actionKey string
 	resKey    string
@@ -86,15 +76,10 @@ type optionFunc func(*options)
 
 func (f optionFunc) apply(o *options) { f(o) }
 
-// WithMode sets Shared (the default) or PerAction. A Mode the package
-// does not define (Mode(7)) means the default.
-func WithMode(m Mode) Option {
-	return optionFunc(func(o *options) {
-		if m == Shared || m == PerAction {
-			o.mode = m
-		}
-	})
-}
+// WithPerAction gives each action its own bucket sized by its category
+// (the Amazon EC2 model), instead of one bucket per category shared by
+// all its actions (the Amazon ECS model, the default).
+func WithPerAction() Option { return optionFunc(func(o *options) { o.perAction = true }) }
 
 // WithDefault sends actions that belong to no category to the named
 // category instead of failing with ErrUnknownAction (the default). An empty
@@ -169,13 +154,14 @@ type Set struct {
 	actions map[string]*action
 	def     *group
 	// defBucket serves actions routed to the default category: the
-	// category's bucket in Shared mode, one bucket of its size in PerAction.
+	// category's bucket when shared, one bucket of its size with
+	// WithPerAction.
 	defBucket *bucket.Bucket
 }
 
 type group struct {
 	cat    Category
-	shared *bucket.Bucket // Shared mode
+	shared *bucket.Bucket // nil with WithPerAction
 }
 
 type action struct {
@@ -218,7 +204,7 @@ func New(categories []Category, opts ...Option) (*Set, error) {
 		}
 		g := &group{cat: c}
 		groups[c.Name] = g
-		if s.opts.mode == Shared {
+		if !s.opts.perAction {
 			g.shared = bucket.New(rate.Limit(c.Refill), c.Burst)
 		}
 		for j, a := range c.Actions {

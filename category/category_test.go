@@ -67,7 +67,7 @@ func TestSustainedRateAppliesToTheCategory(t *testing.T) {
 }
 
 func TestPerActionMode(t *testing.T) {
-	s, err := category.New([]category.Category{clusterRead}, category.WithMode(category.PerAction))
+	s, err := category.New([]category.Category{clusterRead}, category.WithPerAction())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestPerActionMode(t *testing.T) {
 
 func TestResourceBucketStacksWithRequestBucket(t *testing.T) {
 	run := category.Category{Name: "Mutating", Burst: 5, Refill: 2, Actions: []string{"RunInstances"}}
-	s, err := category.New([]category.Category{run}, category.WithMode(category.PerAction),
+	s, err := category.New([]category.Category{run}, category.WithPerAction(),
 		category.WithResourceBucket("RunInstances", 1000, 2))
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,7 @@ package category
 // ECS returns the Amazon ECS API throttling table: twenty categories, per
 // account and Region, in the order the ECS documentation lists them. Every
 // action in a category shares one bucket of Burst tokens refilled at Refill
-// per second (Shared mode, the default), so
+// per second (shared, the default; WithPerAction gives each its own), so
 //
 //	set, err := category.New(category.ECS())
 //
