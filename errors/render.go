@@ -37,12 +37,13 @@ type Response struct {
 }
 
 // denial returns the *ThrottledError of err, or false when err is nil (an
-// allowed request).
+// allowed request). A *ThrottledError itself is what sluice.Decision.Err
+// returns; Append tests for one before calling denial, a call fewer.
 func denial(err error) (*ThrottledError, bool) {
 	if err == nil {
 		return nil, false
 	}
-	te, ok := err.(*ThrottledError) // what sluice.Decision.Err returns
+	te, ok := err.(*ThrottledError)
 	if !ok {
 		te, _ = AsThrottled(err)
 	}
@@ -52,15 +53,19 @@ func denial(err error) (*ThrottledError, bool) {
 // Append appends the throttled body of err to dst and returns the extended
 // buffer; for a nil err it returns dst unchanged.
 func (r Response) Append(dst []byte, err error) []byte {
-	te, denied := denial(err)
+	te, denied := err.(*ThrottledError)
 	if !denied {
-		return dst
+		if te, denied = denial(err); !denied {
+			return dst
+		}
 	}
-	return r.appendBody(dst, te)
+	return r.appendBody(dst, orZero(te))
 }
 
 func (r Response) appendBody(dst []byte, te *ThrottledError) []byte {
 	switch r.Format {
+	case HTTPJSON:
+		return appendHTTPJSON(dst, te)
 	case JSONRPC:
 		return appendJSONRPC(dst, te, r.ID, r.Code)
 	case OpenAI:
