@@ -38,11 +38,12 @@ type Admitter struct {
 }
 
 // NewAdmitter returns the Admitter of l. It panics if l is nil (a
-// programming error, caught at construction like the middlewares' own).
+// programming error, caught at construction like the middlewares' own; the
+// message names l).
 func NewAdmitter(l Limiter) Admitter {
 	switch l := l.(type) {
 	case nil:
-		panic("sluice: NewAdmitter needs a Limiter")
+		panic("sluice: NewAdmitter: the Limiter l is nil")
 	case SlotReserver:
 		return Admitter{l}
 	case Reserver:
@@ -53,13 +54,13 @@ func NewAdmitter(l Limiter) Admitter {
 }
 
 // Admit decides one request with keys. It returns what the request holds
-// until it ends (call Release then, also when the request panics: a defer
-// does both), the Decision, and the Limiter's error when it could not
-// decide. On a denial and on an error the Slots hold nothing, so it is
-// always safe to call their methods.
-func (a *Admitter) Admit(ctx context.Context, keys Keys) (Slots, Decision, error) {
-	r, d, err := a.sr.ReserveSlots(ctx, keys)
-	return Slots{r}, d, err
+// until it ends (call its Reconcile(0) then, also when the request panics:
+// a deferred call does both; the request's charge stays), the Decision, and
+// the Limiter's error when it could not decide. On a denial and on an error
+// the Reservation is NoReservation, so it is always safe to call its
+// methods.
+func (a *Admitter) Admit(ctx context.Context, keys Keys) (Reservation, Decision, error) {
+	return a.sr.ReserveSlots(ctx, keys)
 }
 
 // reserveSlots admits to a Reserver that is no SlotReserver: Reserve with
@@ -78,19 +79,3 @@ func (l *allowSlots) ReserveSlots(ctx context.Context, keys Keys) (Reservation, 
 	d, err := l.Allow(ctx, keys)
 	return NoReservation, d, err
 }
-
-// Slots is what a request admitted by an Admitter holds until it ends: a
-// slot of every connections limit that applies to it. It is a small value;
-// copy it freely. The zero Slots hold nothing.
-type Slots struct{ r Reservation }
-
-// Held reports whether s holds anything; a caller can skip its Release when
-// it does not.
-func (s Slots) Held() bool { return s.r.Held() }
-
-// Release gives back the slots; the request's charge of every other limit
-// stays. Only the first Release of any copy takes effect; later ones do
-// nothing and return nil. The error is a backend's that could not take the
-// slots back (a slot a backend holds as a lease is then freed when the
-// lease expires); a deferred Release drops it.
-func (s Slots) Release() error { return s.r.Reconcile(0) }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/enginekit"
 	"github.com/sluicehq/sluice/internal/racecheck"
 )
 
@@ -27,7 +28,7 @@ func (s *spy) reservation() sluice.Reservation {
 	if !s.held || s.err != nil {
 		return sluice.NoReservation
 	}
-	return sluice.NewReservation(settler{s}, 7)
+	return sluice.Reservation(enginekit.NewHandle(settler{s}, 7))
 }
 
 type settler struct{ s *spy }
@@ -84,7 +85,7 @@ func TestAdmitterChoosesOnce(t *testing.T) {
 			if held := tc.want != "Allow"; slots.Held() != held {
 				t.Fatalf("Held() = %v, want %v", slots.Held(), held)
 			}
-			if err := slots.Release(); err != nil {
+			if err := slots.Reconcile(0); err != nil {
 				t.Fatal(err)
 			}
 			if tc.want == "Allow" {
@@ -93,7 +94,7 @@ func TestAdmitterChoosesOnce(t *testing.T) {
 				}
 				return
 			}
-			// Release reconciles with 0, which keeps the request's charge
+			// Reconcile(0) keeps the request's charge
 			// (Cancel would give it back).
 			if len(s.settled) != 1 || s.settled[0] != "reconcile 0" {
 				t.Errorf("settled %q, want [reconcile 0]", s.settled)
@@ -110,8 +111,8 @@ func TestAdmitterPassesErrorsAndDenials(t *testing.T) {
 	if !errors.Is(err, boom) || d.Allowed || slots.Held() {
 		t.Fatalf("Admit on a failing limiter: %v, %+v, held %v", err, d, slots.Held())
 	}
-	if err := slots.Release(); err != nil || len(s.settled) != 0 {
-		t.Errorf("Release of empty Slots: %v, settled %q", err, s.settled)
+	if err := slots.Reconcile(0); err != nil || len(s.settled) != 0 {
+		t.Errorf("Reconcile of NoReservation: %v, settled %q", err, s.settled)
 	}
 
 	deny := sluice.NewAdmitter(sluice.Deny)
@@ -121,10 +122,11 @@ func TestAdmitterPassesErrorsAndDenials(t *testing.T) {
 	}
 }
 
-func TestZeroSlots(t *testing.T) {
-	var zero sluice.Slots
-	if zero.Held() || zero.Release() != nil {
-		t.Error("the zero Slots hold something")
+func TestZeroReservation(t *testing.T) {
+	var zero sluice.Reservation
+	zero.Cancel()
+	if zero.Held() || zero.Reconcile(3) != nil || zero != sluice.NoReservation {
+		t.Error("the zero Reservation holds something")
 	}
 }
 
@@ -147,7 +149,7 @@ func TestAdmitAllocatesNothing(t *testing.T) {
 		a := sluice.NewAdmitter(l)
 		if n := testing.AllocsPerRun(100, func() {
 			slots, _, _ := a.Admit(ctx, keys)
-			_ = slots.Release()
+			_ = slots.Reconcile(0)
 		}); n != 0 {
 			t.Errorf("%T: %.1f allocations per Admit, want 0", l, n)
 		}

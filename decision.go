@@ -84,7 +84,7 @@ type Decision struct {
 	// It is nil unless the context given to Allow or Reserve came from
 	// WithEvaluated: building it allocates, so engines skip it otherwise.
 	// otelattr.Wrap asks for it when the request's span is recording; code
-	// that calls otelattr.Record itself must pass such a context.
+	// that calls an otelattr Schema's Record itself must pass such a context.
 	Evaluated []string
 }
 

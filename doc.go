@@ -50,9 +50,16 @@
 //
 // Middleware admits each request through an Admitter, built once per
 // Limiter: with a Limiter that holds connection slots (a SlotReserver or a
-// Reserver, as a stack.Stack is) the request holds its slots until the
-// middleware releases them when the request ends, and with a plain Limiter
-// Admit is Allow. httplimit, grpclimit and mcplimit all do so.
+// Reserver, as a stack.Stack is) the request keeps its slots until
+// Reservation.Reconcile(0), and with a plain Limiter Admit is Allow. httplimit,
+// grpclimit and mcplimit all do so.
+//
+// A Limiter's error means it could not decide, and every middleware refuses
+// the request then (httplimit with 503, grpclimit with UNAVAILABLE,
+// mcplimit with a JSON-RPC internal error). Whether a failed backend is
+// such an error is set once, on the engine that talks to the backend: a
+// stack.Stack fails open by default (it admits, and returns no error) and
+// fails closed with stack.WithFailClosed.
 //
 // # Keys
 //

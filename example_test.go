@@ -89,7 +89,7 @@ func ExampleAdmitter() {
 			fmt.Printf("%s: throttled by %s (%s)\n", caller, d.LimitKey, d.Metric)
 			return
 		}
-		defer slots.Release()
+		defer slots.Reconcile(0)
 		fmt.Println(caller + ": admitted")
 		handler()
 	}

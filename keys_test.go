@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice"
 	slerrors "github.com/sluicehq/sluice/errors"
@@ -116,16 +115,5 @@ func TestDecisionErr(t *testing.T) {
 	d = sluice.Decision{LimitKey: "rl/m=x", Metric: "tokens", Permanent: true, OverBurst: true}
 	if !errors.Is(d.Err(), slerrors.ErrCostExceedsBurst) || !errors.Is(d.Err(), slerrors.ErrThrottled) {
 		t.Errorf("over-burst Err() = %v", d.Err())
-	}
-}
-
-func TestCeilSeconds(t *testing.T) {
-	for _, c := range []struct {
-		d    int64
-		want int64
-	}{{0, 1}, {-5, 1}, {1, 1}, {1e9, 1}, {1e9 + 1, 2}, {59_999_999_999, 60}, {1<<63 - 1, 9223372037}} {
-		if got := slerrors.CeilSeconds(time.Duration(c.d)); got != c.want {
-			t.Errorf("CeilSeconds(%d) = %d, want %d", c.d, got, c.want)
-		}
 	}
 }

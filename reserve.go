@@ -1,6 +1,10 @@
 package sluice
 
-import "context"
+import (
+	"context"
+
+	"github.com/sluicehq/sluice/internal/enginekit"
+)
 
 // Reserver is implemented by limiters that hold units for the length of a
 // request: an estimated cost (tokens) settled later with the actual cost, and
@@ -30,56 +34,40 @@ type SlotReserver interface {
 	ReserveSlots(ctx context.Context, keys Keys) (Reservation, Decision, error)
 }
 
-// Reservation is what a Reserve took, until it is settled. It is a small
-// value, never nil: copy it freely.
+// Reservation is what a request holds until it ends: the units a Reserve
+// took, the connection slots a ReserveSlots or an Admitter's Admit took. It
+// is a small value, never nil: copy it freely.
 //
 // Exactly one Reconcile or Cancel takes effect, whichever copy it is called
 // on; later calls of either do nothing, so both are safe in defers. The zero
 // Reservation, NoReservation, holds nothing: its methods do nothing.
-type Reservation struct {
-	s   Settler
-	gen uint64
-}
+//
+// Engines build Reservations through a package internal to this module;
+// other Limiters hand out NoReservation (or the Reservation of a Limiter
+// they wrap).
+type Reservation enginekit.Handle
 
 // NoReservation is the Reservation of a denied or undecided request, and of
 // a request that needed nothing held: both methods do nothing.
 var NoReservation Reservation
 
-// Settler is implemented by the engines behind Reservations (a stack.Stack's
-// reservation records). Applications do not call it: they call the
-// Reservation's methods. An engine hands out NewReservation(s, gen) and may
-// reuse its record once settled, with a new gen: a stale copy of an earlier
-// Reservation then carries an old gen, and Settle must ignore it.
-type Settler interface {
-	// Settle settles the reservation whose generation is gen, if it is
-	// still unsettled: with cancel, everything it took is given back;
-	// otherwise actual replaces the estimate. It does nothing and returns
-	// nil when gen is not the current, unsettled generation.
-	Settle(gen uint64, actual int, cancel bool) error
-}
-
-// NewReservation returns the Reservation that s settles as generation gen.
-// It is for Reserver implementers, as Settler is.
-// Engines call it; a nil s gives NoReservation.
-func NewReservation(s Settler, gen uint64) Reservation { return Reservation{s: s, gen: gen} }
-
-// Held reports whether r holds anything (it is not NoReservation).
-func (r Reservation) Held() bool { return r.s != nil }
+// Held reports whether r holds anything (it is not NoReservation); a caller
+// can skip settling one that does not.
+func (r Reservation) Held() bool { return enginekit.Handle(r).Held() }
 
 // Reconcile replaces the estimate with the actual cost: an overrun is
 // charged (the bucket may go into debt, so later requests wait), an underrun
-// is refunded exactly. It releases every connection slot.
+// is refunded exactly. It releases every connection slot. For a Reservation
+// of ReserveSlots only the slots are released, and actual is ignored; a
+// request admitted by an Admitter calls Reconcile(0) when it ends. The error is a
+// backend's that could not settle (a slot a backend holds as a lease is
+// then freed when the lease expires); a deferred Reconcile drops it.
 func (r Reservation) Reconcile(actual int) error {
-	if r.s == nil {
-		return nil
-	}
-	return r.s.Settle(r.gen, actual, false)
+	return enginekit.Handle(r).Settle(actual, false)
 }
 
 // Cancel gives back everything the reservation took, as if the request had
 // never been made, and releases every connection slot.
 func (r Reservation) Cancel() {
-	if r.s != nil {
-		_ = r.s.Settle(r.gen, 0, true)
-	}
+	_ = enginekit.Handle(r).Settle(0, true)
 }

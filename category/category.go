@@ -4,7 +4,7 @@
 // refill rate. 25 DescribeClusters plus 25 ListClusters fit in a cluster-read
 // bucket of 50; 50 of each at once do not.
 //
-// In PerAction mode each action instead gets its own bucket sized by its
+// With WithPerAction each action instead gets its own bucket sized by its
 // category (the Amazon EC2 model). An action may also drain a resource bucket
 // by the number of resources in the request, stacked with its request bucket:
 // both must pass, and a denied request consumes from neither.
@@ -55,25 +55,15 @@ type Category struct {
 	Actions []string
 }
 
-// Mode chooses how actions map to buckets.
-type Mode int
-
-const (
-	// Shared gives each category one bucket shared by all its actions (ECS).
-	Shared Mode = iota
-	// PerAction gives each action its own bucket sized by its category (EC2).
-	PerAction
-)
-
 // Option configures a Set.
 type Option interface{ apply(*options) }
 
 type options struct {
-	mode      Mode
+	perAction bool
 	def       string
 	actionKey string
 	resKey    string
-	now       func() time.Time
+	clock     sluice.Clock // nil: monoclock, read directly
 	resources map[string]resourceDef
 }
 
@@ -86,15 +76,10 @@ type optionFunc func(*options)
 
 func (f optionFunc) apply(o *options) { f(o) }
 
-// WithMode sets Shared (the default) or PerAction. A Mode the package
-// does not define (Mode(7)) means the default.
-func WithMode(m Mode) Option {
-	return optionFunc(func(o *options) {
-		if m == Shared || m == PerAction {
-			o.mode = m
-		}
-	})
-}
+// WithPerAction gives each action its own bucket sized by its category
+// (the Amazon EC2 model), instead of one bucket per category shared by
+// all its actions (the Amazon ECS model, the default).
+func WithPerAction() Option { return optionFunc(func(o *options) { o.perAction = true }) }
 
 // WithDefault sends actions that belong to no category to the named
 // category instead of failing with ErrUnknownAction (the default). An empty
@@ -129,13 +114,13 @@ func WithResourcesKey(name string) Option {
 }
 
 // WithClock sets the clock Allow and AllowAction read (default: the wall
-// clock advanced by the monotonic clock, so a wall-clock step never moves it).
-// AllowActionAt takes its instant explicitly and ignores the clock. A nil now
-// means the default.
-func WithClock(now func() time.Time) Option {
+// clock advanced by the monotonic clock, so a wall-clock step never moves
+// it). AllowAt and AllowActionAt take their instant explicitly and ignore
+// the clock. A nil c means the default.
+func WithClock(c sluice.Clock) Option {
 	return optionFunc(func(o *options) {
-		if now != nil {
-			o.now = now
+		if c != nil {
+			o.clock = c
 		}
 	})
 }
@@ -169,13 +154,14 @@ type Set struct {
 	actions map[string]*action
 	def     *group
 	// defBucket serves actions routed to the default category: the
-	// category's bucket in Shared mode, one bucket of its size in PerAction.
+	// category's bucket when shared, one bucket of its size with
+	// WithPerAction.
 	defBucket *bucket.Bucket
 }
 
 type group struct {
 	cat    Category
-	shared *bucket.Bucket // Shared mode
+	shared *bucket.Bucket // nil with WithPerAction
 }
 
 type action struct {
@@ -194,7 +180,7 @@ type action struct {
 // bucket for an unknown action.
 func New(categories []Category, opts ...Option) (*Set, error) {
 	s := &Set{actions: map[string]*action{}}
-	s.opts = options{actionKey: ActionKey, resKey: ResourcesKey, now: monoclock.Now}
+	s.opts = options{actionKey: ActionKey, resKey: ResourcesKey}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&s.opts)
@@ -218,7 +204,7 @@ func New(categories []Category, opts ...Option) (*Set, error) {
 		}
 		g := &group{cat: c}
 		groups[c.Name] = g
-		if s.opts.mode == Shared {
+		if !s.opts.perAction {
 			g.shared = bucket.New(rate.Limit(c.Refill), c.Burst)
 		}
 		for j, a := range c.Actions {
@@ -282,11 +268,24 @@ func (s *Set) Category(action string) (Category, bool) {
 	return Category{}, false
 }
 
+// now reads the Set's clock.
+func (s *Set) now() time.Time {
+	if s.opts.clock == nil {
+		return monoclock.Now()
+	}
+	return s.opts.clock.Now()
+}
+
 // Allow decides a request whose action is in keys under the action key (and
-// whose resource count, if any, is under the resources key). An unknown
-// action is an error matching ErrUnknownAction unless a default category is
-// configured. It implements sluice.Limiter.
+// whose resource count, if any, is under the resources key), now. An
+// unknown action is an error matching ErrUnknownAction unless a default
+// category is configured. It implements sluice.Limiter.
 func (s *Set) Allow(ctx context.Context, keys sluice.Keys) (sluice.Decision, error) {
+	return s.AllowAt(ctx, s.now(), keys)
+}
+
+// AllowAt is Allow at the explicit instant t.
+func (s *Set) AllowAt(ctx context.Context, t time.Time, keys sluice.Keys) (sluice.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return sluice.Decision{}, err
 	}
@@ -302,18 +301,19 @@ func (s *Set) Allow(ctx context.Context, keys sluice.Keys) (sluice.Decision, err
 		}
 		n = r
 	}
-	return s.AllowActionAt(s.opts.now(), name, n)
+	return s.AllowActionAt(t, name, n)
 }
 
-// AllowAction decides one request for action, now.
+// AllowAction decides one request for action, acting on one resource, now.
 func (s *Set) AllowAction(action string) (sluice.Decision, error) {
-	return s.AllowActionAt(s.opts.now(), action, 1)
+	return s.AllowActionAt(s.now(), action, 1)
 }
 
 // AllowActionAt is AllowAction at the explicit instant t, for a request
 // acting on resources resources (drained from the action's resource bucket,
-// if it has one; a request acting on none does not ask that bucket). As every explicit-time method in sluice, it takes the
-// instant first (see the sluice package documentation, "Explicit time").
+// if it has one; a request acting on none does not ask that bucket). As
+// every explicit-time method in sluice, it takes the instant first (see the
+// sluice package documentation, "Explicit time").
 func (s *Set) AllowActionAt(t time.Time, action string, resources int) (sluice.Decision, error) {
 	a := s.actions[action]
 	if a == nil {

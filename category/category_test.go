@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/category"
 	slerrors "github.com/sluicehq/sluice/errors"
 	"github.com/sluicehq/sluice/internal/racecheck"
+	"github.com/sluicehq/sluice/stack/limitertest"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -66,7 +67,7 @@ func TestSustainedRateAppliesToTheCategory(t *testing.T) {
 }
 
 func TestPerActionMode(t *testing.T) {
-	s, err := category.New([]category.Category{clusterRead}, category.WithMode(category.PerAction))
+	s, err := category.New([]category.Category{clusterRead}, category.WithPerAction())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func TestPerActionMode(t *testing.T) {
 
 func TestResourceBucketStacksWithRequestBucket(t *testing.T) {
 	run := category.Category{Name: "Mutating", Burst: 5, Refill: 2, Actions: []string{"RunInstances"}}
-	s, err := category.New([]category.Category{run}, category.WithMode(category.PerAction),
+	s, err := category.New([]category.Category{run}, category.WithPerAction(),
 		category.WithResourceBucket("RunInstances", 1000, 2))
 	if err != nil {
 		t.Fatal(err)
@@ -145,8 +146,8 @@ func TestValidation(t *testing.T) {
 }
 
 func TestLimiterInterface(t *testing.T) {
-	now := t0
-	s, _ := category.New([]category.Category{clusterModify}, category.WithClock(func() time.Time { return now }))
+	clock := limitertest.NewClock(t0)
+	s, _ := category.New([]category.Category{clusterModify}, category.WithClock(clock))
 	var l sluice.Limiter = s
 	keys := sluice.NewKeys(category.ActionKey, "CreateCluster")
 	allowed := 0
@@ -169,6 +170,37 @@ func TestLimiterInterface(t *testing.T) {
 	}
 	if _, err := l.Allow(context.Background(), sluice.NewKeys(category.ActionKey, "CreateCluster", category.ResourcesKey, "lots")); err == nil {
 		t.Error("a non-numeric resource count: want an error")
+	}
+}
+
+// Allow reads the Set's clock; AllowAt decides at the instant it is given
+// and ignores the clock: the same Keys, the same bucket.
+func TestAllowAtTakesTheInstant(t *testing.T) {
+	clock := limitertest.NewClock(t0)
+	s, _ := category.New([]category.Category{{Name: "one", Burst: 1, Refill: 1, Actions: []string{"A"}}}, category.WithClock(clock))
+	keys := sluice.NewKeys(category.ActionKey, "A")
+	ctx := context.Background()
+	if d, err := s.Allow(ctx, keys); err != nil || !d.Allowed {
+		t.Fatalf("first request: %+v, %v", d, err)
+	}
+	if d, _ := s.Allow(ctx, keys); d.Allowed || d.RetryAfter != time.Second {
+		t.Fatalf("second request at the same instant: %+v, want a 1s denial", d)
+	}
+	// A second later by the instant given, the clock unmoved.
+	if d, err := s.AllowAt(ctx, t0.Add(time.Second), keys); err != nil || !d.Allowed {
+		t.Fatalf("AllowAt a second later: %+v, %v", d, err)
+	}
+	if d, _ := s.Allow(ctx, keys); d.Allowed {
+		t.Fatalf("Allow on the unmoved clock after AllowAt took the refill: %+v, want a denial", d)
+	}
+	clock.Advance(2 * time.Second)
+	if d, _ := s.Allow(ctx, keys); !d.Allowed {
+		t.Fatalf("Allow after the clock moved on: %+v", d)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := s.AllowAt(cancelled, t0.Add(time.Hour), keys); !errors.Is(err, context.Canceled) {
+		t.Errorf("AllowAt with an ended context: %v", err)
 	}
 }
 

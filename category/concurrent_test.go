@@ -22,7 +22,7 @@ func TestConcurrentGiveBacksKeepBothBounds(t *testing.T) {
 		resBurst, resRate = 12, 600.0
 	)
 	run := category.Category{Name: "Mutating", Burst: reqBurst, Refill: reqRate, Actions: []string{"RunInstances"}}
-	s, err := category.New([]category.Category{run}, category.WithMode(category.PerAction),
+	s, err := category.New([]category.Category{run}, category.WithPerAction(),
 		category.WithResourceBucket("RunInstances", resBurst, resRate))
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/category"
+	"github.com/sluicehq/sluice/stack/limitertest"
 )
 
 // The seed's example: DescribeClusters and ListClusters share the cluster-read
@@ -68,11 +69,11 @@ func ExampleECS() {
 	// RunTask: Cluster resource modify, burst 100, 40 per second
 }
 
-// WithClock injects the clock Allow and AllowAction read; here a fake one
-// that the example advances by hand.
+// WithClock injects the clock Allow and AllowAction read (any
+// sluice.Clock); here a manual one that the example advances by hand.
 func ExampleWithClock() {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	set, err := category.New(category.ECS(), category.WithClock(func() time.Time { return now }))
+	clock := limitertest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	set, err := category.New(category.ECS(), category.WithClock(clock))
 	if err != nil {
 		panic(err)
 	}
@@ -83,7 +84,7 @@ func ExampleWithClock() {
 	}
 	d, _ := set.AllowAction("UpdateCluster")
 	fmt.Println("allowed:", d.Allowed, "retry after", d.RetryAfter)
-	now = now.Add(time.Second) // refill: 1 per second
+	clock.Advance(time.Second) // refill: 1 per second
 	d, _ = set.AllowAction("UpdateCluster")
 	fmt.Println("a second later, allowed:", d.Allowed)
 	// Output:

@@ -12,15 +12,13 @@ import (
 )
 
 // TestOptionsNotGiven walks every option with the values the option rule
-// calls "not given" (zero, negative, NaN, nil, an undefined Mode): none
+// calls "not given" (zero, negative, NaN, nil): none
 // panics, New succeeds, and the Set behaves as with no option at all.
 func TestOptionsNotGiven(t *testing.T) {
 	cats := []category.Category{{Name: "c", Burst: 2, Refill: 1e-6, Actions: []string{"A", "B"}}}
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	cases := map[string]category.Option{
 		"nil Option":                   nil,
-		"WithMode(-1)":                 category.WithMode(-1),
-		"WithMode(99)":                 category.WithMode(99),
 		"WithDefault(\"\")":            category.WithDefault(""),
 		"WithActionKey(\"\")":          category.WithActionKey(""),
 		"WithResourcesKey(\"\")":       category.WithResourcesKey(""),
@@ -33,7 +31,7 @@ func TestOptionsNotGiven(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Shared mode, no resource bucket: A and B share a burst of 2,
+			// shared buckets (the default), no resource bucket: A and B share a burst of 2,
 			// whatever resource count a request carries.
 			for i, a := range []string{"A", "B", "A"} {
 				d, err := s.AllowActionAt(t0, a, 1000)

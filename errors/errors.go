@@ -7,17 +7,20 @@
 //	import slerrors "github.com/sluicehq/sluice/errors"
 //
 // A *ThrottledError carries everything a protocol response needs: the limit
-// key, the metric and the RetryAfter delay. Renderings for HTTP, JSON-RPC/MCP,
-// OpenAI, Anthropic and AWS clients build on it. Response renders a denied
-// sluice.Decision in one call, to an http.ResponseWriter or to bytes:
+// key, the metric and the RetryAfter delay (or that no wait helps:
+// Permanent). Response renders it, for HTTP, JSON-RPC/MCP, OpenAI,
+// Anthropic and AWS clients, to an http.ResponseWriter or to bytes; a
+// denied sluice.Decision in one call:
 //
-//	_ = slerrors.Response{Format: slerrors.Anthropic}.Write(w, d)
+//	_ = slerrors.Response{Format: slerrors.Anthropic}.Write(w, d.Err())
 package errors
 
 import (
 	"errors"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/ratefield"
 )
 
 // ErrThrottled matches, with errors.Is, every *ThrottledError: a request that
@@ -32,8 +35,10 @@ var ErrCostExceedsBurst = errors.New("sluice: cost exceeds the burst capacity of
 // ThrottledError describes a denied request. It is what
 // sluice.Decision.Err returns on a denial.
 //
-// The zero RetryAfter means "retry at once may succeed"; a RetryAfter of
-// Never (or a denial with Permanent set) means retrying cannot succeed.
+// Every ThrottledError says when a retry can succeed (RetryAfter; zero
+// means at once, which the renderings round up to one second) or that no
+// wait helps (Permanent: retrying cannot succeed, and the renderings say
+// so instead of giving a delay).
 type ThrottledError struct {
 	// LimitID is the id of the rate limit that denied (e.g. "per-target-rps").
 	LimitID string
@@ -110,24 +115,7 @@ func (e *ThrottledError) Unwrap() error { return e.Cause }
 // 1: the value protocol bodies and the Retry-After header carry. A client that
 // waits that many seconds waits at least RetryAfter, so it is never early.
 func (e *ThrottledError) RetryAfterSeconds() int64 {
-	return CeilSeconds(e.RetryAfter)
-}
-
-// CeilSeconds rounds d up to whole seconds, with a minimum of 1 and a maximum
-// that fits any JSON number a client may parse (2^53 - 1). It never panics.
-func CeilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 1
-	}
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
-		s++
-	}
-	const maxSafe = 1<<53 - 1
-	if s > maxSafe {
-		s = maxSafe
-	}
-	return s
+	return ratefield.CeilSeconds(e.RetryAfter)
 }
 
 // AsThrottled returns the *ThrottledError in err's chain, if there is one.

@@ -9,13 +9,16 @@ import (
 // gateway writes it.
 const Message = "Rate limit exceeded"
 
-// Format selects the protocol shape of a throttled response. The zero Format
-// is HTTPJSON. To render a sluice.Decision in one call, use Response.
+// Format selects the protocol shape of a throttled response, which
+// Response renders. The zero Format is HTTPJSON.
 //
-// Every format writes the same three facts — limitKey, metric and retryAfter
-// (whole seconds, rounded up, at least 1) — in the field order of the
-// gateway's documented bodies, and sets the retry headers clients read (see
-// SetHeaders).
+// Every format writes the same three facts — limitKey, metric and
+// retryAfter (whole seconds, rounded up, at least 1) — in the field order
+// of the gateway's documented bodies, and sets the retry headers clients
+// read (see SetHeaders). A permanent denial, which no wait cures, carries
+// "permanent":true in place of retryAfter (and x-should-retry: false in
+// place of the retry headers): no body tells a client to retry a request
+// that can never succeed.
 type Format uint8
 
 const (
@@ -26,8 +29,7 @@ const (
 	// JSON-RPC clients read the error object rather than failing on the HTTP
 	// status:
 	//	{"jsonrpc":"2.0","id":…,"error":{"code":-32003,"message":"Rate limit exceeded","data":{"limitKey":…,"metric":…,"retryAfter":1}}}
-	// Format.AppendBody writes a null id and DefaultJSONRPCCode; use
-	// Response (or AppendJSONRPC) to echo the request's id or choose the code.
+	// Response's ID and Code set the id echoed and the code.
 	JSONRPC
 	// OpenAI is the OpenAI-compatible body, status 429:
 	//	{"error":{"message":"Rate limit exceeded","type":"rate_limit_error","code":"429","limitKey":…,"metric":…,"retryAfter":60}}
@@ -81,49 +83,18 @@ func (f Format) Status() int {
 	return http.StatusTooManyRequests
 }
 
-// ContentType returns the Content-Type of the format's body.
-func (f Format) ContentType() string {
+// contentType returns the Content-Type of the format's body (Response.Write sets it).
+func (f Format) contentType() string {
 	if f == AWS {
 		return "application/x-amz-json-1.1"
 	}
 	return "application/json"
 }
 
-// AppendBody appends the throttled body for e in format f to dst and returns
-// the extended buffer. It never panics: a nil e renders as an empty error. An
-// unknown format renders as HTTPJSON.
-func (f Format) AppendBody(dst []byte, e *ThrottledError) []byte {
-	switch f {
-	case JSONRPC:
-		return AppendJSONRPC(dst, e, nil, DefaultJSONRPCCode)
-	case OpenAI:
-		return AppendOpenAI(dst, e)
-	case Anthropic:
-		return AppendAnthropic(dst, e)
-	case AWS:
-		return AppendAWS(dst, e)
-	}
-	return AppendHTTPJSON(dst, e)
-}
-
-// Marshal returns the throttled body for e in format f (a JSONRPC body has
-// a null id; Response.Marshal echoes the request's).
-func (f Format) Marshal(e *ThrottledError) []byte {
-	return f.AppendBody(make([]byte, 0, 256), e)
-}
-
-// Write writes the complete throttled response for e in format f: the retry
-// and rate-limit headers (SetHeaders), Content-Type, the format's status and
-// body. Headers already set on w are kept. It returns the error from writing
-// the body.
-func (f Format) Write(w http.ResponseWriter, e *ThrottledError) error {
-	return writeResponse(w, f, f.Marshal(e), e)
-}
-
 func writeResponse(w http.ResponseWriter, f Format, body []byte, e *ThrottledError) error {
 	h := w.Header()
 	SetHeaders(h, e)
-	h.Set("Content-Type", f.ContentType())
+	h.Set("Content-Type", f.contentType())
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	h.Del("Content-Encoding")
 	if f == AWS {

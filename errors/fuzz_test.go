@@ -23,14 +23,14 @@ func FuzzRender(f *testing.F) {
 		for _, f := range []slerrors.Format{slerrors.HTTPJSON, slerrors.JSONRPC, slerrors.OpenAI, slerrors.Anthropic, slerrors.AWS} {
 			checkRoundTrip(t, f, e)
 			rec := httptest.NewRecorder()
-			if err := f.Write(rec, e); err != nil {
+			if err := (slerrors.Response{Format: f}).Write(rec, e); err != nil {
 				t.Fatal(err)
 			}
 			if !json.Valid(rec.Body.Bytes()) {
 				t.Fatalf("%v: Write produced invalid JSON %q", f, rec.Body.Bytes())
 			}
 		}
-		body := slerrors.MarshalJSONRPC(e, id, 0)
+		body := slerrors.Response{Format: slerrors.JSONRPC, ID: id, Code: 0}.Marshal(e)
 		if !json.Valid(body) {
 			t.Fatalf("JSON-RPC with id %q: invalid JSON %q", id, body)
 		}

@@ -1,109 +1,39 @@
 package errors_test
 
 import (
-	"fmt"
 	"net/http"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	slerrors "github.com/sluicehq/sluice/errors"
-	"github.com/sluicehq/sluice/internal/racecheck"
 )
 
-// headerQuotas are quotas of many shapes: escaped names, the default name,
-// clamped values, and more policies than a PolicyCache keeps.
-func headerQuotas() []slerrors.Quota {
-	qs := []slerrors.Quota{
+// SetRateLimitHeaders sets what Header.Set of the rendered values sets,
+// byte for byte (internal/ratefield tests the rendering at length).
+func TestSetRateLimitHeadersMatchesHeaderSet(t *testing.T) {
+	for _, q := range []slerrors.Quota{
 		slerrors.NewQuota("", 10, 10, 10*time.Second),
 		slerrors.NewQuota("burst", 100, 40, 60*time.Second),
 		slerrors.NewQuota(`a"b\c`+"\n\u00e9", 5, -3, 500*time.Millisecond),
 		{Policy: "huge", Limit: 1 << 62, Remaining: 1 << 62, Window: 1 << 62, Reset: 1 << 62},
-		slerrors.NewQuota(strings.Repeat("long-policy-name", 8), 1000, 999, time.Hour), // past the one-allocation buffers
+		slerrors.NewQuota(strings.Repeat("long-policy-name", 8), 1000, 999, time.Hour),
+	} {
+		want := http.Header{"Content-Type": {"text/plain"}}
+		want.Set("RateLimit-Policy", string(q.AppendPolicy(nil)))
+		want.Set("RateLimit", string(q.AppendRateLimit(nil)))
+		h := http.Header{"Ratelimit": {"stale", "values"}, "Content-Type": {"text/plain"}}
+		slerrors.SetRateLimitHeaders(h, q)
+		if !reflect.DeepEqual(h, want) {
+			t.Errorf("SetRateLimitHeaders(%+v) = %q, want %q", q, h, want)
+		}
 	}
-	for i := 0; i < 40; i++ {
-		qs = append(qs, slerrors.NewQuota(fmt.Sprintf("policy-%d", i%20), int64(1+i%3), int64(i%2), time.Duration(1+i%4)*time.Second))
-	}
-	return qs
-}
-
-// wantHeaders is what Header.Set with the rendered values produces: the
-// fields SetRateLimitHeaders must set, byte for byte.
-func wantHeaders(q slerrors.Quota) http.Header {
 	h := http.Header{}
-	h.Set("RateLimit-Policy", string(q.AppendPolicy(nil)))
-	h.Set("RateLimit", string(q.AppendRateLimit(nil)))
-	return h
-}
-
-func TestSetRateLimitHeadersMatchesHeaderSet(t *testing.T) {
-	var cache slerrors.PolicyCache
-	for round := 0; round < 2; round++ { // the second round reads the cache
-		for _, q := range headerQuotas() {
-			want := wantHeaders(q)
-			for name, set := range map[string]func(http.Header, slerrors.Quota){
-				"SetRateLimitHeaders":             slerrors.SetRateLimitHeaders,
-				"PolicyCache.SetRateLimitHeaders": cache.SetRateLimitHeaders,
-			} {
-				h := http.Header{"Ratelimit": {"stale", "values"}, "Content-Type": {"text/plain"}}
-				set(h, q)
-				want.Set("Content-Type", "text/plain")
-				if !reflect.DeepEqual(h, want) {
-					t.Errorf("%s(%+v) = %q, want %q", name, q, h, want)
-				}
-			}
-		}
+	slerrors.SetRateLimitHeaders(h, slerrors.Quota{Policy: "p", Limit: 0, Window: time.Second})
+	if len(h) != 0 {
+		t.Errorf("a Limit of 0 set %q, want nothing", h)
 	}
-}
-
-// The cached path writes the numbers itself: every value below 10,000,
-// every digit count, and the values around each power of ten come out as
-// strconv writes them.
-func TestPolicyCacheNumbers(t *testing.T) {
-	var cache slerrors.PolicyCache
-	var values []int64
-	for v := int64(0); v < 10_000; v++ {
-		values = append(values, v)
-	}
-	for n := int64(1); n > 0 && n <= 1e16; n *= 10 {
-		values = append(values, n-1, n, n+1)
-	}
-	for _, v := range values {
-		q := slerrors.Quota{Policy: "p", Limit: 1e16, Remaining: v, Window: time.Minute, Reset: time.Duration(v) * time.Second}
-		if v > 1e9 {
-			q.Reset = time.Duration(v) // nanoseconds: rounded up to whole seconds
-		}
-		h := http.Header{}
-		cache.SetRateLimitHeaders(h, q)
-		if want := wantHeaders(q); !reflect.DeepEqual(h, want) {
-			t.Errorf("%+v: %q, want %q", q, h, want)
-		}
-	}
-}
-
-// FuzzRateLimitHeaders checks both setters against Header.Set of the
-// rendered values.
-func FuzzRateLimitHeaders(f *testing.F) {
-	f.Add("per-caller", int64(100), int64(42), int64(time.Minute), int64(time.Second))
-	f.Add(`a"b\c`, int64(1<<62), int64(-1), int64(1), int64(1<<62))
-	f.Add(strings.Repeat("x", 100), int64(5), int64(5), int64(0), int64(0))
-	var cache slerrors.PolicyCache
-	f.Fuzz(func(t *testing.T, name string, limit, remaining, window, reset int64) {
-		q := slerrors.Quota{Policy: name, Limit: limit, Remaining: remaining, Window: time.Duration(window), Reset: time.Duration(reset)}
-		want := http.Header{}
-		if limit > 0 {
-			want = wantHeaders(q)
-		}
-		for i, set := range []func(http.Header, slerrors.Quota){slerrors.SetRateLimitHeaders, cache.SetRateLimitHeaders} {
-			h := http.Header{}
-			set(h, q)
-			if !reflect.DeepEqual(h, want) {
-				t.Errorf("setter %d, %+v: %q, want %q", i, q, h, want)
-			}
-		}
-	})
 }
 
 // The two fields share one backing array: appending to one must not write
@@ -118,60 +48,4 @@ func TestRateLimitFieldsAreIndependent(t *testing.T) {
 	if got := h.Values("RateLimit-Policy"); len(got) != 2 || got[0] != `"p";q=10;w=60` {
 		t.Errorf("RateLimit-Policy %q", got)
 	}
-}
-
-func TestSetRateLimitHeadersAllocations(t *testing.T) {
-	if racecheck.Enabled || testing.CoverMode() != "" {
-		t.Skip("allocation counts differ under -race and coverage")
-	}
-	var cache slerrors.PolicyCache
-	h := http.Header{}
-	q := slerrors.NewQuota("per-caller", 100, 42, time.Minute)
-	cache.SetRateLimitHeaders(h, q) // renders the policy once
-	// The largest values a short name can carry still fit the cached path's
-	// one allocation.
-	big := slerrors.Quota{Policy: "per-caller", Limit: 1 << 62, Remaining: 1 << 62, Window: 1 << 62, Reset: 1 << 62}
-	cache.SetRateLimitHeaders(h, big)
-	for name, set := range map[string]func(http.Header, slerrors.Quota){
-		"SetRateLimitHeaders":             slerrors.SetRateLimitHeaders,
-		"PolicyCache.SetRateLimitHeaders": cache.SetRateLimitHeaders,
-	} {
-		// The two field values and their slices: one allocation.
-		for _, q := range []slerrors.Quota{q, big} {
-			if n := testing.AllocsPerRun(1000, func() { set(h, q) }); n > 1 {
-				t.Errorf("%s(%+v) allocates %.1f times per response, want at most 1", name, q, n)
-			}
-		}
-	}
-	// Past the cache's capacity, policies are rendered, still without
-	// more allocation.
-	for i := 0; i < 40; i++ {
-		cache.SetRateLimitHeaders(h, slerrors.NewQuota(fmt.Sprint("p", i), 100, 1, time.Minute))
-	}
-	late := slerrors.NewQuota("late", 100, 1, time.Minute)
-	if n := testing.AllocsPerRun(1000, func() { cache.SetRateLimitHeaders(h, late) }); n > 1 {
-		t.Errorf("an uncached policy allocates %.1f times per response, want at most 1", n)
-	}
-}
-
-func TestPolicyCacheConcurrent(t *testing.T) {
-	var cache slerrors.PolicyCache
-	qs := headerQuotas()
-	var wg sync.WaitGroup
-	for g := 0; g < 8; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < 200; i++ {
-				q := qs[(g*7+i)%len(qs)]
-				h := http.Header{}
-				cache.SetRateLimitHeaders(h, q)
-				if want := wantHeaders(q); !reflect.DeepEqual(h, want) {
-					t.Errorf("%+v: %q, want %q", q, h, want)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
 }

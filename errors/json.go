@@ -74,12 +74,30 @@ func appendField(dst []byte, comma bool, name string) []byte {
 }
 
 // appendThrottleFields appends the three fields every body carries:
-// "limitKey", "metric" and "retryAfter" (whole seconds, rounded up, ≥ 1).
+// "limitKey", "metric" and the wait (see appendWait; written out here, a
+// call fewer on every denial).
 func appendThrottleFields(dst []byte, e *ThrottledError) []byte {
 	dst = appendField(dst, true, "limitKey")
 	dst = appendString(dst, e.LimitKey)
 	dst = appendField(dst, true, "metric")
 	dst = appendString(dst, e.Metric)
+	if e.Permanent {
+		return append(dst, `,"permanent":true`...)
+	}
+	dst = appendField(dst, true, "retryAfter")
+	return strconv.AppendInt(dst, e.RetryAfterSeconds(), 10)
+}
+
+// appendWait appends "metric" and what the client is to wait:
+// "retryAfter", whole seconds rounded up, at least 1; or, for a permanent
+// denial (no wait helps), "permanent":true instead, so that no body tells
+// a client to retry a request that can never succeed.
+func appendWait(dst []byte, e *ThrottledError) []byte {
+	dst = appendField(dst, true, "metric")
+	dst = appendString(dst, e.Metric)
+	if e.Permanent {
+		return append(dst, `,"permanent":true`...)
+	}
 	dst = appendField(dst, true, "retryAfter")
 	return strconv.AppendInt(dst, e.RetryAfterSeconds(), 10)
 }

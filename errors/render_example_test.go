@@ -17,7 +17,7 @@ func ExampleResponse_Write() {
 		RetryAfter: 1500 * time.Millisecond, Limit: 1000, Window: time.Minute,
 	}
 	rec := httptest.NewRecorder()
-	if err := (slerrors.Response{Format: slerrors.Anthropic}).Write(rec, d); err != nil {
+	if err := (slerrors.Response{Format: slerrors.Anthropic}).Write(rec, d.Err()); err != nil {
 		panic(err)
 	}
 	fmt.Println(rec.Code, "Retry-After:", rec.Header().Get("Retry-After"), "retry-after-ms:", rec.Header().Get("retry-after-ms"))
@@ -32,8 +32,8 @@ func ExampleResponse_Write() {
 func ExampleResponse_Marshal() {
 	denied := sluice.Decision{LimitKey: "rl-abc123/targetName=my-target", Metric: "requests", RetryAfter: 350 * time.Millisecond}
 	r := slerrors.Response{Format: slerrors.JSONRPC, ID: []byte(`"request-1"`)}
-	fmt.Println(string(r.Marshal(denied)))
-	fmt.Println(r.Marshal(sluice.Decision{Allowed: true}) == nil)
+	fmt.Println(string(r.Marshal(denied.Err())))
+	fmt.Println(r.Marshal(sluice.Decision{Allowed: true}.Err()) == nil)
 	// Output:
 	// {"jsonrpc":"2.0","id":"request-1","error":{"code":-32003,"message":"Rate limit exceeded","data":{"limitKey":"rl-abc123/targetName=my-target","metric":"requests","retryAfter":1}}}
 	// true

@@ -3,6 +3,7 @@ package errors_test
 import (
 	"bytes"
 	"encoding/json"
+	stderrors "errors"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -86,14 +87,14 @@ func TestBodiesMatchSeed(t *testing.T) {
 		got  []byte
 		want string
 	}{
-		{"http", slerrors.AppendHTTPJSON(nil, targetErr), seedHTTP},
-		{"http format", slerrors.HTTPJSON.Marshal(targetErr), seedHTTP},
-		{"jsonrpc", slerrors.MarshalJSONRPC(targetErr, []byte(`"request-1"`), slerrors.DefaultJSONRPCCode), seedJSONRPC},
-		{"jsonrpc code 0 is default", slerrors.MarshalJSONRPC(targetErr, []byte(` "request-1"`+"\n"), 0), seedJSONRPC},
-		{"openai", slerrors.AppendOpenAI(nil, modelErr), seedOpenAI},
-		{"openai format", slerrors.OpenAI.Marshal(modelErr), seedOpenAI},
-		{"anthropic", slerrors.AppendAnthropic(nil, modelErr), seedAnthropic},
-		{"anthropic format", slerrors.Anthropic.Marshal(modelErr), seedAnthropic},
+		{"http", slerrors.Response{}.Append(nil, targetErr), seedHTTP},
+		{"http format", slerrors.Response{Format: slerrors.HTTPJSON}.Marshal(targetErr), seedHTTP},
+		{"jsonrpc", slerrors.Response{Format: slerrors.JSONRPC, ID: []byte(`"request-1"`), Code: slerrors.DefaultJSONRPCCode}.Marshal(targetErr), seedJSONRPC},
+		{"jsonrpc code 0 is default", slerrors.Response{Format: slerrors.JSONRPC, ID: []byte(` "request-1"` + "\n"), Code: 0}.Marshal(targetErr), seedJSONRPC},
+		{"openai", slerrors.Response{Format: slerrors.OpenAI}.Append(nil, modelErr), seedOpenAI},
+		{"openai format", slerrors.Response{Format: slerrors.OpenAI}.Marshal(modelErr), seedOpenAI},
+		{"anthropic", slerrors.Response{Format: slerrors.Anthropic}.Append(nil, modelErr), seedAnthropic},
+		{"anthropic format", slerrors.Response{Format: slerrors.Anthropic}.Marshal(modelErr), seedAnthropic},
 	}
 	for _, tt := range tests {
 		if want := compact(t, tt.want); string(tt.got) != want {
@@ -103,7 +104,7 @@ func TestBodiesMatchSeed(t *testing.T) {
 }
 
 func TestAWSBody(t *testing.T) {
-	got := string(slerrors.AWS.Marshal(targetErr))
+	got := string(slerrors.Response{Format: slerrors.AWS}.Marshal(targetErr))
 	want := `{"__type":"ThrottlingException","message":"Rate exceeded","limitKey":"rl-abc123/targetName=my-target","metric":"requests","retryAfter":1}`
 	if got != want {
 		t.Errorf("got %s\nwant %s", got, want)
@@ -134,7 +135,7 @@ func TestJSONRPCCustomCodeAndIDs(t *testing.T) {
 		{`nul`, `null`},
 	}
 	for _, tt := range tests {
-		body := slerrors.MarshalJSONRPC(targetErr, []byte(tt.id), -32099)
+		body := slerrors.Response{Format: slerrors.JSONRPC, ID: []byte(tt.id), Code: -32099}.Marshal(targetErr)
 		if !json.Valid(body) {
 			t.Fatalf("id %q: invalid JSON %s", tt.id, body)
 		}
@@ -173,7 +174,7 @@ func TestRetryAfterRoundsUp(t *testing.T) {
 		var got struct {
 			RetryAfter int64 `json:"retryAfter"`
 		}
-		if err := json.Unmarshal(slerrors.AppendHTTPJSON(nil, e), &got); err != nil {
+		if err := json.Unmarshal(slerrors.Response{}.Append(nil, e), &got); err != nil {
 			t.Fatal(err)
 		}
 		if got.RetryAfter != tt.want {
@@ -198,11 +199,13 @@ func TestWriteResponses(t *testing.T) {
 		contentType string
 		bodyPrefix  string
 	}{
-		{"http", func(w http.ResponseWriter) error { return slerrors.WriteHTTPJSON(w, e) }, 429, "application/json", `{"error":"Rate limit exceeded","success":false,`},
-		{"openai", func(w http.ResponseWriter) error { return slerrors.WriteOpenAI(w, e) }, 429, "application/json", `{"error":{"message":`},
-		{"anthropic", func(w http.ResponseWriter) error { return slerrors.WriteAnthropic(w, e) }, 429, "application/json", `{"type":"error",`},
-		{"aws", func(w http.ResponseWriter) error { return slerrors.WriteAWS(w, e) }, 400, "application/x-amz-json-1.1", `{"__type":"ThrottlingException",`},
-		{"jsonrpc", func(w http.ResponseWriter) error { return slerrors.WriteJSONRPC(w, e, []byte("42"), 0) }, 200, "application/json", `{"jsonrpc":"2.0","id":42,`},
+		{"http", func(w http.ResponseWriter) error { return slerrors.Response{Format: slerrors.HTTPJSON}.Write(w, e) }, 429, "application/json", `{"error":"Rate limit exceeded","success":false,`},
+		{"openai", func(w http.ResponseWriter) error { return slerrors.Response{Format: slerrors.OpenAI}.Write(w, e) }, 429, "application/json", `{"error":{"message":`},
+		{"anthropic", func(w http.ResponseWriter) error { return slerrors.Response{Format: slerrors.Anthropic}.Write(w, e) }, 429, "application/json", `{"type":"error",`},
+		{"aws", func(w http.ResponseWriter) error { return slerrors.Response{Format: slerrors.AWS}.Write(w, e) }, 400, "application/x-amz-json-1.1", `{"__type":"ThrottlingException",`},
+		{"jsonrpc", func(w http.ResponseWriter) error {
+			return slerrors.Response{Format: slerrors.JSONRPC, ID: []byte("42")}.Write(w, e)
+		}, 200, "application/json", `{"jsonrpc":"2.0","id":42,`},
 	}
 	for _, tt := range tests {
 		rec := httptest.NewRecorder()
@@ -265,6 +268,23 @@ func TestPermanentHeaders(t *testing.T) {
 	}
 }
 
+// A permanent denial's body says that no wait helps, in every format: no
+// body tells a client to retry a request that can never succeed.
+func TestPermanentBodies(t *testing.T) {
+	e := &slerrors.ThrottledError{LimitID: "tpm", LimitKey: "tpm/model=m", Metric: "tokens", Permanent: true, Cause: slerrors.ErrCostExceedsBurst}
+	for f, want := range map[slerrors.Format]string{
+		slerrors.HTTPJSON:  `{"error":"Rate limit exceeded","success":false,"limitKey":"tpm/model=m","metric":"tokens","permanent":true}`,
+		slerrors.JSONRPC:   `{"jsonrpc":"2.0","id":7,"error":{"code":-32003,"message":"Rate limit exceeded","data":{"limitKey":"tpm/model=m","metric":"tokens","permanent":true}}}`,
+		slerrors.OpenAI:    `{"error":{"message":"Rate limit exceeded","type":"rate_limit_error","code":"429","limitKey":"tpm/model=m","metric":"tokens","permanent":true}}`,
+		slerrors.Anthropic: `{"type":"error","error":{"type":"rate_limit_error","message":"Rate limit exceeded","limitKey":"tpm/model=m","metric":"tokens","permanent":true}}`,
+		slerrors.AWS:       `{"__type":"ThrottlingException","message":"Rate exceeded","limitKey":"tpm/model=m","metric":"tokens","permanent":true}`,
+	} {
+		if got := string(slerrors.Response{Format: f, ID: []byte("7")}.Marshal(e)); got != want {
+			t.Errorf("%v:\n got %s\nwant %s", f, got, want)
+		}
+	}
+}
+
 func TestQuota(t *testing.T) {
 	tests := []struct {
 		q          slerrors.Quota
@@ -305,7 +325,7 @@ func TestFormatNames(t *testing.T) {
 	if got := slerrors.Format(99).String(); got != "Format(99)" {
 		t.Errorf("unknown format String %q", got)
 	}
-	if !json.Valid(slerrors.Format(99).Marshal(nil)) {
+	if !json.Valid(slerrors.Response{Format: 99}.Marshal(stderrors.New("denied"))) {
 		t.Error("unknown format with nil error is not valid JSON")
 	}
 }
@@ -323,7 +343,7 @@ func TestEscaping(t *testing.T) {
 // with what encoding/json makes of the same strings.
 func checkRoundTrip(t *testing.T, f slerrors.Format, e *slerrors.ThrottledError) {
 	t.Helper()
-	body := f.Marshal(e)
+	body := slerrors.Response{Format: f}.Marshal(e)
 	if !json.Valid(body) {
 		t.Fatalf("%v: invalid JSON %q", f, body)
 	}
@@ -347,6 +367,12 @@ func checkRoundTrip(t *testing.T, f slerrors.Format, e *slerrors.ThrottledError)
 	if fields["limitKey"] != want(e.LimitKey) || fields["metric"] != want(e.Metric) {
 		t.Errorf("%v: limitKey %q metric %q, want %q %q", f, fields["limitKey"], fields["metric"], want(e.LimitKey), want(e.Metric))
 	}
+	if e.Permanent {
+		if _, has := fields["retryAfter"]; has || fields["permanent"] != true {
+			t.Errorf("%v: a permanent denial with retryAfter %v, permanent %v; want permanent and no retryAfter", f, fields["retryAfter"], fields["permanent"])
+		}
+		return
+	}
 	if ra, ok := fields["retryAfter"].(float64); !ok || int64(ra) != e.RetryAfterSeconds() {
 		t.Errorf("%v: retryAfter %v, want %d", f, fields["retryAfter"], e.RetryAfterSeconds())
 	}
@@ -359,20 +385,20 @@ func TestAppendDoesNotAllocate(t *testing.T) {
 	buf := make([]byte, 0, 512)
 	id := []byte(`"request-1"`)
 	for _, f := range []slerrors.Format{slerrors.HTTPJSON, slerrors.OpenAI, slerrors.Anthropic, slerrors.AWS} {
-		if n := testing.AllocsPerRun(100, func() { buf = f.AppendBody(buf[:0], modelErr) }); n != 0 {
-			t.Errorf("%v: %v allocs per AppendBody, want 0", f, n)
+		if n := testing.AllocsPerRun(100, func() { buf = slerrors.Response{Format: f}.Append(buf[:0], modelErr) }); n != 0 {
+			t.Errorf("%v: %v allocs per Response.Append, want 0", f, n)
 		}
 	}
-	if n := testing.AllocsPerRun(100, func() { buf = slerrors.AppendJSONRPC(buf[:0], targetErr, id, 0) }); n != 0 {
-		t.Errorf("AppendJSONRPC: %v allocs, want 0", n)
+	if n := testing.AllocsPerRun(100, func() { buf = slerrors.Response{Format: slerrors.JSONRPC, ID: id}.Append(buf[:0], targetErr) }); n != 0 {
+		t.Errorf("Response.Append, JSONRPC: %v allocs, want 0", n)
 	}
 }
 
-func BenchmarkAppendHTTPJSON(b *testing.B) {
+func BenchmarkResponseAppend(b *testing.B) {
 	buf := make([]byte, 0, 512)
 	b.ReportAllocs()
 	for b.Loop() {
-		buf = slerrors.AppendHTTPJSON(buf[:0], targetErr)
+		buf = slerrors.Response{}.Append(buf[:0], targetErr)
 	}
 }
 

@@ -20,6 +20,8 @@ import (
 // Limit sets itself, still reaches the client. Prefer
 // UnaryServerInterceptor and StreamServerInterceptor when clients should
 // read the details.
+//
+// As the interceptors, Adapter panics when l or keys is nil.
 func Adapter(l sluice.Limiter, keys KeyFunc, opts ...Option) ratelimit.Limiter {
 	return adapter{newLimiter(l, keys, opts)}
 }

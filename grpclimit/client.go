@@ -17,12 +17,14 @@ import (
 // maxPushback is the longest delay a server's answer is believed for.
 const maxPushback = 24 * time.Hour
 
-// UpstreamFunc names the upstream of a client call: calls with the same
-// name share one pace (pace.UpstreamFunc is the same concept for HTTP).
-// nil means the default, the ClientConn's target.
-type UpstreamFunc func(ctx context.Context, cc *grpc.ClientConn, fullMethod string) string
-
-func targetKey(_ context.Context, cc *grpc.ClientConn, _ string) string { return cc.Target() }
+// upstreamName is the name the calls on cc share their pace under:
+// upstream, or cc's target when it is "".
+func upstreamName(upstream string, cc *grpc.ClientConn) string {
+	if upstream != "" {
+		return upstream
+	}
+	return cc.Target()
+}
 
 // UnaryClientInterceptor paces unary calls through p: each call waits for
 // its upstream's turn (pace.Transport.Wait, with p's maximum wait, order
@@ -31,19 +33,22 @@ func targetKey(_ context.Context, cc *grpc.ClientConn, _ string) string { return
 // from google.rpc.RetryInfo or the grpc-retry-pushback-ms trailer (a
 // call failing otherwise with a pushback trailer pauses it too). Without
 // a delay, p's default pause applies. A call that cannot wait long enough
-// fails with the *pace.WaitError, before anything is sent. upstream names
-// the upstream (nil: the ClientConn's target).
+// fails with the *pace.WaitError, before anything is sent.
+//
+// upstream names the upstream whose pace the calls share: "" means the
+// ClientConn's target, so each connection is paced apart (an interceptor
+// is usually given to one connection, as a grpc.DialOption); a name shares
+// one pace among every connection and method that uses it. (pace's
+// UpstreamFunc names HTTP upstreams per request; a gRPC connection has one
+// upstream, so a name is all it needs.)
 //
 // Retrying is left to gRPC's retry policy, which obeys the same pushback.
-func UnaryClientInterceptor(p *pace.Transport, upstream UpstreamFunc) grpc.UnaryClientInterceptor {
+func UnaryClientInterceptor(p *pace.Transport, upstream string) grpc.UnaryClientInterceptor {
 	if p == nil {
-		panic("grpclimit: UnaryClientInterceptor needs a *pace.Transport")
-	}
-	if upstream == nil {
-		upstream = targetKey
+		panic("grpclimit: UnaryClientInterceptor: the *pace.Transport p is nil")
 	}
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		name := upstream(ctx, cc, method)
+		name := upstreamName(upstream, cc)
 		if err := p.Wait(ctx, name); err != nil {
 			return err
 		}
@@ -57,16 +62,13 @@ func UnaryClientInterceptor(p *pace.Transport, upstream UpstreamFunc) grpc.Unary
 // StreamClientInterceptor paces the start of streams as
 // UnaryClientInterceptor paces unary calls, and learns from the stream's
 // end: a stream that ends with RESOURCE_EXHAUSTED (or a pushback trailer)
-// pauses its upstream.
-func StreamClientInterceptor(p *pace.Transport, upstream UpstreamFunc) grpc.StreamClientInterceptor {
+// pauses its upstream. upstream is UnaryClientInterceptor's.
+func StreamClientInterceptor(p *pace.Transport, upstream string) grpc.StreamClientInterceptor {
 	if p == nil {
-		panic("grpclimit: StreamClientInterceptor needs a *pace.Transport")
-	}
-	if upstream == nil {
-		upstream = targetKey
+		panic("grpclimit: StreamClientInterceptor: the *pace.Transport p is nil")
 	}
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-		name := upstream(ctx, cc, method)
+		name := upstreamName(upstream, cc)
 		if err := p.Wait(ctx, name); err != nil {
 			return nil, err
 		}

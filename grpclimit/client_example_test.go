@@ -43,7 +43,7 @@ func ExampleUnaryClientInterceptor() {
 	p := pace.New(nil, pace.WithClock(clockFuncs{clock, func(_ context.Context, d time.Duration) error { elapsed.Add(int64(d)); return nil }}),
 		pace.WithJitter(func(time.Duration) time.Duration { return 0 }))
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithUnaryInterceptor(grpclimit.UnaryClientInterceptor(p, nil)))
+		grpc.WithUnaryInterceptor(grpclimit.UnaryClientInterceptor(p, "")))
 	if err != nil {
 		panic(err)
 	}

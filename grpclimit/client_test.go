@@ -38,7 +38,7 @@ func TestUnaryClientInterceptorLearnsRetryInfo(t *testing.T) {
 	}
 	p := pace.New(nil, pace.WithClock(clk), pace.WithJitter(noJitter))
 	client := serveWithClient(t, []grpc.ServerOption{grpc.UnaryInterceptor(grpclimit.UnaryServerInterceptor(limits, grpclimit.MethodKey("method")))},
-		grpc.WithUnaryInterceptor(grpclimit.UnaryClientInterceptor(p, nil)))
+		grpc.WithUnaryInterceptor(grpclimit.UnaryClientInterceptor(p, "")))
 	var codesSeen []codes.Code
 	for range 3 {
 		_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{})
@@ -77,7 +77,7 @@ func TestUnaryClientInterceptorPushback(t *testing.T) {
 				return h(ctx, req)
 			}
 			client := serveWithClient(t, []grpc.ServerOption{grpc.UnaryInterceptor(throttleFirst)},
-				grpc.WithUnaryInterceptor(grpclimit.UnaryClientInterceptor(p, nil)))
+				grpc.WithUnaryInterceptor(grpclimit.UnaryClientInterceptor(p, "")))
 			client.Check(context.Background(), &healthpb.HealthCheckRequest{})
 			if _, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
 				t.Fatal(err)
@@ -99,7 +99,7 @@ func TestUnaryClientInterceptorMaxWait(t *testing.T) {
 		return nil, grpclimit.Status(sluiceDenial(time.Minute)).Err()
 	}
 	client := serveWithClient(t, []grpc.ServerOption{grpc.UnaryInterceptor(server)},
-		grpc.WithUnaryInterceptor(grpclimit.UnaryClientInterceptor(p, nil)))
+		grpc.WithUnaryInterceptor(grpclimit.UnaryClientInterceptor(p, "")))
 	client.Check(context.Background(), &healthpb.HealthCheckRequest{})
 	_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{})
 	if !errors.Is(err, pace.ErrMaxWait) || calls != 1 {
@@ -120,7 +120,7 @@ func TestStreamClientInterceptor(t *testing.T) {
 		return status.Error(codes.Unimplemented, "done")
 	}
 	client := serveWithClient(t, []grpc.ServerOption{grpc.StreamInterceptor(server)},
-		grpc.WithStreamInterceptor(grpclimit.StreamClientInterceptor(p, nil)))
+		grpc.WithStreamInterceptor(grpclimit.StreamClientInterceptor(p, "")))
 	for range 2 {
 		st, err := client.Watch(context.Background(), &healthpb.HealthCheckRequest{})
 		if err != nil {
@@ -170,4 +170,38 @@ func FuzzPushback(f *testing.F) {
 			t.Fatalf("Pushback(%q) = %v, %v", v, d, ok)
 		}
 	})
+}
+
+// upstream names the pace the calls share: with a name, a pushback on one
+// connection pauses the calls of another connection given the same name;
+// with "", each connection is its own upstream (its target).
+func TestClientInterceptorUpstreamName(t *testing.T) {
+	for _, tc := range []struct {
+		upstream string
+		want     string // what the second connection's call slept
+	}{
+		{"shared", "[1.5s]"},
+		{"", "[]"},
+	} {
+		t.Run(fmt.Sprintf("%q", tc.upstream), func(t *testing.T) {
+			clk := limitertest.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+			p := pace.New(nil, pace.WithClock(clk), pace.WithJitter(noJitter))
+			pushback := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+				_ = grpc.SetTrailer(ctx, metadata.Pairs(grpclimit.PushbackTrailer, "1500"))
+				return nil, status.Error(codes.ResourceExhausted, "slow down")
+			}
+			a := serveWithClient(t, []grpc.ServerOption{grpc.UnaryInterceptor(pushback)},
+				grpc.WithUnaryInterceptor(grpclimit.UnaryClientInterceptor(p, tc.upstream)))
+			b := serveWithClient(t, nil, grpc.WithUnaryInterceptor(grpclimit.UnaryClientInterceptor(p, tc.upstream)))
+			if _, err := a.Check(context.Background(), &healthpb.HealthCheckRequest{}); status.Code(err) != codes.ResourceExhausted {
+				t.Fatalf("first connection: %v, want ResourceExhausted", err)
+			}
+			if _, err := b.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprint(clk.Slept()); got != tc.want {
+				t.Fatalf("slept %s, want %s", got, tc.want)
+			}
+		})
+	}
 }

@@ -12,6 +12,16 @@
 // UnaryClientInterceptor and StreamClientInterceptor pace calls with a
 // pace.Transport: a RESOURCE_EXHAUSTED answer with RetryInfo or
 // grpc-retry-pushback-ms pauses every call to that upstream.
+//
+// # When the limiter cannot decide
+//
+// A Limiter error means "could not decide": the call fails with
+// codes.Unavailable and the handler does not run. Whether a failed backend
+// is such an error is the policy of the engine that talks to it, set there
+// once: a stack.Stack over a Backend fails open by default (it admits and
+// returns no error, so calls pass) and fails closed with
+// stack.WithFailClosed (it returns the error, so every call fails with
+// Unavailable).
 package grpclimit
 
 import (
@@ -40,8 +50,8 @@ const PushbackTrailer = "grpc-retry-pushback-ms"
 // KeyFunc resolves the rate-limit keys of a call from its context (which
 // holds the incoming metadata and peer) and its full method name
 // ("/pkg.Service/Method"). An error fails the call with
-// codes.InvalidArgument without asking the Limiter, whether the interceptor
-// fails open or closed; the error handler (WithErrorHandler) observes it.
+// codes.InvalidArgument without asking the Limiter; the error handler
+// (WithErrorHandler) observes it.
 type KeyFunc func(ctx context.Context, fullMethod string) (sluice.Keys, error)
 
 // MethodKey returns a KeyFunc that puts the full method name under the
@@ -116,8 +126,7 @@ func pushback(te *slerrors.ThrottledError) metadata.MD {
 }
 
 type config struct {
-	failClosed bool
-	onError    func(error)
+	onError func(error)
 }
 
 // Option configures the interceptors and Adapter.
@@ -127,13 +136,9 @@ type optionFunc func(*config)
 
 func (f optionFunc) apply(c *config) { f(c) }
 
-// WithFailClosed fails a call with codes.Unavailable when the Limiter
-// returns an error, instead of letting it through (fail-open, the default).
-func WithFailClosed() Option { return optionFunc(func(c *config) { c.failClosed = true }) }
-
 // WithErrorHandler sets a function that observes every error the
 // interceptors and Adapter handle without returning it to you: the
-// Limiter's (whether the call then goes through or fails) and the
+// Limiter's (the call then fails with codes.Unavailable) and the
 // KeyFunc's, for logs and metrics. It must be safe for concurrent use and
 // quick. nil means the default: no handler.
 func WithErrorHandler(f func(error)) Option {
@@ -152,8 +157,11 @@ type limiter struct {
 }
 
 func newLimiter(l sluice.Limiter, keys KeyFunc, opts []Option) *limiter {
-	if l == nil || keys == nil {
-		panic("grpclimit: needs a Limiter and a KeyFunc")
+	if l == nil {
+		panic("grpclimit: the Limiter l is nil")
+	}
+	if keys == nil {
+		panic("grpclimit: the KeyFunc keys is nil")
 	}
 	lim := &limiter{l: l, adm: sluice.NewAdmitter(l), keys: keys}
 	for _, o := range opts {
@@ -167,21 +175,21 @@ func newLimiter(l sluice.Limiter, keys KeyFunc, opts []Option) *limiter {
 // admit decides one call for StreamServerInterceptor (the unary interceptor
 // has the same code written out), through the sluice.Admitter, so a
 // limiter that holds connection slots (a stack does) holds them for the
-// call's length. It returns the Slots to release when
-// the call ends (they hold nothing unless the call is let through) and
+// call's length. It returns the Reservation to reconcile with 0 when
+// the call ends (it holds nothing unless the call is let through) and
 // nil to let the call through; the *ThrottledError of a throttled call
 // (the caller sends its pushback trailer); or the status error of a call
 // that could not be decided.
-func (lim *limiter) admit(ctx context.Context, method string) (sluice.Slots, error) {
+func (lim *limiter) admit(ctx context.Context, method string) (sluice.Reservation, error) {
 	keys, err := lim.keys(ctx, method)
 	if err != nil {
-		return sluice.Slots{}, lim.keysErr(err)
+		return sluice.NoReservation, lim.keysErr(err)
 	}
 	slots, d, err := lim.adm.Admit(ctx, keys)
 	if err == nil && d.Allowed {
 		return slots, nil
 	}
-	return sluice.Slots{}, lim.refusal(&d, err)
+	return sluice.NoReservation, lim.refusal(&d, err)
 }
 
 // allow is admit for Adapter, which has no call end to release slots at:
@@ -206,9 +214,9 @@ func (lim *limiter) keysErr(err error) error {
 	return err
 }
 
-// refusal is the error of a call that was not let through: nil when the
-// Limiter failed and the limiter is fail-open, a status error when it is
-// fail-closed, and otherwise the denial's *ThrottledError. It is apart
+// refusal is the error of a call that was not let through: the
+// Unavailable status error when the Limiter failed, and otherwise the
+// denial's *ThrottledError. It is apart
 // from admit and allow, which then hold only the admitted path, and takes
 // the 192-byte Decision by pointer so that a denial does not copy it again.
 func (lim *limiter) refusal(d *sluice.Decision, err error) error {
@@ -216,13 +224,17 @@ func (lim *limiter) refusal(d *sluice.Decision, err error) error {
 		if lim.cfg.onError != nil {
 			lim.cfg.onError(fmt.Errorf("grpclimit: rate limiter failed: %w", err))
 		}
-		if lim.cfg.failClosed {
-			return status.Error(codes.Unavailable, "grpclimit: rate limiter failed: "+err.Error())
-		}
-		return nil
+		return status.Error(codes.Unavailable, "grpclimit: rate limiter failed: "+err.Error())
 	}
 	te, _ := slerrors.AsThrottled(d.Err())
 	return te
+}
+
+// refuseUnary is the error a unary call that was not admitted fails with
+// (see refusal), its pushback trailer set first. It is apart from the
+// interceptor, which then holds only the admitted path.
+func (lim *limiter) refuseUnary(ctx context.Context, d *sluice.Decision, err error) error {
+	return statusErr(lim.refusal(d, err), func(md metadata.MD) error { return grpc.SetTrailer(ctx, md) })
 }
 
 // statusErr turns admit's result into the error an interceptor returns,
@@ -237,6 +249,11 @@ func statusErr(err error, setTrailer func(metadata.MD) error) error {
 
 // UnaryServerInterceptor returns an interceptor that asks l about every
 // unary call and fails throttled ones with Status and the pushback trailer.
+//
+// It panics, at construction, when l or keys is nil (a programming error;
+// the message names the argument): the keys are what select a call's
+// limits, so there is no default (MethodKey keys by method). A nil Option
+// is ignored.
 func UnaryServerInterceptor(l sluice.Limiter, keys KeyFunc, opts ...Option) grpc.UnaryServerInterceptor {
 	lim := newLimiter(l, keys, opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -253,15 +270,12 @@ func UnaryServerInterceptor(l sluice.Limiter, keys KeyFunc, opts ...Option) grpc
 		}
 		slots, d, err := lim.adm.Admit(ctx, keys)
 		if err != nil || !d.Allowed {
-			if err = lim.refusal(&d, err); err != nil {
-				return nil, statusErr(err, func(md metadata.MD) error { return grpc.SetTrailer(ctx, md) })
-			}
-			return handler(ctx, req) // fail-open: the Limiter failed
+			return nil, lim.refuseUnary(ctx, &d, err)
 		}
 		if !slots.Held() {
 			return handler(ctx, req) // nothing to release: no defer to run
 		}
-		defer slots.Release() // frees connection slots, also on panic
+		defer slots.Reconcile(0) // frees connection slots, also on panic
 		return handler(ctx, req)
 	}
 }
@@ -269,6 +283,11 @@ func UnaryServerInterceptor(l sluice.Limiter, keys KeyFunc, opts ...Option) grpc
 // StreamServerInterceptor returns an interceptor that asks l once when each
 // stream opens and fails a throttled stream with Status and the pushback
 // trailer.
+//
+// It panics, at construction, when l or keys is nil (a programming error;
+// the message names the argument): the keys are what select a call's
+// limits, so there is no default (MethodKey keys by method). A nil Option
+// is ignored.
 func StreamServerInterceptor(l sluice.Limiter, keys KeyFunc, opts ...Option) grpc.StreamServerInterceptor {
 	lim := newLimiter(l, keys, opts)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
@@ -276,7 +295,7 @@ func StreamServerInterceptor(l sluice.Limiter, keys KeyFunc, opts ...Option) grp
 		if err != nil {
 			return statusErr(err, func(md metadata.MD) error { ss.SetTrailer(md); return nil })
 		}
-		defer slots.Release() // the slot is held until the stream ends
+		defer slots.Reconcile(0) // the slot is held until the stream ends
 		return handler(srv, ss)
 	}
 }

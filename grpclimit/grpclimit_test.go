@@ -173,33 +173,30 @@ func TestAdapter(t *testing.T) {
 	}
 }
 
-func TestFailurePolicies(t *testing.T) {
+// A Limiter error always refuses the call with Unavailable.
+func TestLimiterErrorRefuses(t *testing.T) {
 	boom := errors.New("redis down")
 	broken := sluice.LimiterFunc(func(context.Context, sluice.Keys) (sluice.Decision, error) { return sluice.Decision{}, boom })
 
-	open := serve(t, grpc.ChainUnaryInterceptor(grpclimit.UnaryServerInterceptor(broken, callerKey)))
-	if _, err := open.Check(asCaller("a"), &healthpb.HealthCheckRequest{}); err != nil {
-		t.Errorf("fail-open: %v", err)
-	}
-	closed := serve(t, grpc.ChainUnaryInterceptor(grpclimit.UnaryServerInterceptor(broken, callerKey, grpclimit.WithFailClosed())))
+	closed := serve(t, grpc.ChainUnaryInterceptor(grpclimit.UnaryServerInterceptor(broken, callerKey)))
 	if _, err := closed.Check(asCaller("a"), &healthpb.HealthCheckRequest{}); status.Code(err) != codes.Unavailable {
-		t.Errorf("fail-closed: %v, want Unavailable", err)
+		t.Errorf("limiter error: %v, want Unavailable", err)
 	}
 	if _, err := closed.Check(asCaller("bad"), &healthpb.HealthCheckRequest{}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("key error: %v, want InvalidArgument", err)
 	}
-	// Fail-open runs the handler and returns what it returns: over the
-	// wire above, an interceptor that skipped it and answered nil, nil
-	// would pass too.
+	// Called directly, the interceptor does not run the handler, and the
+	// error handler observes the Limiter's error.
 	var observed []error
+	ran := false
 	icpt := grpclimit.UnaryServerInterceptor(broken, grpclimit.MethodKey("method"), grpclimit.WithErrorHandler(func(err error) { observed = append(observed, err) }))
 	resp, err := icpt(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: "/pkg.Svc/Call"},
-		func(context.Context, any) (any, error) { return "handled", nil })
-	if resp != "handled" || err != nil {
-		t.Errorf("fail-open, interceptor called directly: %v, %v; want the handler's answer", resp, err)
+		func(context.Context, any) (any, error) { ran = true; return "handled", nil })
+	if resp != nil || status.Code(err) != codes.Unavailable || ran {
+		t.Errorf("interceptor called directly: %v, %v, handler ran %v; want Unavailable and no handler", resp, err, ran)
 	}
 	if len(observed) != 1 || !errors.Is(observed[0], boom) {
-		t.Errorf("fail-open: the error handler observed %v, want the limiter's error", observed)
+		t.Errorf("the error handler observed %v, want the limiter's error", observed)
 	}
 	// A key function's error is observed too, and refuses the call.
 	observed = nil

@@ -15,8 +15,8 @@ import (
 
 // TestOptionsNotGiven walks every option with the values the option rule
 // calls "not given" (nil): none panics, and the interceptors keep the
-// defaults (fail open, no error handler: a limiter error lets the call
-// through; a key error refuses it with InvalidArgument). The constructors
+// defaults (no error handler; a limiter error refuses the call with
+// Unavailable, a key error with InvalidArgument). The constructors
 // have no error result: no option can be wrong in another way.
 func TestOptionsNotGiven(t *testing.T) {
 	broken := sluice.LimiterFunc(func(context.Context, sluice.Keys) (sluice.Decision, error) {
@@ -36,8 +36,8 @@ func TestOptionsNotGiven(t *testing.T) {
 				opts = []grpclimit.Option{grpclimit.WithErrorHandler(func(err error) { observed = append(observed, err) }), grpclimit.WithErrorHandler(nil)}
 			}
 			icpt := grpclimit.UnaryServerInterceptor(broken, grpclimit.MethodKey("method"), opts...)
-			if resp, err := icpt(context.Background(), nil, info, handler); resp != "handled" || err != nil {
-				t.Errorf("limiter error: %v, %v; want fail-open", resp, err)
+			if resp, err := icpt(context.Background(), nil, info, handler); resp != nil || status.Code(err) != codes.Unavailable {
+				t.Errorf("limiter error: %v, %v; want Unavailable", resp, err)
 			}
 			icpt = grpclimit.UnaryServerInterceptor(broken, badKey, opts...)
 			if _, err := icpt(context.Background(), nil, info, handler); status.Code(err) != codes.InvalidArgument {
@@ -48,8 +48,8 @@ func TestOptionsNotGiven(t *testing.T) {
 			}
 			// The stream interceptor and the Adapter take the same options.
 			_ = grpclimit.StreamServerInterceptor(broken, grpclimit.MethodKey("method"), opts...)
-			if err := grpclimit.Adapter(broken, grpclimit.MethodKey("method"), opts...).Limit(context.Background()); err != nil {
-				t.Errorf("Adapter, limiter error: %v; want fail-open", err)
+			if err := grpclimit.Adapter(broken, grpclimit.MethodKey("method"), opts...).Limit(context.Background()); status.Code(err) != codes.Unavailable {
+				t.Errorf("Adapter, limiter error: %v; want Unavailable", err)
 			}
 		})
 	}

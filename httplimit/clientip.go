@@ -61,7 +61,7 @@ func (t *TrustedProxies) trusted(a netip.Addr) bool {
 // ClientIP returns the client address of r (see TrustedProxies), and false
 // when not even the peer address can be parsed.
 func (t *TrustedProxies) ClientIP(r *http.Request) (netip.Addr, bool) {
-	peer, ok := RemoteIP(r)
+	peer, ok := remoteIP(r)
 	if !ok || !t.trusted(peer) {
 		return peer, ok
 	}
@@ -98,9 +98,10 @@ func parseHop(s string) (netip.Addr, error) {
 	return a.Unmap().WithZone(""), err
 }
 
-// RemoteIP returns the address of the connection's peer, from
-// Request.RemoteAddr, ignoring every forwarding header.
-func RemoteIP(r *http.Request) (netip.Addr, bool) {
+// remoteIP returns the address of the connection's peer, from
+// Request.RemoteAddr, ignoring every forwarding header (a nil
+// *TrustedProxies' ClientIP).
+func remoteIP(r *http.Request) (netip.Addr, bool) {
 	a, err := parseHop(r.RemoteAddr)
 	return a, err == nil
 }

@@ -6,9 +6,17 @@
 // protocol's shape (the gateway's HTTP JSON by default; OpenAI, Anthropic,
 // AWS or JSON-RPC on request) with Retry-After and the IETF RateLimit
 // fields; an allowed request reaches the next handler with RateLimit and
-// RateLimit-Policy set on its response. When the limiter cannot decide (a
-// backend failed) the request is let through (fail-open) unless
-// WithFailClosed is given.
+// RateLimit-Policy set on its response.
+//
+// # When the limiter cannot decide
+//
+// A Limiter error means "could not decide": the middleware refuses the
+// request through the ErrorResponder (503 Service Unavailable by default)
+// and the next handler does not run. Whether a failed backend is such an
+// error is the policy of the engine that talks to it, set there once: a
+// stack.Stack over a Backend fails open by default (it admits and returns
+// no error, so requests pass) and fails closed with stack.WithFailClosed
+// (it returns the error, so the middleware refuses every request).
 //
 // # Connections
 //
@@ -60,13 +68,13 @@ import (
 
 	"github.com/sluicehq/sluice"
 	slerrors "github.com/sluicehq/sluice/errors"
+	"github.com/sluicehq/sluice/internal/ratefield"
 )
 
 // KeyFunc resolves the rate-limit keys of a request. An error means the
 // request is malformed for limiting purposes; the Limiter is not asked, and
 // the error is handed to the ErrorResponder wrapped in a *KeyError (400 Bad
-// Request by default), whether the middleware fails open or closed; the
-// error handler (WithErrorHandler) observes it. A
+// Request by default); the error handler (WithErrorHandler) observes it. A
 // request that simply lacks a dimension should leave it out of the Keys
 // instead: limits on that dimension are then skipped.
 type KeyFunc func(*http.Request) (sluice.Keys, error)
@@ -79,9 +87,9 @@ func (e *KeyError) Error() string { return "httplimit: resolving rate-limit keys
 // Unwrap returns the KeyFunc's error.
 func (e *KeyError) Unwrap() error { return e.Err }
 
-// LimiterError wraps an error returned by the Limiter: the ErrorResponder
-// gets it when the middleware is fail-closed, the error handler
-// (WithErrorHandler) always.
+// LimiterError wraps an error returned by the Limiter (it could not decide):
+// the ErrorResponder answers the request with it, and the error handler
+// (WithErrorHandler) observes it.
 type LimiterError struct{ Err error }
 
 func (e *LimiterError) Error() string { return "httplimit: rate limiter failed: " + e.Err.Error() }
@@ -109,14 +117,13 @@ func DefaultErrorResponder(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 type config struct {
-	format     slerrors.Format
-	rpcCode    int
-	failClosed bool
-	respond    ErrorResponder
-	onError    func(error)
-	maxBody    int64
-	noHeaders  bool
-	noReserve  bool
+	format    slerrors.Format
+	rpcCode   int
+	respond   ErrorResponder
+	onError   func(error)
+	maxBody   int64
+	noHeaders bool
+	noReserve bool
 }
 
 // Option configures New.
@@ -150,13 +157,9 @@ func WithJSONRPCCode(code int) Option {
 	})
 }
 
-// WithFailClosed makes a Limiter error reject the request through the
-// ErrorResponder (503 by default) instead of letting it through.
-func WithFailClosed() Option { return optionFunc(func(c *config) { c.failClosed = true }) }
-
 // WithErrorResponder replaces DefaultErrorResponder as the writer of the
-// responses to requests whose keys could not be resolved and, with
-// WithFailClosed, to requests the Limiter could not decide. A nil f means
+// responses to requests whose keys could not be resolved and to requests
+// the Limiter could not decide. A nil f means
 // the default, DefaultErrorResponder.
 func WithErrorResponder(f ErrorResponder) Option {
 	return optionFunc(func(c *config) {
@@ -168,8 +171,8 @@ func WithErrorResponder(f ErrorResponder) Option {
 
 // WithErrorHandler sets a function that observes every error the middleware
 // handles: the *KeyError of a key function and the *LimiterError of a
-// Limiter that failed (whether the request then goes through or is answered
-// by the ErrorResponder), for logs and metrics. It must be safe for
+// Limiter that failed (the request is then answered by the ErrorResponder),
+// for logs and metrics. It must be safe for
 // concurrent use and quick. nil means the default: no handler. Writing the
 // response is the ErrorResponder's job, not the handler's.
 func WithErrorHandler(f func(error)) Option {
@@ -190,10 +193,17 @@ func WithoutRateLimitHeaders() Option { return optionFunc(func(c *config) { c.no
 func WithoutReserve() Option { return optionFunc(func(c *config) { c.noReserve = true }) }
 
 // New returns middleware that asks l about every request, with the keys
-// keys resolves. It panics if l or keys is nil (a programming error).
+// keys resolves. Neither has a default: New panics, at construction, when
+// l or keys is nil (a programming error; the message names the argument).
+// The keys are what select a request's limits (a limit whose dimension
+// keys a request lacks is skipped), so no default could be right; for the
+// client's address, pass ClientIPKey. A nil Option is ignored.
 func New(l sluice.Limiter, keys KeyFunc, opts ...Option) func(http.Handler) http.Handler {
-	if l == nil || keys == nil {
-		panic("httplimit: New needs a Limiter and a KeyFunc")
+	if l == nil {
+		panic("httplimit: New: the Limiter l is nil")
+	}
+	if keys == nil {
+		panic("httplimit: New: the KeyFunc keys is nil")
 	}
 	c := config{respond: DefaultErrorResponder, maxBody: 1 << 20}
 	for _, o := range opts {
@@ -215,7 +225,7 @@ type handler struct {
 	next http.Handler
 	// policies keeps the rendered RateLimit-Policy values of allowed
 	// responses.
-	policies slerrors.PolicyCache
+	policies ratefield.Cache
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -241,7 +251,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// returns. A deferred release runs on a normal return and while a
 		// panic unwinds; the panic then goes on to net/http (or the
 		// caller's recover).
-		defer slots.Release()
+		defer slots.Reconcile(0)
 	}
 	h.admit(w, r, &d)
 }
@@ -276,25 +286,21 @@ func (h *handler) keyError(w http.ResponseWriter, r *http.Request, err error) {
 
 func (h *handler) admit(w http.ResponseWriter, r *http.Request, d *sluice.Decision) {
 	if !h.cfg.noHeaders && d.Limit > 0 {
-		h.policies.SetRateLimitHeaders(w.Header(), slerrors.NewQuota(d.LimitID, d.Limit, d.Remaining, d.Window))
+		h.policies.Set(w.Header(), ratefield.NewQuota(d.LimitID, d.Limit, d.Remaining, d.Window))
 	}
 	h.next.ServeHTTP(w, r)
 }
 
 // refuse answers a request that was not admitted: with err (the Limiter
-// failed), through the ErrorResponder when fail-closed and by the next
-// handler when fail-open; otherwise d is a denial, answered as throttled.
+// could not decide) through the ErrorResponder; otherwise d is a denial,
+// answered as throttled.
 func (h *handler) refuse(w http.ResponseWriter, r *http.Request, d *sluice.Decision, err error) {
 	if err != nil {
 		le := &LimiterError{err}
 		if h.cfg.onError != nil {
 			h.cfg.onError(le)
 		}
-		if h.cfg.failClosed {
-			h.cfg.respond(w, r, le)
-			return
-		}
-		h.next.ServeHTTP(w, r)
+		h.cfg.respond(w, r, le)
 		return
 	}
 	te, _ := slerrors.AsThrottled(d.Err())
@@ -302,11 +308,11 @@ func (h *handler) refuse(w http.ResponseWriter, r *http.Request, d *sluice.Decis
 }
 
 func (h *handler) throttle(w http.ResponseWriter, r *http.Request, te *slerrors.ThrottledError) {
+	resp := slerrors.Response{Format: h.cfg.format, Code: h.cfg.rpcCode}
 	if h.cfg.format == slerrors.JSONRPC {
-		_ = slerrors.WriteJSONRPC(w, te, requestID(r, h.cfg.maxBody), h.cfg.rpcCode)
-		return
+		resp.ID = requestID(r, h.cfg.maxBody)
 	}
-	_ = h.cfg.format.Write(w, te)
+	_ = resp.Write(w, te)
 }
 
 // requestID reads the JSON-RPC id of r's body; nil when there is none.

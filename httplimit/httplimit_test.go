@@ -1,7 +1,6 @@
 package httplimit_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -130,45 +129,6 @@ func TestFormats(t *testing.T) {
 	}
 }
 
-func TestFailOpenAndClosed(t *testing.T) {
-	boom := errors.New("redis: connection refused")
-	var calls atomic.Int32
-	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls.Add(1) })
-	errLimiter := sluice.LimiterFunc(func(context.Context, sluice.Keys) (sluice.Decision, error) {
-		return sluice.Decision{}, boom
-	})
-
-	observed := make(chan error, 1)
-	open := httptest.NewServer(httplimit.New(errLimiter, callerKey, httplimit.WithErrorHandler(func(err error) { observed <- err }))(next))
-	defer open.Close()
-	if res, _ := get(t, open, "a", ""); res.StatusCode != 200 || calls.Load() != 1 {
-		t.Errorf("fail-open: status %d, handler calls %d", res.StatusCode, calls.Load())
-	}
-	var ole *httplimit.LimiterError
-	if err := <-observed; !errors.As(err, &ole) || !errors.Is(err, boom) {
-		t.Errorf("fail-open: the error handler observed %v, want the *LimiterError", err)
-	}
-
-	closed := httptest.NewServer(httplimit.New(errLimiter, callerKey, httplimit.WithFailClosed())(next))
-	defer closed.Close()
-	if res, _ := get(t, closed, "a", ""); res.StatusCode != 503 || calls.Load() != 1 {
-		t.Errorf("fail-closed: status %d, handler calls %d", res.StatusCode, calls.Load())
-	}
-
-	var got error
-	custom := httptest.NewServer(httplimit.New(errLimiter, callerKey, httplimit.WithFailClosed(),
-		httplimit.WithErrorResponder(func(w http.ResponseWriter, r *http.Request, err error) {
-			got = err
-			w.WriteHeader(http.StatusTeapot)
-		}))(next))
-	defer custom.Close()
-	res, _ := get(t, custom, "a", "")
-	var le *httplimit.LimiterError
-	if res.StatusCode != http.StatusTeapot || !errors.As(got, &le) || !errors.Is(got, boom) {
-		t.Errorf("custom responder: status %d, err %v", res.StatusCode, got)
-	}
-}
-
 func TestKeyFuncError(t *testing.T) {
 	var calls atomic.Int32
 	observed := make(chan error, 1)
@@ -224,11 +184,26 @@ func TestConcurrentCallersNeverExceedBurst(t *testing.T) {
 	}
 }
 
+// A nil Limiter or KeyFunc is a programming error, caught at construction
+// by a panic that names the argument.
 func TestNewPanicsOnNil(t *testing.T) {
-	defer func() {
-		if recover() == nil {
-			t.Error("New(nil, nil) did not panic")
-		}
-	}()
-	httplimit.New(nil, nil)
+	for _, tc := range []struct {
+		name string
+		l    sluice.Limiter
+		keys httplimit.KeyFunc
+		want string
+	}{
+		{"nil Limiter", nil, callerKey, "Limiter l"},
+		{"nil KeyFunc", sluice.Unlimited, nil, "KeyFunc keys"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func() {
+				p, _ := recover().(string)
+				if !strings.Contains(p, tc.want) {
+					t.Errorf("panic %q, want one naming %q", p, tc.want)
+				}
+			}()
+			httplimit.New(tc.l, tc.keys)
+		})
+	}
 }

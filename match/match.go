@@ -27,7 +27,7 @@ const Wildcard = hashmatch.Wildcard
 // Limits on a rate limit's shape, as the gateway enforces them.
 const (
 	MaxKeys    = hashmatch.MaxKeys
-	MaxEntries = 1000
+	MaxEntries = hashmatch.MaxEntries
 )
 
 // Matcher finds the most specific entry for resolved values. It is immutable
@@ -43,7 +43,7 @@ type Matcher struct {
 // an empty value, "*" before an exact value, duplicate entries.
 func New(keys []string, entries [][]string) (*Matcher, error) {
 	var errs ConfigError
-	Validate(&errs, "", keys, entries)
+	hashmatch.Validate(errs.Add, "", keys, entries)
 	if err := errs.Err(); err != nil {
 		return nil, err
 	}
@@ -75,21 +75,22 @@ func (p Problem) String() string {
 	return p.Path + ": " + p.Message
 }
 
-// MaxProblems is how many problems a ConfigError records; further problems
+// maxProblems is how many problems a ConfigError records; further problems
 // are only counted (ConfigError.Omitted), so that a configuration with a
 // mistake in every one of its 50,000 entries costs bounded memory.
-const MaxProblems = 2000
+const maxProblems = 2000
 
-// ErrorProblems is how many problems ConfigError.Error spells out before
+// errorProblems is how many problems ConfigError.Error spells out before
 // summarising the rest as a count.
-const ErrorProblems = 20
+const errorProblems = 20
 
 // ConfigError lists the problems found while validating a configuration.
-// Error spells out the first ErrorProblems of them and counts the rest;
-// Problems holds them programmatically.
+// Error spells out the first 20 of them and counts the rest; Problems
+// holds them programmatically.
 type ConfigError struct {
-	// Problems holds the first MaxProblems problems, in the order they were
-	// found.
+	// Problems holds the first 2,000 problems, in the order they were
+	// found (so that a configuration with a mistake in every one of its
+	// 50,000 entries costs bounded memory).
 	Problems []Problem
 	// Omitted counts the problems found after Problems was full.
 	Omitted int
@@ -98,8 +99,8 @@ type ConfigError struct {
 // Count returns how many problems were found, recorded or not.
 func (e *ConfigError) Count() int { return len(e.Problems) + e.Omitted }
 
-// Error renders the problems, one per line after the first, up to
-// ErrorProblems of them, followed by how many more there are.
+// Error renders the problems, one per line after the first, up to 20 of
+// them, followed by how many more there are.
 func (e *ConfigError) Error() string {
 	if len(e.Problems) == 1 && e.Omitted == 0 {
 		return "invalid rate limit configuration: " + e.Problems[0].String()
@@ -108,7 +109,7 @@ func (e *ConfigError) Error() string {
 	b.WriteString("invalid rate limit configuration: ")
 	b.WriteString(formatCount(e.Count()))
 	b.WriteString(" problems:")
-	shown := e.Problems[:min(len(e.Problems), ErrorProblems)]
+	shown := e.Problems[:min(len(e.Problems), errorProblems)]
 	for _, p := range shown {
 		b.WriteString("\n\t")
 		b.WriteString(p.String())
@@ -141,13 +142,12 @@ func formatCount(n int) string {
 	return string(b)
 }
 
-// Add records a problem at path, or only counts it once Problems holds
-// MaxProblems (the message is then not even formatted). With Validate and
-// Err it is for code that validates a configuration of its own holding
-// rate limits (stack and envoyrls do), so that its problems and match's
-// come in one ConfigError.
+// Add records a problem at path, or only counts it once Problems is full
+// (the message is then not even formatted). With Err it is for code that
+// validates a configuration of its own holding rate limits (stack and
+// envoyrls do), so that its problems and match's come in one ConfigError.
 func (e *ConfigError) Add(path, format string, args ...any) {
-	if len(e.Problems) >= MaxProblems {
+	if len(e.Problems) >= maxProblems {
 		e.Omitted++
 		return
 	}
@@ -160,82 +160,4 @@ func (e *ConfigError) Err() error {
 		return nil
 	}
 	return e
-}
-
-// Validate checks dimension keys and entries without building a Matcher.
-// Problems are appended to errs with paths under prefix (e.g.
-// "rateLimits[0]"); entries are reported as prefix+".entries[i]".
-func Validate(errs *ConfigError, prefix string, keys []string, entries [][]string) {
-	at := func(s string) string {
-		if prefix == "" {
-			return s
-		}
-		return prefix + "." + s
-	}
-	switch {
-	case len(keys) == 0:
-		errs.Add(at("dimensionKeys"), "at least one dimension key is required")
-	case len(keys) > MaxKeys:
-		errs.Add(at("dimensionKeys"), "%d dimension keys, at most %d are allowed", len(keys), MaxKeys)
-	}
-	seenKey := make(map[string]int, len(keys))
-	for i, k := range keys {
-		p := at("dimensionKeys[" + strconv.Itoa(i) + "]")
-		if k == "" {
-			errs.Add(p, "empty dimension key")
-			continue
-		}
-		if j, dup := seenKey[k]; dup {
-			errs.Add(p, "duplicate dimension key %q (also at index %d)", k, j)
-			continue
-		}
-		seenKey[k] = i
-	}
-	switch {
-	case len(entries) == 0:
-		errs.Add(at("entries"), "at least one entry is required")
-	case len(entries) > MaxEntries:
-		errs.Add(at("entries"), "%d entries, at most %d are allowed", len(entries), MaxEntries)
-	}
-	seen := make(map[string]int, len(entries))
-	var buf [256]byte
-	for i, e := range entries {
-		// Paths are built only for problems.
-		p := func() string { return at("entries[" + strconv.Itoa(i) + "]") }
-		if len(e) != len(keys) {
-			errs.Add(p()+".dimensions", "has %d values for %d dimension keys", len(e), len(keys))
-			continue
-		}
-		vp := func(j int) string {
-			if keys[j] != "" {
-				return p() + ".dimensions." + keys[j]
-			}
-			return p() + ".dimensions[" + strconv.Itoa(j) + "]"
-		}
-		ok := true
-		wild, reported := false, false
-		for j, v := range e {
-			switch {
-			case v == "":
-				errs.Add(vp(j), "empty value (use %q to match every value)", Wildcard)
-				ok = false
-			case v == Wildcard:
-				wild = true
-			case wild && !reported:
-				errs.Add(vp(j), "exact value %q after a %q: a wildcard is allowed only in trailing positions, so this entry can never match", v, Wildcard)
-				ok, reported = false, true
-			case wild:
-				ok = false
-			}
-		}
-		if !ok {
-			continue
-		}
-		enc := hashmatch.Encode(buf[:0], e)
-		if j, dup := seen[string(enc)]; dup {
-			errs.Add(p(), "duplicate entry %s (same as entries[%d])", strings.Join(e, ","), j)
-			continue
-		}
-		seen[string(enc)] = i
-	}
 }

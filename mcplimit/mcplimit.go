@@ -18,6 +18,15 @@
 // the Go SDK should pass WithJSONRPCCode with a code outside
 // -32768..-32000 (the MCP specification also asks implementations not to
 // allocate codes in -32000..-32099), for instance 429.
+//
+// # When the limiter cannot decide
+//
+// A Limiter error means "could not decide": the tool call fails with
+// JSON-RPC code -32603 (internal error) and the tool does not run. Whether
+// a failed backend is such an error is the policy of the engine that talks
+// to it, set there once: a stack.Stack over a Backend fails open by default
+// (it admits and returns no error, so calls pass) and fails closed with
+// stack.WithFailClosed (it returns the error, so every call fails).
 package mcplimit
 
 import (
@@ -42,8 +51,8 @@ const (
 // nil). ToolKeys gives the gateway's keys; a KeyFunc of your own can start
 // from them and add the caller (from req.Extra.TokenInfo or
 // req.Extra.Header) with Keys.With. An error fails the call with JSON-RPC
-// code -32602 (invalid params) without asking the Limiter, whether the
-// middleware fails open or closed; the ErrorHandler observes it.
+// code -32602 (invalid params) without asking the Limiter; the error
+// handler (WithErrorHandler) observes it.
 type KeyFunc func(ctx context.Context, req *mcp.CallToolRequest) (sluice.Keys, error)
 
 // ToolKeys returns the KeyFunc of the gateway's keys: targetName = target
@@ -55,9 +64,8 @@ func ToolKeys(target string) KeyFunc {
 }
 
 type config struct {
-	code       int64
-	failClosed bool
-	onError    func(error)
+	code    int64
+	onError func(error)
 }
 
 // Option configures Middleware.
@@ -80,15 +88,9 @@ func WithJSONRPCCode(code int) Option {
 	})
 }
 
-// WithFailClosed fails a tool call with JSON-RPC code -32603 (internal
-// error) when the Limiter returns an error, instead of letting it through
-// (fail-open, the default).
-func WithFailClosed() Option { return optionFunc(func(c *config) { c.failClosed = true }) }
-
 // WithErrorHandler sets a function that observes every error the
-// middleware handles without returning it to you: the Limiter's (whether
-// the call then goes through or fails) and the KeyFunc's, for logs and
-// metrics. It must be safe for concurrent use and quick. nil means the
+// middleware handles without returning it to you: the Limiter's (the call
+// then fails with -32603) and the KeyFunc's, for logs and metrics. It must be safe for concurrent use and quick. nil means the
 // default: no handler.
 func WithErrorHandler(f func(error)) Option {
 	return optionFunc(func(c *config) {
@@ -103,11 +105,18 @@ func WithErrorHandler(f func(error)) Option {
 // (ToolKeys(target) for the gateway's). Calls are admitted through a
 // sluice.Admitter: when l is a sluice.SlotReserver (a stack is) each call is
 // admitted with ReserveSlots, and when it is only a sluice.Reserver with
-// Reserve, so connections limits bound the tool calls in flight. It panics if
-// l or keys is nil (a programming error).
+// Reserve, so connections limits bound the tool calls in flight.
+//
+// It panics, at construction, when l or keys is nil (a programming error;
+// the message names the argument): the keys are what select a call's
+// limits, and the gateway's need the server's name, so there is no default
+// (ToolKeys(target) gives them). A nil Option is ignored.
 func Middleware(l sluice.Limiter, keys KeyFunc, opts ...Option) mcp.Middleware {
-	if l == nil || keys == nil {
-		panic("mcplimit: Middleware needs a Limiter and a KeyFunc")
+	if l == nil {
+		panic("mcplimit: Middleware: the Limiter l is nil")
+	}
+	if keys == nil {
+		panic("mcplimit: Middleware: the KeyFunc keys is nil")
 	}
 	c := config{code: slerrors.DefaultJSONRPCCode}
 	for _, o := range opts {
@@ -137,17 +146,14 @@ func Middleware(l sluice.Limiter, keys KeyFunc, opts ...Option) mcp.Middleware {
 				if c.onError != nil {
 					c.onError(fmt.Errorf("mcplimit: rate limiter failed: %w", err))
 				}
-				if c.failClosed {
-					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcplimit: rate limiter failed: " + err.Error()}
-				}
-				return next(ctx, method, req)
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcplimit: rate limiter failed: " + err.Error()}
 			}
 			if !d.Allowed {
 				te, _ := slerrors.AsThrottled(d.Err())
 				return nil, Error(te, int(c.code))
 			}
 			if slots.Held() {
-				defer slots.Release() // also on panic
+				defer slots.Reconcile(0) // also on panic
 			}
 			return next(ctx, method, req)
 		}
@@ -155,8 +161,11 @@ func Middleware(l sluice.Limiter, keys KeyFunc, opts ...Option) mcp.Middleware {
 }
 
 // Error returns the JSON-RPC error of a throttled call: code (0 means
-// slerrors.DefaultJSONRPCCode), message "Rate limit exceeded" and data
-// {"limitKey","metric","retryAfter"}.
+// slerrors.DefaultJSONRPCCode), message "Rate limit exceeded" and the
+// ErrorData {"limitKey","metric","retryAfter"}, or, for a permanent denial
+// (no wait helps), {"limitKey","metric","permanent":true}: the data member
+// of the body slerrors.Response writes in the JSONRPC format, byte for
+// byte. A nil te gives the data of a denial that names no limit.
 func Error(te *slerrors.ThrottledError, code int) *jsonrpc.Error {
 	if code == 0 {
 		code = slerrors.DefaultJSONRPCCode
@@ -164,6 +173,6 @@ func Error(te *slerrors.ThrottledError, code int) *jsonrpc.Error {
 	return &jsonrpc.Error{
 		Code:    int64(code),
 		Message: slerrors.Message,
-		Data:    slerrors.AppendJSONRPCData(make([]byte, 0, 128), te),
+		Data:    errorData(te),
 	}
 }

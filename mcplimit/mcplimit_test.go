@@ -141,16 +141,12 @@ func TestKeysCodeAndFailure(t *testing.T) {
 		return sluice.Decision{}, errors.New("backend down")
 	})
 	var limiterErrs []error
-	open := connect(t, newServer(mcplimit.Middleware(broken, mcplimit.ToolKeys("t"), mcplimit.WithErrorHandler(func(err error) { limiterErrs = append(limiterErrs, err) }))))
-	if _, err := call(open, "readData"); err != nil {
-		t.Errorf("fail-open: %v", err)
+	closed := connect(t, newServer(mcplimit.Middleware(broken, mcplimit.ToolKeys("t"), mcplimit.WithErrorHandler(func(err error) { limiterErrs = append(limiterErrs, err) }))))
+	if _, err := call(closed, "readData"); !errors.As(err, &we) || we.Code != jsonrpc.CodeInternalError {
+		t.Errorf("limiter error: %v, want code %d", err, jsonrpc.CodeInternalError)
 	}
 	if len(limiterErrs) != 1 || !strings.Contains(limiterErrs[0].Error(), "backend down") {
-		t.Errorf("fail-open: error handler observed %v, want the limiter's error", limiterErrs)
-	}
-	closed := connect(t, newServer(mcplimit.Middleware(broken, mcplimit.ToolKeys("t"), mcplimit.WithFailClosed())))
-	if _, err := call(closed, "readData"); !errors.As(err, &we) || we.Code != jsonrpc.CodeInternalError {
-		t.Errorf("fail-closed: %v", err)
+		t.Errorf("error handler observed %v, want the limiter's error", limiterErrs)
 	}
 }
 

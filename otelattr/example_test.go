@@ -16,16 +16,15 @@ func ExampleWrap() {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
 
 	// Any Limiter: here one that denies with the gateway's documented values.
+	// (A stack.Stack fills Evaluated only when the context asks, as Wrap's
+	// does while the span is recording; this one always does.)
 	engine := sluice.LimiterFunc(func(ctx context.Context, keys sluice.Keys) (sluice.Decision, error) {
-		d := sluice.Decision{
+		return sluice.Decision{
 			LimitID: "per-target-rps", LimitKey: "per-target-rps/targetName=my-target",
 			Metric: sluice.MetricRequests, MatchedEntry: []string{"my-target", "alice"},
 			ResolvedValues: []string{"my-target", "alice"},
-		}
-		if sluice.EvaluatedRequested(ctx) {
-			d.Evaluated = []string{"per-caller-rpm:requests:alice", "per-target-rps:requests:my-target"}
-		}
-		return d, nil
+			Evaluated:      []string{"per-caller-rpm:requests:alice", "per-target-rps:requests:my-target"},
+		}, nil
 	})
 	l := otelattr.Wrap(engine, otelattr.WithSchema(otelattr.Gateway))
 

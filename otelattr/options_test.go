@@ -2,6 +2,7 @@ package otelattr_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice"
@@ -18,7 +19,7 @@ func TestOptionsNotGiven(t *testing.T) {
 	}{
 		"nil Option":                    {[]otelattr.Option{nil}, string(otelattr.KeyDecision)},
 		"WithSchema(nil)":               {[]otelattr.Option{otelattr.WithSchema(nil)}, string(otelattr.KeyDecision)},
-		"WithSchema(Gateway), then nil": {[]otelattr.Option{otelattr.WithSchema(otelattr.Gateway), otelattr.WithSchema(nil)}, string(otelattr.GatewayKeyDecision)},
+		"WithSchema(Gateway), then nil": {[]otelattr.Option{otelattr.WithSchema(otelattr.Gateway), otelattr.WithSchema(nil)}, otelattr.GatewayNamespace + ".decision"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			sr, tp := newRecorder()
@@ -33,4 +34,15 @@ func TestOptionsNotGiven(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A nil Limiter is a programming error, caught at construction by a panic
+// that names it.
+func TestWrapPanicsOnNil(t *testing.T) {
+	defer func() {
+		if p, _ := recover().(string); !strings.Contains(p, "Limiter l") {
+			t.Errorf("panic %q, want one naming the Limiter l", p)
+		}
+	}()
+	otelattr.Wrap(nil)
 }

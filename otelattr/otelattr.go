@@ -16,8 +16,11 @@
 //
 // The evaluated attribute is Decision.Evaluated, which engines fill only when
 // called with a context from sluice.WithEvaluated. Wrap does that whenever
-// the span is recording; if you call Record yourself, decide with
+// the span is recording; if you call Schema.Record yourself, decide with
 // sluice.WithEvaluated(ctx), or the attribute is an empty list.
+//
+// The attribute keys of the Default schema are the Key constants below;
+// the Gateway schema's are the same names under GatewayNamespace.
 //
 // Two schemas are provided: Default, under sluice's own namespace
 // "sluice.ratelimit", and Gateway, which emits exactly the gateway's names
@@ -25,7 +28,7 @@
 // and queries keep working.
 //
 // Wrap a Limiter to record every decision on the span in the request's
-// context, or call Record yourself. Nothing is recorded, and nothing
+// context, or call a Schema's Record yourself (otelattr.Default.Record). Nothing is recorded, and nothing
 // allocated, when the span is not recording.
 package otelattr
 
@@ -56,17 +59,6 @@ const (
 	KeyMatchedEntry   attribute.Key = Namespace + ".matched_entry"
 	KeyResolvedValues attribute.Key = Namespace + ".resolved_values"
 	KeyEvaluated      attribute.Key = Namespace + ".evaluated"
-)
-
-// Attribute keys under GatewayNamespace, spelled exactly as the gateway
-// emits them.
-const (
-	GatewayKeyDecision       attribute.Key = GatewayNamespace + ".decision"
-	GatewayKeyLimitKey       attribute.Key = GatewayNamespace + ".limit_key"
-	GatewayKeyMetric         attribute.Key = GatewayNamespace + ".metric"
-	GatewayKeyMatchedEntry   attribute.Key = GatewayNamespace + ".matched_entry"
-	GatewayKeyResolvedValues attribute.Key = GatewayNamespace + ".resolved_values"
-	GatewayKeyEvaluated      attribute.Key = GatewayNamespace + ".evaluated"
 )
 
 // Values of the decision attribute.
@@ -109,17 +101,11 @@ var (
 	Gateway = NewSchema(GatewayNamespace)
 )
 
-// DecisionKey returns the key of the decision attribute; the other keys
-// share its namespace.
-func (s *Schema) DecisionKey() attribute.Key { return s.decision }
-
 // maxAttrs is the number of attributes a throttled decision produces.
 const maxAttrs = 6
 
-// AppendAttributes appends the attributes of d to dst: decision and evaluated
-// always; limit_key (the denying rateLimitId), metric, matched_entry and
-// resolved_values only when d is a denial.
-func (s *Schema) AppendAttributes(dst []attribute.KeyValue, d sluice.Decision) []attribute.KeyValue {
+// appendAttributes appends the attributes of d to dst (see Attributes).
+func (s *Schema) appendAttributes(dst []attribute.KeyValue, d sluice.Decision) []attribute.KeyValue {
 	if d.Allowed {
 		dst = append(dst, s.allowed)
 	} else {
@@ -143,28 +129,24 @@ func (s *Schema) AppendAttributes(dst []attribute.KeyValue, d sluice.Decision) [
 	return append(dst, s.evaluated.StringSlice(evaluated))
 }
 
-// Attributes returns the attributes of d (see AppendAttributes).
+// Attributes returns the attributes of d: decision and evaluated always;
+// limit_key (the denying rateLimitId), metric, matched_entry and
+// resolved_values only when d is a denial.
 func (s *Schema) Attributes(d sluice.Decision) []attribute.KeyValue {
-	return s.AppendAttributes(make([]attribute.KeyValue, 0, maxAttrs), d)
+	return s.appendAttributes(make([]attribute.KeyValue, 0, maxAttrs), d)
 }
 
 // Record sets the attributes of d on span if the span is recording, and
-// does nothing (and allocates nothing) otherwise.
+// does nothing (and allocates nothing) otherwise. To get the evaluated
+// list, call the limiter with a context from sluice.WithEvaluated (Wrap
+// does that for you).
 func (s *Schema) Record(span trace.Span, d sluice.Decision) {
 	if span == nil || !span.IsRecording() {
 		return
 	}
 	var buf [maxAttrs]attribute.KeyValue
-	span.SetAttributes(s.AppendAttributes(buf[:0], d)...)
+	span.SetAttributes(s.appendAttributes(buf[:0], d)...)
 }
-
-// Attributes returns the attributes of d under the Default schema.
-func Attributes(d sluice.Decision) []attribute.KeyValue { return Default.Attributes(d) }
-
-// Record sets the attributes of d, under the Default schema, on span if it
-// is recording. To get the evaluated list, call the limiter with a context
-// from sluice.WithEvaluated (Wrap does that for you).
-func Record(span trace.Span, d sluice.Decision) { Default.Record(span, d) }
 
 // Option configures Wrap.
 type Option interface{ apply(*wrapper) }
@@ -201,7 +183,13 @@ type wrapper struct {
 // sluice.SlotReserver, so is the result, and ReserveSlots is forwarded and
 // recorded the same way: middleware behind Wrap then holds nothing for a
 // request that no connections limit applies to.
+//
+// Wrap panics, at construction, when l is nil (a programming error); a nil
+// Option is ignored.
 func Wrap(l sluice.Limiter, opts ...Option) sluice.Limiter {
+	if l == nil {
+		panic("otelattr: Wrap: the Limiter l is nil")
+	}
 	w := &wrapper{inner: l, schema: Default}
 	for _, o := range opts {
 		if o != nil {

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/enginekit"
 	"github.com/sluicehq/sluice/internal/racecheck"
 	"github.com/sluicehq/sluice/otelattr"
 	"github.com/sluicehq/sluice/stack"
@@ -28,7 +29,7 @@ type fakeEngine struct {
 func (f *fakeEngine) Allow(ctx context.Context, keys sluice.Keys) (sluice.Decision, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	asked := sluice.EvaluatedRequested(ctx)
+	asked := enginekit.EvaluatedRequested(ctx)
 	f.sawAsk = append(f.sawAsk, asked)
 	target, _ := keys.Get("targetName")
 	caller, _ := keys.Get("caller")
@@ -104,13 +105,18 @@ func TestWrapRecordsGatewayNames(t *testing.T) {
 }
 
 func TestDefaultNamespace(t *testing.T) {
-	got := attrs(otelattr.Attributes(sluice.Decision{Allowed: true}))
+	got := attrs(otelattr.Default.Attributes(sluice.Decision{Allowed: true}))
 	want := map[string]any{"sluice.ratelimit.decision": "allowed", "sluice.ratelimit.evaluated": []string{}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
-	if otelattr.KeyDecision != otelattr.Default.DecisionKey() || otelattr.GatewayKeyDecision != otelattr.Gateway.DecisionKey() {
-		t.Error("schema keys differ from the constants")
+	// The Default schema's keys are the Key constants.
+	throttled := otelattr.Default.Attributes(sluice.Decision{LimitKey: "l/k=v", Metric: "requests"})
+	for i, k := range []attribute.Key{otelattr.KeyDecision, otelattr.KeyLimitKey, otelattr.KeyMetric, otelattr.KeyMatchedEntry, otelattr.KeyResolvedValues, otelattr.KeyEvaluated} {
+		if i >= len(throttled) || throttled[i].Key != k {
+			t.Errorf("attribute %d of a denial is %v, want the key %s", i, throttled, k)
+			break
+		}
 	}
 	custom := otelattr.NewSchema("acme.rl")
 	got = attrs(custom.Attributes(sluice.Decision{LimitKey: "per-ip/ip=1.2.3.4", Metric: "requests"}))
@@ -138,8 +144,8 @@ func TestNotRecordingSpan(t *testing.T) {
 	if eng.sawAsk[0] || eng.sawAsk[1] {
 		t.Errorf("engine asked for the evaluated list without a recording span: %v", eng.sawAsk)
 	}
-	otelattr.Record(span, sluice.Decision{}) // must not panic on a non-recording span
-	otelattr.Record(nil, sluice.Decision{})
+	otelattr.Default.Record(span, sluice.Decision{}) // must not panic on a non-recording span
+	otelattr.Default.Record(nil, sluice.Decision{})
 }
 
 func TestErrorRecordsNothing(t *testing.T) {
@@ -174,7 +180,7 @@ func TestNoAllocationWhenNotRecording(t *testing.T) {
 		if n := testing.AllocsPerRun(200, func() { _, _ = l.Allow(c, keys) }); n != 0 {
 			t.Errorf("%s: %v allocs per Allow, want 0", name, n)
 		}
-		if n := testing.AllocsPerRun(200, func() { otelattr.Record(span, sluice.Decision{}) }); n != 0 {
+		if n := testing.AllocsPerRun(200, func() { otelattr.Default.Record(span, sluice.Decision{}) }); n != 0 {
 			t.Errorf("%s: %v allocs per Record, want 0", name, n)
 		}
 	}

@@ -141,7 +141,8 @@ func WithMaxUpstreams(n int) Option {
 }
 
 // UpstreamFunc names the upstream of a request: requests with the same name
-// share one quota (grpclimit.UpstreamFunc is the same concept for gRPC).
+// share one quota (grpclimit's client interceptors take a name instead:
+// a gRPC connection has one upstream).
 type UpstreamFunc func(*http.Request) string
 
 // WithUpstream sets how requests are grouped into upstreams. nil means the

@@ -121,7 +121,7 @@ func TestConnectionsInTheLocalFallback(t *testing.T) {
 
 // The middlewares admit through sluice.Admitter (Stack.ReserveSlots): on
 // the Redis backend the slots they hold are the fleet's, so a request in
-// flight in one process takes a slot from the other, and a Release frees it.
+// flight in one process takes a slot from the other, and a Reconcile(0) frees it.
 func TestConnectionsThroughTheAdmitter(t *testing.T) {
 	srv := startRedis(t)
 	clock := limitertest.NewClock(time.Now())
@@ -152,14 +152,14 @@ func TestConnectionsThroughTheAdmitter(t *testing.T) {
 	if s, d, err := b.Admit(ctx, keys); err != nil || d.Allowed || d.Metric != sluice.MetricConnections || s.Held() {
 		t.Fatalf("second in flight, other process: %+v %v held=%v; want a connections denial", d, err, s.Held())
 	}
-	if err := held.Release(); err != nil {
+	if err := held.Reconcile(0); err != nil {
 		t.Fatal(err)
 	}
 	s, d, err := b.Admit(ctx, keys)
 	if err != nil || !d.Allowed || !s.Held() {
 		t.Fatalf("after the release: %+v %v held=%v", d, err, s.Held())
 	}
-	if err := s.Release(); err != nil {
+	if err := s.Reconcile(0); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/hashmatch"
 	"github.com/sluicehq/sluice/match"
 )
 
@@ -109,8 +110,8 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{2,64}$`)
 // ConfigError is the error New, Load, Parse, Validate, Reload and ReloadJSON
 // return for an invalid configuration: the problems with their paths (e.g.
 // "rateLimits[1].entries[0].requests[0].period"). Its Error spells out the
-// first match.ErrorProblems problems and counts the rest; its Problems field
-// holds up to match.MaxProblems of them and Count says how many there were.
+// first 20 problems and counts the rest; its Problems field holds up to
+// 2,000 of them and Count says how many there were.
 // Find it with errors.As:
 //
 //	var ce *stack.ConfigError
@@ -202,7 +203,7 @@ func (rl *RateLimit) validateEntries(errs *ConfigError, p string) {
 		validateRates(errs, entryPath, j, ".tokens", e.Tokens)
 		validateRates(errs, entryPath, j, ".connections", e.Connections)
 	}
-	match.Validate(errs, p, rl.DimensionKeys, tuples)
+	hashmatch.Validate(errs.Add, p, rl.DimensionKeys, tuples)
 }
 
 func validateRates(errs *ConfigError, entryPath func(int) string, j int, metric string, rates []Rate) {

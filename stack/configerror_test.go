@@ -92,11 +92,11 @@ func TestConfigErrorWithThousandsOfProblemsStaysSmall(t *testing.T) {
 	if got := ce.Count(); got != total {
 		t.Errorf("Count = %d, want %d", got, total)
 	}
-	if len(ce.Problems) != match.MaxProblems || ce.Omitted != total-match.MaxProblems {
-		t.Errorf("recorded %d problems and omitted %d, want %d and %d", len(ce.Problems), ce.Omitted, match.MaxProblems, total-match.MaxProblems)
+	if len(ce.Problems) != maxProblems || ce.Omitted != total-maxProblems {
+		t.Errorf("recorded %d problems and omitted %d, want %d and %d", len(ce.Problems), ce.Omitted, maxProblems, total-maxProblems)
 	}
 	// The recorded problems are the first ones, in order.
-	for _, i := range []int{0, 999, 1000, match.MaxProblems - 1} {
+	for _, i := range []int{0, 999, 1000, maxProblems - 1} {
 		want := fmt.Sprintf("rateLimits[%d].entries[%d].dimensions.caller", i/1000, i%1000)
 		if p := ce.Problems[i]; p.Path != want || !strings.HasPrefix(p.Message, "empty value") {
 			t.Errorf("Problems[%d] = %v, want an empty value at %s", i, p, want)
@@ -112,10 +112,10 @@ func TestConfigErrorWithThousandsOfProblemsStaysSmall(t *testing.T) {
 	if want := "\n\t… and 49,980 more problems"; !strings.HasSuffix(msg, want) {
 		t.Errorf("message does not end with %q:\n%s", want, msg)
 	}
-	if got := strings.Count(msg, "\n\trateLimits["); got != match.ErrorProblems {
-		t.Errorf("message spells out %d problems, want %d", got, match.ErrorProblems)
+	if got := strings.Count(msg, "\n\trateLimits["); got != errorProblems {
+		t.Errorf("message spells out %d problems, want %d", got, errorProblems)
 	}
-	for i := range match.ErrorProblems {
+	for i := range errorProblems {
 		if p := "\n\trateLimits[0].entries[" + strconv.Itoa(i) + "].dimensions.caller: empty value"; !strings.Contains(msg, p) {
 			t.Errorf("message lacks problem %d:\n%s", i, msg)
 		}
@@ -134,10 +134,17 @@ func TestConfigErrorBoundForGoConfig(t *testing.T) {
 	}
 	_, err := stack.New(cfg)
 	var ce *stack.ConfigError
-	if !errors.As(err, &ce) || ce.Count() != 50_000 || len(ce.Problems) != match.MaxProblems {
+	if !errors.As(err, &ce) || ce.Count() != 50_000 || len(ce.Problems) != maxProblems {
 		t.Fatalf("New = %.200v, want a *stack.ConfigError counting 50,000 problems", err)
 	}
 	if n := len(err.Error()); n > 4096 {
 		t.Errorf("error message is %d bytes, want at most 4 KB", n)
 	}
 }
+
+// The bounds of a match.ConfigError (unexported there): the problems it
+// records, and the problems its message spells out.
+const (
+	maxProblems   = 2000
+	errorProblems = 20
+)

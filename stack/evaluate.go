@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/bucket"
+	"github.com/sluicehq/sluice/internal/enginekit"
 	"github.com/sluicehq/sluice/internal/hashmatch"
 )
 
@@ -185,7 +186,7 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 	if r != nil && dec.denied < 0 {
 		r.record(items, kb, t)
 	}
-	if sluice.EvaluatedRequested(ctx) {
+	if enginekit.EvaluatedRequested(ctx) {
 		n := len(items)
 		if dec.denied >= 0 {
 			n = dec.denied + 1
@@ -344,7 +345,7 @@ func (s *Stack) decideBackend(ctx context.Context, items []item, keys *sluice.Ke
 			}
 		}
 	}
-	if sluice.EvaluatedRequested(ctx) {
+	if enginekit.EvaluatedRequested(ctx) {
 		d.Evaluated = evaluatedList(items[:n], keys)
 	}
 	return nil

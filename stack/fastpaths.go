@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/enginekit"
 	"github.com/sluicehq/sluice/internal/words"
 )
 
@@ -41,7 +42,7 @@ import (
 // take; at the first refusal the loop stops and orderedRefused hands that
 // bucket and the rest of the plan's to the decider.
 func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, r *reservation, d *sluice.Decision) error {
-	if r != nil || c.ordered == nil || sluice.EvaluatedRequested(ctx) {
+	if r != nil || c.ordered == nil || enginekit.EvaluatedRequested(ctx) {
 		return s.evaluateGeneral(ctx, c, keys, t, tokens, r, d)
 	}
 	if sl := c.single; sl != nil {

@@ -8,12 +8,13 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/bucket"
+	"github.com/sluicehq/sluice/internal/enginekit"
 )
 
 // reservation is the record behind a sluice.Reservation of a Stack: what
 // Reserve took, until the request ends.
 //
-// Records are pooled. Each is handed out as sluice.NewReservation(r, gen);
+// Records are pooled. Each is handed out as the Reservation of enginekit.NewHandle(r, gen);
 // the first Settle with the current gen moves gen on and puts the record back
 // in the pool, so a stale copy of the Reservation (its gen is old) can never
 // act on the record's next use.
@@ -87,7 +88,9 @@ func (r *reservation) free() {
 }
 
 // handle returns the Reservation of r's current generation.
-func (r *reservation) handle() sluice.Reservation { return sluice.NewReservation(r, r.gen.Load()) }
+func (r *reservation) handle() sluice.Reservation {
+	return sluice.Reservation(enginekit.NewHandle(r, r.gen.Load()))
+}
 
 func (r *reservation) slot(i int) *resItem {
 	if i < len(r.items) {
@@ -220,7 +223,7 @@ func (s *Stack) reserve(ctx context.Context, t time.Time, keys *sluice.Keys, est
 	return r.handle(), d, nil
 }
 
-// Settle implements sluice.Settler for the Reservations a Stack hands out.
+// Settle implements enginekit.Settler for the Reservations a Stack hands out.
 func (r *reservation) Settle(gen uint64, actual int, cancel bool) error {
 	if !cancel && actual < 0 {
 		return errNegativeCost

@@ -25,7 +25,7 @@ func TestAWSSDKClassifiesThrottling(t *testing.T) {
 	var hits atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
-		_ = slerrors.WriteAWS(w, &slerrors.ThrottledError{LimitID: "Cluster read",
+		_ = slerrors.Response{Format: slerrors.AWS}.Write(w, &slerrors.ThrottledError{LimitID: "Cluster read",
 			LimitKey: "Cluster read/action=DescribeClusters", Metric: "requests", RetryAfter: 50 * time.Millisecond})
 	}))
 	defer srv.Close()

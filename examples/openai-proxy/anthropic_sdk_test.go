@@ -34,7 +34,7 @@ func TestAnthropicSDKReadsTheThrottledResponse(t *testing.T) {
 			var hits atomic.Int64
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				hits.Add(1)
-				_ = slerrors.WriteAnthropic(w, tc.te)
+				_ = slerrors.Response{Format: slerrors.Anthropic}.Write(w, tc.te)
 			}))
 			defer srv.Close()
 			client := anthropic.NewClient(option.WithBaseURL(srv.URL), option.WithAPIKey("k"), option.WithMaxRetries(1))

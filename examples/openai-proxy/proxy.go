@@ -91,7 +91,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !d.Allowed {
-		_ = slerrors.Response{Format: slerrors.OpenAI}.Write(w, d)
+		_ = slerrors.Response{Format: slerrors.OpenAI}.Write(w, d.Err())
 		return
 	}
 	// Until a path below decides otherwise, the request costs its prompt

@@ -13,6 +13,8 @@ import (
 	"hash/maphash"
 	"math"
 	"math/bits"
+	"strconv"
+	"strings"
 
 	"github.com/sluicehq/sluice/internal/words"
 )
@@ -106,7 +108,7 @@ func prefixHash(hashes []uint64) uint64 {
 
 // New builds a Matcher for the dimension keys and entries, where entries[i]
 // holds one value per key in key order. The caller has validated them
-// (match.Validate reports no problem): New does not check them again.
+// (Validate reports no problem): New does not check them again.
 func New(keys []string, entries [][]string) *Matcher {
 	n := len(keys)
 	m := &Matcher{
@@ -440,4 +442,88 @@ func AppendValue(dst []byte, v string) []byte {
 	}
 	dst = append(dst, byte(n))
 	return append(dst, v...)
+}
+
+// MaxEntries is how many entries a rate limit may have, as the gateway
+// enforces it.
+const MaxEntries = 1000
+
+// Validate checks dimension keys and entries without building a Matcher
+// (match.New and stack's configuration check call it; match documents the
+// rules). Each problem goes to add (match.ConfigError.Add) with a path
+// under prefix (e.g. "rateLimits[0]"); entries are reported as
+// prefix+".entries[i]".
+func Validate(add func(path, format string, args ...any), prefix string, keys []string, entries [][]string) {
+	at := func(s string) string {
+		if prefix == "" {
+			return s
+		}
+		return prefix + "." + s
+	}
+	switch {
+	case len(keys) == 0:
+		add(at("dimensionKeys"), "at least one dimension key is required")
+	case len(keys) > MaxKeys:
+		add(at("dimensionKeys"), "%d dimension keys, at most %d are allowed", len(keys), MaxKeys)
+	}
+	seenKey := make(map[string]int, len(keys))
+	for i, k := range keys {
+		p := at("dimensionKeys[" + strconv.Itoa(i) + "]")
+		if k == "" {
+			add(p, "empty dimension key")
+			continue
+		}
+		if j, dup := seenKey[k]; dup {
+			add(p, "duplicate dimension key %q (also at index %d)", k, j)
+			continue
+		}
+		seenKey[k] = i
+	}
+	switch {
+	case len(entries) == 0:
+		add(at("entries"), "at least one entry is required")
+	case len(entries) > MaxEntries:
+		add(at("entries"), "%d entries, at most %d are allowed", len(entries), MaxEntries)
+	}
+	seen := make(map[string]int, len(entries))
+	var buf [256]byte
+	for i, e := range entries {
+		// Paths are built only for problems.
+		p := func() string { return at("entries[" + strconv.Itoa(i) + "]") }
+		if len(e) != len(keys) {
+			add(p()+".dimensions", "has %d values for %d dimension keys", len(e), len(keys))
+			continue
+		}
+		vp := func(j int) string {
+			if keys[j] != "" {
+				return p() + ".dimensions." + keys[j]
+			}
+			return p() + ".dimensions[" + strconv.Itoa(j) + "]"
+		}
+		ok := true
+		wild, reported := false, false
+		for j, v := range e {
+			switch {
+			case v == "":
+				add(vp(j), "empty value (use %q to match every value)", Wildcard)
+				ok = false
+			case v == Wildcard:
+				wild = true
+			case wild && !reported:
+				add(vp(j), "exact value %q after a %q: a wildcard is allowed only in trailing positions, so this entry can never match", v, Wildcard)
+				ok, reported = false, true
+			case wild:
+				ok = false
+			}
+		}
+		if !ok {
+			continue
+		}
+		enc := Encode(buf[:0], e)
+		if j, dup := seen[string(enc)]; dup {
+			add(p(), "duplicate entry %s (same as entries[%d])", strings.Join(e, ","), j)
+			continue
+		}
+		seen[string(enc)] = i
+	}
 }

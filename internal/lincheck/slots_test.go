@@ -176,12 +176,12 @@ type slotHandle struct {
 }
 
 // admitterSlots acquires through sluice.Admitter, as the middlewares do,
-// and releases with Slots.Release.
+// and releases with Reconcile(0).
 func admitterSlots(st *stack.Stack) slotAcquirer {
 	adm := sluice.NewAdmitter(st)
 	return func(ctx context.Context, keys sluice.Keys) (slotHandle, sluice.Decision, error) {
 		s, d, err := adm.Admit(ctx, keys)
-		return slotHandle{held: s.Held(), release: func(bool) error { return s.Release() }}, d, err
+		return slotHandle{held: s.Held(), release: func(bool) error { return s.Reconcile(0) }}, d, err
 	}
 }
 
