@@ -69,7 +69,7 @@ func ExampleAdmitter() {
 	limits, err := stack.New(stack.Config{RateLimits: []stack.RateLimit{{
 		RateLimitID: "in-flight", DimensionKeys: []string{"caller"},
 		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"},
-			Connections: []stack.Rate{{Rate: 1, Period: stack.PeriodSecond}}}},
+			Connections: []stack.Rate{{Rate: 1, Period: stack.Second}}}},
 	}}}, stack.WithClock(func() time.Time { return time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC) }))
 	if err != nil {
 		fmt.Println(err)

@@ -43,43 +43,6 @@ const (
 // maxPeriod is the longest period a rule may have (unit × multiplier).
 const maxPeriod = 400 * 24 * time.Hour
 
-// Unit is a rate limit's unit of time, as envoyproxy/ratelimit names it.
-type Unit string
-
-// Units. envoyproxy/ratelimit writes them in any case ("second", "SECOND").
-// Week, month and year are fixed lengths (7, 30 and 365 days), as
-// envoyproxy/ratelimit's windows are.
-const (
-	Second Unit = "second"
-	Minute Unit = "minute"
-	Hour   Unit = "hour"
-	Day    Unit = "day"
-	Week   Unit = "week"
-	Month  Unit = "month"
-	Year   Unit = "year"
-)
-
-// Duration returns the unit's length, or 0 for an unknown unit.
-func (u Unit) Duration() time.Duration {
-	switch u {
-	case Second:
-		return time.Second
-	case Minute:
-		return time.Minute
-	case Hour:
-		return time.Hour
-	case Day:
-		return 24 * time.Hour
-	case Week:
-		return 7 * 24 * time.Hour
-	case Month:
-		return 30 * 24 * time.Hour
-	case Year:
-		return 365 * 24 * time.Hour
-	}
-	return 0
-}
-
 // Rule is the rate_limit of one descriptor node.
 type Rule struct {
 	// Name is the rule's name (rate_limit.name), "" when it has none.
@@ -90,7 +53,9 @@ type Rule struct {
 	Path string
 	// RequestsPerUnit units refill every Unit; it is also the burst.
 	RequestsPerUnit uint32
-	Unit            Unit
+	// Unit is written in any case in the file ("second", "SECOND") and
+	// stored in lower case; every stack.Unit is accepted.
+	Unit stack.Unit
 	// UnitMultiplier makes the period UnitMultiplier units (30 seconds,
 	// 5 minutes); it is 1 when the file does not say.
 	UnitMultiplier uint32
@@ -581,7 +546,7 @@ func (p *yamlParser) rule(m *yaml.Node, path, nodePath string) *Rule {
 		switch k.Value {
 		case "unit":
 			unitNode = v
-			r.Unit = Unit(strings.ToLower(p.str(v, kp)))
+			r.Unit = stack.Unit(strings.ToLower(p.str(v, kp)))
 		case "requests_per_unit":
 			n, err := strconv.ParseUint(v.Value, 10, 32)
 			if v.Kind != yaml.ScalarNode || err != nil {

@@ -222,7 +222,7 @@ type limitRef struct {
 	name     string // rate_limit.name (for replaces); "" for none
 	replaces []string
 	rpu      uint32
-	unit     Unit
+	unit     stack.Unit
 	mult     uint32
 	period   time.Duration
 	burst    int64
@@ -305,39 +305,39 @@ func validate(req *rlsv3.RateLimitRequest) error {
 	return nil
 }
 
-func overrideUnit(u typev3.RateLimitUnit) Unit {
+func overrideUnit(u typev3.RateLimitUnit) stack.Unit {
 	switch u {
 	case typev3.RateLimitUnit_SECOND:
-		return Second
+		return stack.Second
 	case typev3.RateLimitUnit_MINUTE:
-		return Minute
+		return stack.Minute
 	case typev3.RateLimitUnit_HOUR:
-		return Hour
+		return stack.Hour
 	case typev3.RateLimitUnit_DAY:
-		return Day
+		return stack.Day
 	case typev3.RateLimitUnit_MONTH:
-		return Month
+		return stack.Month
 	case typev3.RateLimitUnit_YEAR:
-		return Year
+		return stack.Year
 	}
 	return ""
 }
 
-func responseUnit(u Unit) rlsv3.RateLimitResponse_RateLimit_Unit {
+func responseUnit(u stack.Unit) rlsv3.RateLimitResponse_RateLimit_Unit {
 	switch u {
-	case Second:
+	case stack.Second:
 		return rlsv3.RateLimitResponse_RateLimit_SECOND
-	case Minute:
+	case stack.Minute:
 		return rlsv3.RateLimitResponse_RateLimit_MINUTE
-	case Hour:
+	case stack.Hour:
 		return rlsv3.RateLimitResponse_RateLimit_HOUR
-	case Day:
+	case stack.Day:
 		return rlsv3.RateLimitResponse_RateLimit_DAY
-	case Week:
+	case stack.Week:
 		return rlsv3.RateLimitResponse_RateLimit_WEEK
-	case Month:
+	case stack.Month:
 		return rlsv3.RateLimitResponse_RateLimit_MONTH
-	case Year:
+	case stack.Year:
 		return rlsv3.RateLimitResponse_RateLimit_YEAR
 	}
 	return rlsv3.RateLimitResponse_RateLimit_UNKNOWN
@@ -473,7 +473,7 @@ func (s *Server) resolve(cfg *Config, req *rlsv3.RateLimitRequest) plan {
 				if r.Rate == 0 {
 					burst = 0
 				}
-				p.refs = append(p.refs, limitRef{id: g.rl.RateLimitID, rpu: uint32(min(r.Rate, math.MaxUint32)), unit: Unit(r.Period), mult: 1, quota: globalQuota,
+				p.refs = append(p.refs, limitRef{id: g.rl.RateLimitID, rpu: uint32(min(r.Rate, math.MaxUint32)), unit: r.Period, mult: 1, quota: globalQuota,
 					period: r.Period.Duration(), burst: burst, shadow: g.rl.Shadow,
 					key: bucketKey("g", g.rl.RateLimitID+"|"+strconv.Itoa(ri), d.Entries), desc: i})
 			}

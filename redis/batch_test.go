@@ -28,9 +28,9 @@ func TestBatchedDecisionsAreExact(t *testing.T) {
 	}
 	cfg := stack.Config{RateLimits: []stack.RateLimit{
 		{RateLimitID: "per-caller", DimensionKeys: []string{"caller"}, Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"},
-			Requests: []stack.Rate{{Rate: 1, Period: stack.PeriodMinute, Burst: 300}}}}},
+			Requests: []stack.Rate{{Rate: 1, Period: stack.Minute, Burst: 300}}}}},
 		{RateLimitID: "global", DimensionKeys: []string{"svc"}, Entries: []stack.Entry{{Dimensions: map[string]string{"svc": "api"},
-			Requests: []stack.Rate{{Rate: 1, Period: stack.PeriodMinute, Burst: 500}}}}},
+			Requests: []stack.Rate{{Rate: 1, Period: stack.Minute, Burst: 500}}}}},
 	}}
 	s, err := stack.New(cfg, stack.WithBackend(b), stack.WithClock(clock.Now), stack.WithFailClosed())
 	if err != nil {

@@ -24,7 +24,7 @@ func Example() {
 	}
 	cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "per-caller", DimensionKeys: []string{"caller"},
 		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"},
-			Requests: []stack.Rate{{Rate: 100, Period: stack.PeriodSecond}}}}}}}
+			Requests: []stack.Rate{{Rate: 100, Period: stack.Second}}}}}}}
 	if _, err := stack.New(cfg, stack.WithBackend(b)); err != nil {
 		fmt.Println(err)
 		return

@@ -25,7 +25,7 @@ func TestSixPodsNeverExceedTheBound(t *testing.T) {
 	const steps = 20
 	cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "shared", DimensionKeys: []string{"caller"},
 		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"},
-			Requests: []stack.Rate{{Rate: rate, Period: stack.PeriodSecond, Burst: burst}}}}}}}
+			Requests: []stack.Rate{{Rate: rate, Period: stack.Second, Burst: burst}}}}}}}
 	prefix := uniquePrefix("pods")
 	clock := limitertest.NewClock(limitertest.Start)
 	pods := make([]*stack.Stack, 6)

@@ -40,7 +40,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 	clock := limitertest.NewClock(limitertest.Start)
 	cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "rl", DimensionKeys: []string{"caller"},
 		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"},
-			Requests: []stack.Rate{{Rate: 50, Period: stack.PeriodSecond, Burst: 10}}}}}}}
+			Requests: []stack.Rate{{Rate: 50, Period: stack.Second, Burst: 10}}}}}}}
 	keys := sluice.NewKeys("caller", "c")
 	newBackend := func(name string, opts ...sluiceredis.Option) *sluiceredis.Backend {
 		b, err := sluiceredis.New(client, append([]sluiceredis.Option{sluiceredis.WithKeyPrefix(uniquePrefix(name)),
@@ -177,7 +177,7 @@ func TestRedisHangsEachCallIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "rl", DimensionKeys: []string{"caller"},
-		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 10, Period: stack.PeriodSecond}}}}}}}
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 10, Period: stack.Second}}}}}}}
 	s, _ := stack.New(cfg, stack.WithBackend(b), stack.WithClock(clock.Now), stack.WithFailClosed())
 	ctx := context.Background()
 	keys := sluice.NewKeys("caller", "c")

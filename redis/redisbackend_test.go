@@ -39,11 +39,11 @@ func TestConformance(t *testing.T) {
 // threeLimits is a stack of three limits that all apply to one request.
 var threeLimits = stack.Config{RateLimits: []stack.RateLimit{
 	{RateLimitID: "per-target", DimensionKeys: []string{"targetName"},
-		Entries: []stack.Entry{{Dimensions: map[string]string{"targetName": "*"}, Requests: []stack.Rate{{Rate: 1000, Period: stack.PeriodSecond}}}}},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"targetName": "*"}, Requests: []stack.Rate{{Rate: 1000, Period: stack.Second}}}}},
 	{RateLimitID: "per-caller", DimensionKeys: []string{"caller"},
-		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 500, Period: stack.PeriodSecond}}}}},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 500, Period: stack.Second}}}}},
 	{RateLimitID: "per-tool", DimensionKeys: []string{"targetName", "toolName"},
-		Entries: []stack.Entry{{Dimensions: map[string]string{"targetName": "*", "toolName": "*"}, Requests: []stack.Rate{{Rate: 100, Period: stack.PeriodSecond}}}}},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"targetName": "*", "toolName": "*"}, Requests: []stack.Rate{{Rate: 100, Period: stack.Second}}}}},
 }}
 
 var threeKeys = sluice.NewKeys("targetName", "t", "toolName", "x", "caller", "c")

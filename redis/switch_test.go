@@ -42,7 +42,7 @@ func TestFleetSwitchesCreateNoTokens(t *testing.T) {
 	)
 	cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "fleet", DimensionKeys: []string{"svc"},
 		Entries: []stack.Entry{{Dimensions: map[string]string{"svc": "api"},
-			Requests: []stack.Rate{{Rate: int64(rate), Period: stack.PeriodSecond, Burst: burst}}}}}}}
+			Requests: []stack.Rate{{Rate: int64(rate), Period: stack.Second, Burst: burst}}}}}}}
 	prefix := uniquePrefix("fleet")
 	clock := limitertest.NewClock(limitertest.Start)
 	start := clock.Now()

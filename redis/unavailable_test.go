@@ -52,7 +52,7 @@ func fallbacks(errs []error) []*stack.FallbackError {
 }
 
 var perCaller10 = stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "rl", DimensionKeys: []string{"caller"},
-	Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 10, Period: stack.PeriodSecond}}}}}}}
+	Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 10, Period: stack.Second}}}}}}}
 
 // policyStacks are three Stacks on one server, one per failure policy.
 type policyStacks struct {

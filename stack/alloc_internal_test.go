@@ -21,7 +21,7 @@ func TestAllowDoesNotAllocateAcrossReclaims(t *testing.T) {
 	var ns atomic.Int64
 	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	now := func() time.Time { return base.Add(time.Duration(ns.Load())) }
-	perSecond := func(r int64) []Rate { return []Rate{{Rate: r, Period: PeriodSecond}} }
+	perSecond := func(r int64) []Rate { return []Rate{{Rate: r, Period: Second}} }
 	var tools []Entry
 	for i := 0; i < 100; i++ {
 		tools = append(tools, Entry{Dimensions: map[string]string{"targetName": fmt.Sprint("target-", i%10), "toolName": fmt.Sprint("tool-", i/10)}, Requests: perSecond(1_000_000)})
@@ -93,7 +93,7 @@ var (
 // Which configurations evaluateDirect decides: neither a singles plan nor
 // a big one, the limits with only connections buckets left out.
 func TestDirectPlan(t *testing.T) {
-	perSecond := func(r int64) []Rate { return []Rate{{Rate: r, Period: PeriodSecond}} }
+	perSecond := func(r int64) []Rate { return []Rate{{Rate: r, Period: Second}} }
 	star := func(keys ...string) map[string]string {
 		m := map[string]string{}
 		for _, k := range keys {

@@ -85,8 +85,8 @@ func TestBackendFailurePolicy(t *testing.T) {
 func TestBackendRefusesConnectionsLimits(t *testing.T) {
 	conn := stack.Config{ServiceLimits: []stack.RateLimit{{RateLimitID: "conc", DimensionKeys: []string{"caller"},
 		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"},
-			Requests:    []stack.Rate{{Rate: 10, Period: stack.PeriodSecond}},
-			Connections: []stack.Rate{{Rate: 2, Period: stack.PeriodSecond}}}}}}}
+			Requests:    []stack.Rate{{Rate: 10, Period: stack.Second}},
+			Connections: []stack.Rate{{Rate: 2, Period: stack.Second}}}}}}}
 	// A Backend that is not a ConnBackend (the embedding hides the
 	// MemoryBackend's SharesConnections).
 	plainBackend := struct{ stack.Backend }{stack.NewMemoryBackend()}
@@ -103,7 +103,7 @@ func TestBackendRefusesConnectionsLimits(t *testing.T) {
 		t.Fatalf("a ConnBackend shares connections limits: %v", err)
 	}
 	plain := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "rl", DimensionKeys: []string{"caller"},
-		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 10, Period: stack.PeriodSecond}}}}}}}
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 10, Period: stack.Second}}}}}}}
 	s, err := stack.New(plain, stack.WithBackend(plainBackend))
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +132,7 @@ func (b *noticeBackend) Take(ctx context.Context, at time.Time, ops []stack.Op) 
 // decision.
 func TestBackendNoticesReachTheErrorHandler(t *testing.T) {
 	cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "rl", DimensionKeys: []string{"caller"},
-		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 2, Period: stack.PeriodMinute}}}}}}}
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 2, Period: stack.Minute}}}}}}}
 	var heard []error
 	clock := limitertest.NewClock(limitertest.Start)
 	s, err := stack.New(cfg, stack.WithClock(clock.Now), stack.WithBackend(&noticeBackend{MemoryBackend: stack.NewMemoryBackend()}),

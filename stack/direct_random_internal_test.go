@@ -64,7 +64,7 @@ func TestDirectRandomConfigsDecideAsTheGeneralPath(t *testing.T) {
 				}
 				e := Entry{Dimensions: m}
 				for range 1 + rng.IntN(2) {
-					r := Rate{Rate: int64(rng.IntN(8)), Period: PeriodSecond}
+					r := Rate{Rate: int64(rng.IntN(8)), Period: Second}
 					if rng.IntN(6) == 0 {
 						r.Rate = 0
 					}

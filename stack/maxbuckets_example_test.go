@@ -17,7 +17,7 @@ func ExampleWithMaxBuckets() {
 		DimensionKeys: []string{"caller"},
 		Entries: []stack.Entry{{
 			Dimensions: map[string]string{"caller": "*"},
-			Requests:   []stack.Rate{{Rate: 10, Period: stack.PeriodSecond}},
+			Requests:   []stack.Rate{{Rate: 10, Period: stack.Second}},
 		}},
 	}}}
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)

@@ -32,7 +32,7 @@ func largestConfig() stack.Config {
 			}
 			dims[keys[9]] = "*"
 			rl.Entries = append(rl.Entries, stack.Entry{Dimensions: dims,
-				Requests: []stack.Rate{{Rate: 1_000_000, Period: stack.PeriodMinute}}})
+				Requests: []stack.Rate{{Rate: 1_000_000, Period: stack.Minute}}})
 		}
 		cfg.RateLimits = append(cfg.RateLimits, rl)
 	}
@@ -140,7 +140,7 @@ func tenKBValue(i int) string {
 
 func tenKBStack(t testing.TB) *stack.Stack {
 	s, err := stack.New(stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "per-caller", DimensionKeys: []string{"caller"},
-		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 1000, Period: stack.PeriodMinute}}}}}}},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 1000, Period: stack.Minute}}}}}}},
 		stack.WithClock(frozenNow))
 	if err != nil {
 		t.Fatal(err)

@@ -145,7 +145,7 @@ func shardedBuckets() decider {
 func shared(addr, prefix string, c *clock) (decider, func(), error) {
 	cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "service", DimensionKeys: []string{"service"},
 		Entries: []stack.Entry{{Dimensions: map[string]string{"service": "api"},
-			Requests: []stack.Rate{{Rate: limit, Period: stack.PeriodSecond}}}}}}}
+			Requests: []stack.Rate{{Rate: limit, Period: stack.Second}}}}}}}
 	var stacks [pods]*stack.Stack
 	var clients []*redis.Client
 	closeAll := func() {

@@ -80,7 +80,7 @@ func (sh slotShape) config() stack.Config {
 	for _, l := range sh.limits {
 		cfg.RateLimits = append(cfg.RateLimits, stack.RateLimit{RateLimitID: l.id, DimensionKeys: []string{l.dim},
 			Entries: []stack.Entry{{Dimensions: map[string]string{l.dim: l.value},
-				Connections: []stack.Rate{{Rate: l.n, Period: stack.PeriodSecond}}}}})
+				Connections: []stack.Rate{{Rate: l.n, Period: stack.Second}}}}})
 	}
 	return cfg
 }

@@ -68,7 +68,7 @@ func (sh stackShape) config() stack.Config {
 		if sh.exact {
 			v = l.value
 		}
-		r := []stack.Rate{{Rate: l.rate, Period: stack.PeriodSecond, Burst: l.burst}}
+		r := []stack.Rate{{Rate: l.rate, Period: stack.Second, Burst: l.burst}}
 		e := stack.Entry{Dimensions: map[string]string{l.key: v}}
 		if l.tokens {
 			e.Tokens = r
