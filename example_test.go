@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/stack/limitertest"
 	"log/slog"
 	"os"
 	"time"
@@ -70,7 +71,7 @@ func ExampleAdmitter() {
 		RateLimitID: "in-flight", DimensionKeys: []string{"caller"},
 		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"},
 			Connections: []stack.Rate{{Rate: 1, Period: stack.Second}}}},
-	}}}, stack.WithClock(func() time.Time { return time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC) }))
+	}}}, stack.WithClock(limitertest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))))
 	if err != nil {
 		fmt.Println(err)
 		return

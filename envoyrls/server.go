@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	slerrors "github.com/sluicehq/sluice/errors"
+	"github.com/sluicehq/sluice/internal/monoclock"
 	"github.com/sluicehq/sluice/otelmetric"
 	"github.com/sluicehq/sluice/stack"
 )
@@ -107,22 +108,38 @@ type optionFunc func(*options)
 func (f optionFunc) apply(o *options) { f(o) }
 
 // WithBackend decides with b (the Redis backend, for a fleet) instead of in
-// memory. nil means the default, the in-memory backend.
-func WithBackend(b stack.Backend) Option { return optionFunc(func(o *options) { o.backend = b }) }
-
-// WithClock sets the clock decisions are made at. nil means the default,
-// time.Now.
-func WithClock(now func() time.Time) Option {
+// memory. A nil b means the default, the in-memory backend.
+func WithBackend(b stack.Backend) Option {
 	return optionFunc(func(o *options) {
-		if now != nil {
-			o.now = now
+		if b != nil {
+			o.backend = b
 		}
 	})
 }
 
-// WithFailClosed answers OVER_LIMIT when the backend cannot decide. By
-// default the server fails open: OK, with the error in the response's
-// dynamic metadata and passed to the error handler.
+// WithClock sets the clock decisions are made at (only c.Now is used). A
+// nil c means the default: sluice's clock, wall time advanced by the
+// monotonic clock only, so that a step of the system clock never moves
+// decisions backwards.
+func WithClock(c sluice.Clock) Option {
+	return optionFunc(func(o *options) {
+		if c != nil {
+			o.now = c.Now
+		}
+	})
+}
+
+// WithFailClosed sets the server's own failure policy (the server is the
+// engine here; no Stack is involved): when the backend returns an error for
+// a request, the overall answer is OVER_LIMIT and so is the status of every
+// descriptor that matched a non-shadow rule, each with its rule as
+// current_limit. By default the server fails open: the overall answer is
+// OK and no descriptor is over. Either way the error is passed to the
+// error handler (WithErrorHandler), counted by WithMetrics and written to
+// the response's dynamic metadata under MetaError, and nothing is charged.
+// A Redis backend's own degradation (redis.WithLocalFallback) answers
+// instead of failing while it holds, so this policy applies only to the
+// errors that still reach the server.
 func WithFailClosed() Option { return optionFunc(func(o *options) { o.failClosed = true }) }
 
 // WithShadowMode starts the server in global shadow mode: every decision is
@@ -130,10 +147,14 @@ func WithFailClosed() Option { return optionFunc(func(o *options) { o.failClosed
 // Server.SetShadowMode.
 func WithShadowMode() Option { return optionFunc(func(o *options) { o.shadow = true }) }
 
-// WithMetrics counts decisions per rule and backend errors with m. nil
+// WithMetrics counts decisions per rule and backend errors with m. A nil m
 // means the default: no metrics.
 func WithMetrics(m *otelmetric.Metrics) Option {
-	return optionFunc(func(o *options) { o.metrics = m })
+	return optionFunc(func(o *options) {
+		if m != nil {
+			o.metrics = m
+		}
+	})
 }
 
 // WithNearLimitRatio sets the share of a rule's limit past which hits
@@ -151,9 +172,15 @@ func WithNearLimitRatio(r float64) Option {
 }
 
 // WithErrorHandler calls h with every backend error (and the backend's
-// notices, such as entering its local fallback). nil means the default: no
-// handler.
-func WithErrorHandler(h func(error)) Option { return optionFunc(func(o *options) { o.onError = h }) }
+// notices, such as entering its local fallback). A nil h means the default:
+// no handler.
+func WithErrorHandler(h func(error)) Option {
+	return optionFunc(func(o *options) {
+		if h != nil {
+			o.onError = h
+		}
+	})
+}
 
 // WithMaxBuckets bounds the in-memory backend's live buckets. n ≤ 0 means
 // the default, DefaultMaxBuckets (before v0.1.0, 0 allowed no bucket at all
@@ -169,11 +196,14 @@ func WithMaxBuckets(n int) Option {
 
 // New returns a Server deciding with cfg. It decides in memory unless
 // WithBackend is given. Every option's argument is valid or means "not
-// given" (zero, negative or nil: the default), so New has no error.
+// given" (zero, negative or nil: the default), and a nil Option is
+// ignored, so New has no error.
 func New(cfg *Config, opts ...Option) *Server {
-	o := options{now: time.Now, maxBuckets: DefaultMaxBuckets, nearRatio: DefaultNearLimitRatio}
+	o := options{now: monoclock.Now, maxBuckets: DefaultMaxBuckets, nearRatio: DefaultNearLimitRatio}
 	for _, opt := range opts {
-		opt.apply(&o)
+		if opt != nil {
+			opt.apply(&o)
+		}
 	}
 	s := &Server{backend: o.backend, now: o.now, failClosed: o.failClosed, metrics: o.metrics, nearRatio: o.nearRatio, onError: o.onError}
 	if s.backend == nil {

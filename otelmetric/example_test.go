@@ -3,6 +3,7 @@ package otelmetric_test
 import (
 	"context"
 	"fmt"
+	"github.com/sluicehq/sluice/stack/limitertest"
 	"log"
 	"time"
 
@@ -22,10 +23,9 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	st, err := stack.Load([]byte(`{"rateLimits": [{"rateLimitId": "per-caller", "dimensionKeys": ["caller"],
 	  "entries": [{"dimensions": {"caller": "*"}, "requests": [{"rate": 2, "period": "minute"}]}]}]}`),
-		stack.WithClock(func() time.Time { return t0 }),
+		stack.WithClock(limitertest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))),
 		stack.WithErrorHandler(m.ErrorHandler(func(err error) { log.Print(err) })))
 	if err != nil {
 		log.Fatal(err)

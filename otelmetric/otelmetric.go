@@ -69,6 +69,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/monoclock"
 	"github.com/sluicehq/sluice/otelattr"
 	"github.com/sluicehq/sluice/stack"
 )
@@ -136,12 +137,13 @@ type optionFunc func(*Metrics)
 
 func (f optionFunc) apply(m *Metrics) { f(m) }
 
-// WithClock sets the clock decisions are timed with (default time.Now). A
-// nil now means the default.
-func WithClock(now func() time.Time) Option {
+// WithClock sets the clock decisions are timed with (only c.Now is used).
+// A nil c means the default: sluice's clock, wall time advanced by the
+// monotonic clock only.
+func WithClock(c sluice.Clock) Option {
 	return optionFunc(func(m *Metrics) {
-		if now != nil {
-			m.now = now
+		if c != nil {
+			m.now = c.Now
 		}
 	})
 }
@@ -302,7 +304,7 @@ func (lc *limitCells) attrs(kvs ...attribute.KeyValue) []attribute.KeyValue {
 
 // New creates the instruments with mp's Meter for ScopeName.
 func New(mp metric.MeterProvider, opts ...Option) (*Metrics, error) {
-	m := &Metrics{now: time.Now, every: DefaultDurationSampling, errTypes: map[string][]metric.AddOption{}}
+	m := &Metrics{now: monoclock.Now, every: DefaultDurationSampling, errTypes: map[string][]metric.AddOption{}}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(m)

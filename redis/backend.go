@@ -15,6 +15,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/stack"
 )
 
@@ -247,12 +248,13 @@ func WithPin(pin func(Bucket) string) Option {
 	})
 }
 
-// WithClock makes the backend read decision time from now instead of the
-// Redis server's TIME. By default time comes from the server, so that pods
-// with skewed clocks still share one timeline. Use it in tests and
-// simulations. Key expiry still follows the server's clock, so the injected
-// clock must not run slower than real time. A nil now means the default:
-// the server's TIME for a Backend, time.Now for a PaceStore.
+// WithClock makes the backend read decision time from c.Now instead of the
+// Redis server's TIME (c.Sleep is not used). By default time comes from the
+// server, so that pods with skewed clocks still share one timeline. Use it
+// in tests and simulations. Key expiry still follows the server's clock, so
+// the injected clock must not run slower than real time. A nil c means the
+// default: the server's TIME for a Backend, sluice's default clock (wall
+// time advanced by the monotonic clock) for a PaceStore.
 //
 // A Backend's own timers follow now too: the probe interval
 // (WithProbeInterval), the rejoin period after an outage and the local
@@ -260,10 +262,10 @@ func WithPin(pin func(Bucket) string) Option {
 // simulation steps them as it steps decisions. A backend on a clock that
 // never advances no longer probes Redis after a failure. Only the timeout
 // (WithTimeout), a network deadline, stays on real time.
-func WithClock(now func() time.Time) Option {
+func WithClock(c sluice.Clock) Option {
 	return optionFunc(func(o *options) {
-		if now != nil {
-			o.clock = now
+		if c != nil {
+			o.clock = c.Now
 		}
 	})
 }

@@ -24,12 +24,12 @@ func TestConnectionsSharedByTheFleet(t *testing.T) {
 			Connections: []stack.Rate{{Rate: 2, Period: stack.Second}}}}}}}
 	proc := func() *stack.Stack {
 		client, _ := newClient(t, srv.Addr)
-		b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithClock(clock.Now),
+		b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithClock(clock),
 			sluiceredis.WithTimeout(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := stack.New(cfg, stack.WithBackend(b), stack.WithClock(clock.Now), stack.WithFailClosed(),
+		s, err := stack.New(cfg, stack.WithBackend(b), stack.WithClock(clock), stack.WithFailClosed(),
 			stack.WithLeaseTTL(time.Minute))
 		if err != nil {
 			t.Fatal(err)
@@ -131,12 +131,12 @@ func TestConnectionsThroughTheAdmitter(t *testing.T) {
 			Connections: []stack.Rate{{Rate: 1, Period: stack.Second}}}}}}}
 	proc := func() sluice.Admitter {
 		client, _ := newClient(t, srv.Addr)
-		b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithClock(clock.Now),
+		b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithClock(clock),
 			sluiceredis.WithTimeout(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := stack.New(cfg, stack.WithBackend(b), stack.WithClock(clock.Now), stack.WithFailClosed())
+		s, err := stack.New(cfg, stack.WithBackend(b), stack.WithClock(clock), stack.WithFailClosed())
 		if err != nil {
 			t.Fatal(err)
 		}

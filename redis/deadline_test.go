@@ -28,7 +28,7 @@ func TestCallerDeadlineIsNotAnOutage(t *testing.T) {
 	client, _ := newClient(t, proxy.Addr)
 	ctx := context.Background()
 	clock := limitertest.NewClock(limitertest.Start)
-	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now), sluiceredis.WithTimeout(time.Hour),
+	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock), sluiceredis.WithTimeout(time.Hour),
 		sluiceredis.WithKeyPrefix(uniquePrefix("deadline")))
 	if err != nil {
 		t.Fatal(err)

@@ -39,7 +39,7 @@ func TestClusterNodeFallback(t *testing.T) {
 	clock := limitertest.NewClock(limitertest.Start)
 	const share = 0.5
 	const probe = 100 * time.Millisecond
-	b, err := sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clock.Now),
+	b, err := sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clock),
 		sluiceredis.WithTimeout(300*time.Millisecond), sluiceredis.WithProbeInterval(probe),
 		sluiceredis.WithLocalFallback(share), sluiceredis.WithKeyPrefix(uniquePrefix("nodefb")))
 	if err != nil {
@@ -85,14 +85,14 @@ func TestClusterNodeFallback(t *testing.T) {
 
 	// A Stack on its own backend, with an error handler, and two callers
 	// whose buckets are on A and on B.
-	bs, err := sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clock.Now),
+	bs, err := sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clock),
 		sluiceredis.WithTimeout(300*time.Millisecond), sluiceredis.WithProbeInterval(probe),
 		sluiceredis.WithLocalFallback(share), sluiceredis.WithKeyPrefix(uniquePrefix("nodefb-stack")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var handled []error
-	st, err := stack.New(stack.Config{RateLimits: threeLimits.RateLimits[1:2]}, stack.WithBackend(bs), stack.WithClock(clock.Now),
+	st, err := stack.New(stack.Config{RateLimits: threeLimits.RateLimits[1:2]}, stack.WithBackend(bs), stack.WithClock(clock),
 		stack.WithErrorHandler(func(err error) {
 			mu.Lock()
 			handled = append(handled, err)

@@ -70,7 +70,7 @@ func TestOptionsNotGivenKeepEarlier(t *testing.T) {
 	b, err := sluiceredis.New(c,
 		sluiceredis.WithKeyPrefix("app"), sluiceredis.WithKeyPrefix(""),
 		sluiceredis.WithHashTag("fleet"), sluiceredis.WithHashTag(""),
-		sluiceredis.WithClock(time.Now), sluiceredis.WithClock(nil),
+		sluiceredis.WithClock(nil), sluiceredis.WithClock(nil),
 		sluiceredis.WithTimeout(time.Second), sluiceredis.WithTimeout(0),
 		sluiceredis.WithProbeInterval(time.Second), sluiceredis.WithProbeInterval(0),
 		sluiceredis.WithLocalFallback(0.5), sluiceredis.WithLocalFallback(0),

@@ -44,7 +44,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 	keys := sluice.NewKeys("caller", "c")
 	newBackend := func(name string, opts ...sluiceredis.Option) *sluiceredis.Backend {
 		b, err := sluiceredis.New(client, append([]sluiceredis.Option{sluiceredis.WithKeyPrefix(uniquePrefix(name)),
-			sluiceredis.WithClock(clock.Now), sluiceredis.WithTimeout(time.Second), sluiceredis.WithProbeInterval(probe)}, opts...)...)
+			sluiceredis.WithClock(clock), sluiceredis.WithTimeout(time.Second), sluiceredis.WithProbeInterval(probe)}, opts...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,13 +53,13 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 	var openErrs atomic.Int64
 	var lastOpenErr atomic.Value
 	openB := newBackend("open")
-	open, _ := stack.New(cfg, stack.WithBackend(openB), stack.WithClock(clock.Now), stack.WithErrorHandler(func(err error) {
+	open, _ := stack.New(cfg, stack.WithBackend(openB), stack.WithClock(clock), stack.WithErrorHandler(func(err error) {
 		openErrs.Add(1)
 		lastOpenErr.Store(err)
 	}))
-	closed, _ := stack.New(cfg, stack.WithBackend(newBackend("closed")), stack.WithClock(clock.Now), stack.WithFailClosed())
+	closed, _ := stack.New(cfg, stack.WithBackend(newBackend("closed")), stack.WithClock(clock), stack.WithFailClosed())
 	fbB := newBackend("fallback", sluiceredis.WithLocalFallback(0.5))
-	fallback, _ := stack.New(cfg, stack.WithBackend(fbB), stack.WithClock(clock.Now), stack.WithFailClosed())
+	fallback, _ := stack.New(cfg, stack.WithBackend(fbB), stack.WithClock(clock), stack.WithFailClosed())
 	ctx := context.Background()
 
 	// Background traffic through the whole outage: fail-open decisions,
@@ -171,14 +171,14 @@ func TestRedisHangsEachCallIsBounded(t *testing.T) {
 	// is made one probe interval after the last failure.
 	const probe = time.Nanosecond
 	clock := limitertest.NewClock(limitertest.Start)
-	b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(uniquePrefix("hang")), sluiceredis.WithClock(clock.Now),
+	b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(uniquePrefix("hang")), sluiceredis.WithClock(clock),
 		sluiceredis.WithTimeout(50*time.Millisecond), sluiceredis.WithProbeInterval(probe))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "rl", DimensionKeys: []string{"caller"},
 		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 10, Period: stack.Second}}}}}}}
-	s, _ := stack.New(cfg, stack.WithBackend(b), stack.WithClock(clock.Now), stack.WithFailClosed())
+	s, _ := stack.New(cfg, stack.WithBackend(b), stack.WithClock(clock), stack.WithFailClosed())
 	ctx := context.Background()
 	keys := sluice.NewKeys("caller", "c")
 	if d, err := s.Allow(ctx, keys); err != nil || !d.Allowed {

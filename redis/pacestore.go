@@ -11,6 +11,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/monoclock"
 	"github.com/sluicehq/sluice/pace"
 )
 
@@ -97,7 +98,7 @@ func NewPaceStore(client goredis.UniversalClient, opts ...Option) (*PaceStore, e
 	}
 	s := &PaceStore{client: client, prefix: o.prefix + ":pace:", timeout: o.timeout, now: o.clock}
 	if s.now == nil {
-		s.now = time.Now
+		s.now = monoclock.Now
 	}
 	return s, nil
 }

@@ -150,7 +150,7 @@ func TestPaceStoreExpiry(t *testing.T) {
 	srv := startRedis(t)
 	client, _ := newClient(t, srv.Addr)
 	now := paceT0
-	s := newPaceStore(t, srv.Addr, uniquePrefix("ttl"), sluiceredis.WithClock(func() time.Time { return now }))
+	s := newPaceStore(t, srv.Addr, uniquePrefix("ttl"), sluiceredis.WithClock(clockFunc(func() time.Time { return now })))
 	ctx := context.Background()
 	ttl := func(key string) time.Duration {
 		d, err := client.PTTL(ctx, s.Key(key)).Result()

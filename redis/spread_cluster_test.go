@@ -122,7 +122,7 @@ func TestClusterSpread(t *testing.T) {
 			if err := b.Load(ctx); err != nil {
 				t.Fatal(err)
 			}
-			s, err := stack.New(threeLimits, stack.WithClock(clock.Now), stack.WithBackend(b), stack.WithFailClosed())
+			s, err := stack.New(threeLimits, stack.WithClock(clock), stack.WithBackend(b), stack.WithFailClosed())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -328,7 +328,7 @@ func TestClusterSpread(t *testing.T) {
 		if err := b.Load(ctx); err != nil {
 			t.Fatal(err)
 		}
-		s, err := stack.New(threeLimits, stack.WithClock(clock.Now), stack.WithBackend(b), stack.WithFailClosed())
+		s, err := stack.New(threeLimits, stack.WithClock(clock), stack.WithBackend(b), stack.WithFailClosed())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -363,7 +363,7 @@ func TestClusterSpread(t *testing.T) {
 		// of a failed call is given back; a payment that reaches Y but not
 		// X leaves only X's part owed).
 		clock := limitertest.NewClock(limitertest.Start)
-		b, err := sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clock.Now),
+		b, err := sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clock),
 			sluiceredis.WithKeyPrefix(uniquePrefix("fx")), sluiceredis.WithTimeout(100*time.Millisecond),
 			sluiceredis.WithProbeInterval(50*time.Millisecond), sluiceredis.WithLocalFallback(1))
 		if err != nil {
@@ -480,7 +480,7 @@ func TestClusterSpread(t *testing.T) {
 		// whole backend decides locally, and when the master answers again
 		// what was decided locally is paid on every node and Redis decides.
 		clock := limitertest.NewClock(limitertest.Start)
-		b, err := sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clock.Now),
+		b, err := sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clock),
 			sluiceredis.WithKeyPrefix(uniquePrefix("fb")), sluiceredis.WithTimeout(100*time.Millisecond),
 			sluiceredis.WithProbeInterval(50*time.Millisecond), sluiceredis.WithLocalFallback(1))
 		if err != nil {
@@ -488,7 +488,7 @@ func TestClusterSpread(t *testing.T) {
 		}
 		var mu sync.Mutex
 		var events []*stack.FallbackError
-		s, err := stack.New(threeLimits, stack.WithClock(clock.Now), stack.WithBackend(b), stack.WithFailClosed(),
+		s, err := stack.New(threeLimits, stack.WithClock(clock), stack.WithBackend(b), stack.WithFailClosed(),
 			stack.WithErrorHandler(func(err error) {
 				var fe *stack.FallbackError
 				if errors.As(err, &fe) {
@@ -586,7 +586,7 @@ func (h *scriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 // timeout long enough for a loaded machine.
 func newSpreadBackend(t *testing.T, client redis.UniversalClient, clock *limitertest.Clock, prefix string) *sluiceredis.Backend {
 	t.Helper()
-	b, err := sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clock.Now),
+	b, err := sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clock),
 		sluiceredis.WithKeyPrefix(uniquePrefix(prefix)), sluiceredis.WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)

@@ -140,12 +140,12 @@ func TestSpreadSingleServer(t *testing.T) {
 	srv := startRedis(t)
 	client, _ := newClient(t, srv.Addr)
 	clock := limitertest.NewClock(limitertest.Start)
-	b, err := sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clock.Now),
+	b, err := sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clock),
 		sluiceredis.WithKeyPrefix(uniquePrefix("ss")), sluiceredis.WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := stack.New(threeLimits, stack.WithClock(clock.Now), stack.WithBackend(b), stack.WithFailClosed())
+	s, err := stack.New(threeLimits, stack.WithClock(clock), stack.WithBackend(b), stack.WithFailClosed())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,13 +58,13 @@ func TestFleetSwitchesCreateNoTokens(t *testing.T) {
 		client := redis.NewClient(&redis.Options{Addr: proxy.Addr, ContextTimeoutEnabled: true, MaxRetries: -1,
 			DialTimeout: time.Second, DialerRetries: 1, PoolSize: 10000})
 		t.Cleanup(func() { client.Close() })
-		b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithClock(clock.Now),
+		b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithClock(clock),
 			sluiceredis.WithTimeout(50*time.Millisecond), sluiceredis.WithProbeInterval(50*time.Millisecond),
 			sluiceredis.WithLocalFallback(1.0/procs))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if stacks[i], err = stack.New(cfg, stack.WithBackend(b), stack.WithClock(clock.Now),
+		if stacks[i], err = stack.New(cfg, stack.WithBackend(b), stack.WithClock(clock),
 			stack.WithErrorHandler(evs[i].handle)); err != nil {
 			t.Fatal(err)
 		}

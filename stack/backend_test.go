@@ -17,7 +17,7 @@ import (
 // The Backend path must decide exactly as the in-memory path does.
 func TestConformanceThroughMemoryBackend(t *testing.T) {
 	limitertest.Run(t, func(t *testing.T, cfg stack.Config, clock *limitertest.Clock) sluice.Limiter {
-		s, err := stack.New(cfg, stack.WithClock(clock.Now), stack.WithBackend(stack.NewMemoryBackend()))
+		s, err := stack.New(cfg, stack.WithClock(clock), stack.WithBackend(stack.NewMemoryBackend()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +135,7 @@ func TestBackendNoticesReachTheErrorHandler(t *testing.T) {
 		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 2, Period: stack.Minute}}}}}}}
 	var heard []error
 	clock := limitertest.NewClock(limitertest.Start)
-	s, err := stack.New(cfg, stack.WithClock(clock.Now), stack.WithBackend(&noticeBackend{MemoryBackend: stack.NewMemoryBackend()}),
+	s, err := stack.New(cfg, stack.WithClock(clock), stack.WithBackend(&noticeBackend{MemoryBackend: stack.NewMemoryBackend()}),
 		stack.WithErrorHandler(func(err error) { heard = append(heard, err) }))
 	if err != nil {
 		t.Fatal(err)

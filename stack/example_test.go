@@ -3,6 +3,7 @@ package stack_test
 import (
 	"context"
 	"fmt"
+	"github.com/sluicehq/sluice/stack/limitertest"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -21,8 +22,7 @@ func Example() {
 	    {"dimensions": {"caller": "*"}, "requests": [{"rate": 120, "period": "minute"}]}
 	  ]}
 	]}`
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	s, err := stack.Load([]byte(cfg), stack.WithClock(func() time.Time { return now }))
+	s, err := stack.Load([]byte(cfg), stack.WithClock(limitertest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))))
 	if err != nil {
 		panic(err)
 	}

@@ -3,6 +3,7 @@ package stack_test
 import (
 	"context"
 	"fmt"
+	"github.com/sluicehq/sluice/stack/limitertest"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -20,8 +21,8 @@ func ExampleWithMaxBuckets() {
 			Requests:   []stack.Rate{{Rate: 10, Period: stack.Second}},
 		}},
 	}}}
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	s, err := stack.New(cfg, stack.WithMaxBuckets(2), stack.WithClock(func() time.Time { return now }))
+	clock := limitertest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	s, err := stack.New(cfg, stack.WithMaxBuckets(2), stack.WithClock(clock))
 	if err != nil {
 		panic(err)
 	}
@@ -30,7 +31,7 @@ func ExampleWithMaxBuckets() {
 		fmt.Println(caller, d.Allowed, d.Capacity, d.RetryAfter)
 	}
 	// Once the buckets have refilled they are reclaimed: carol gets one.
-	now = now.Add(time.Second)
+	clock.Advance(time.Second)
 	d, _ := s.Allow(context.Background(), sluice.NewKeys("caller", "carol"))
 	fmt.Println("carol", d.Allowed)
 	// Output:

@@ -107,16 +107,18 @@ type optionFunc func(*Stack)
 
 func (f optionFunc) apply(s *Stack) { f(s) }
 
-// WithClock sets the clock Allow, AllowN and Reserve read. The default is
-// the wall clock advanced by the monotonic clock only (a wall-clock step
-// never moves it). Tests pass a fake clock; AllowAt takes an explicit
-// instant instead. Per-value buckets are reclaimed by instants from this
-// clock, so every instant given to AllowAt should come from it too. A nil
-// now means the default.
-func WithClock(now func() time.Time) Option {
+// WithClock sets the clock that Allow, AllowN, Reserve, ReserveSlots, a
+// reservation's settlement and a Source read (the Stack never sleeps, so
+// only c.Now is used). A nil c means the default: the wall clock advanced
+// by the monotonic clock only (a wall-clock step never moves it). Tests
+// pass a fake clock such as limitertest.Clock; the …At methods take an
+// explicit instant instead. Per-value buckets are reclaimed by instants
+// from this clock, so every instant given to an …At method should come
+// from it too.
+func WithClock(c sluice.Clock) Option {
 	return optionFunc(func(s *Stack) {
-		if now != nil {
-			s.now = now
+		if c != nil {
+			s.now = c.Now
 		}
 	})
 }

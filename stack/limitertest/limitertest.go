@@ -40,6 +40,9 @@ type Clock struct {
 	sleeps *[]time.Duration // behind a pointer: Clock stays comparable, as in v0.1.0
 }
 
+// Clock is a sluice.Clock: every WithClock option takes one.
+var _ sluice.Clock = (*Clock)(nil)
+
 var clockBase = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // NewClock returns a clock set to t.
