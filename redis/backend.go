@@ -305,6 +305,13 @@ func WithProbeInterval(d time.Duration) Option {
 // shared limit. By default there is no fallback: a share ≤ 0 or NaN means
 // the default, and a share above 1 is an error.
 //
+// It is the backend's own degradation, not a failure policy: while the
+// fallback decides, Take returns decisions and no error, so the Stack's
+// policy (fail open by default, stack.WithFailClosed) never sees the
+// outage; that policy applies only to the errors the backend still returns
+// (without a fallback, every ErrUnavailable; with one, a failure the
+// fallback cannot answer, such as a context that ended).
+//
 // Switching never creates tokens: a local bucket starts empty (it gets its
 // share of the rate from the start of the outage, no burst), what is
 // decided locally is charged to Redis (down to zero, never into debt) by

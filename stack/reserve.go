@@ -191,16 +191,24 @@ func (s *Stack) ReserveAt(ctx context.Context, t time.Time, keys sluice.Keys, es
 // the request stays charged. A configuration without connections limits
 // costs exactly an Allow and returns sluice.NoReservation; so does a request
 // no connections limit applies to.
-func (s *Stack) ReserveSlots(ctx context.Context, keys sluice.Keys) (r sluice.Reservation, d sluice.Decision, err error) {
+func (s *Stack) ReserveSlots(ctx context.Context, keys sluice.Keys) (sluice.Reservation, sluice.Decision, error) {
+	return s.ReserveSlotsAt(ctx, s.now(), keys)
+}
+
+// ReserveSlotsAt is ReserveSlots at an explicit instant t (settling still
+// reads the Stack's clock). Like ReserveSlots, it returns
+// sluice.NoReservation when the request is denied or undecided, or when no
+// connections limit applies to it.
+func (s *Stack) ReserveSlotsAt(ctx context.Context, t time.Time, keys sluice.Keys) (r sluice.Reservation, d sluice.Decision, err error) {
 	c := s.cfg.Load()
 	if !c.conns {
 		// Decided into the result itself, as Allow does: no Decision copied.
 		if err = ctx.Err(); err == nil {
-			err = s.evaluate(ctx, c, &keys, s.now(), 0, nil, &d)
+			err = s.evaluate(ctx, c, &keys, t, 0, nil, &d)
 		}
 		return sluice.NoReservation, d, err
 	}
-	return s.reserve(ctx, s.now(), &keys, 0, true)
+	return s.reserve(ctx, t, &keys, 0, true)
 }
 
 func (s *Stack) reserve(ctx context.Context, t time.Time, keys *sluice.Keys, estimate int, slotsOnly bool) (sluice.Reservation, sluice.Decision, error) {

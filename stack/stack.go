@@ -135,10 +135,20 @@ func WithBackend(b Backend) Option {
 	})
 }
 
-// WithFailClosed makes a backend error deny by returning it from Allow. By
-// default the Stack fails open: a request the backend could not decide is
-// allowed (availability before enforcement), and the error goes to the
-// WithErrorHandler function.
+// WithFailClosed sets the Stack's failure policy to refuse: when the Backend
+// returns an error for a request, Allow, AllowN, AllowAt, Reserve and
+// ReserveSlots (and their …At forms) return it, with a Decision that does
+// not allow, and every middleware refuses the request on it. By default the
+// Stack fails open: such a request is allowed (availability before
+// enforcement) with a Decision that names no limit, and no error. Either
+// way the error goes to the WithErrorHandler function. This is the one
+// failure policy of a Stack and holds through every layer above it; a
+// Backend's own degradation (such as the Redis backend's
+// WithLocalFallback, which answers from local buckets instead of failing)
+// happens below it, and the policy applies only to the errors that still
+// reach the Stack. In-memory decisions never fail, so without WithBackend
+// the policy has no effect; a context that has ended is returned as an
+// error under either policy.
 func WithFailClosed() Option { return optionFunc(func(s *Stack) { s.failClosed = true }) }
 
 // WithErrorHandler receives every backend error, whatever the failure
