@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sluicehq/sluice/stack/limitertest"
 	"log/slog"
 	"os"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice"
 	slerrors "github.com/sluicehq/sluice/errors"
 	"github.com/sluicehq/sluice/stack"
+	"github.com/sluicehq/sluice/stack/limitertest"
 )
 
 // A Limiter returns a Decision; a denial is not an error until you ask for one.

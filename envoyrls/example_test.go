@@ -3,7 +3,6 @@ package envoyrls_test
 import (
 	"context"
 	"fmt"
-	"github.com/sluicehq/sluice/stack/limitertest"
 	"log"
 	"net"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/envoyrls"
+	"github.com/sluicehq/sluice/stack/limitertest"
 )
 
 // Serve envoyproxy/ratelimit's YAML, unchanged, on your own gRPC server,

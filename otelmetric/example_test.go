@@ -3,7 +3,6 @@ package otelmetric_test
 import (
 	"context"
 	"fmt"
-	"github.com/sluicehq/sluice/stack/limitertest"
 	"log"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/otelmetric"
 	"github.com/sluicehq/sluice/stack"
+	"github.com/sluicehq/sluice/stack/limitertest"
 )
 
 // Wrap the limiter to count its decisions, and give the stack the metrics'

@@ -255,6 +255,9 @@ func sortedKeys(m map[string]string) []string {
 // Parse reads a configuration in the gateway's JSON shape. It accepts an
 // object {"rateLimits": [...], "serviceLimits": [...]}, a single rate-limit
 // object (as the gateway's CreateRateLimit takes it), or an array of them.
+// The object must have "rateLimits" ({} is an error naming it, so that a
+// document that lost its limits never loads as "no limits"); an explicit
+// empty list, {"rateLimits": []}, is a valid configuration without limits.
 //
 // Every problem is reported at once in a *ConfigError with its path:
 // invalid JSON (with line and column), unknown or mistyped fields, bad
@@ -303,6 +306,11 @@ func Parse(data []byte) (Config, error) {
 			default:
 				errs.Add(k, "unknown field")
 			}
+		}
+		if _, ok := v["rateLimits"]; !ok {
+			// A document that lost its limits (a typo in the key, an
+			// empty file of "{}") must not load as "no limits".
+			errs.Add("rateLimits", `is required (write "rateLimits": [] for a configuration without customer limits)`)
 		}
 	default:
 		errs.Add("", "must be an object or an array of rate limits, got %s", jsonType(root))

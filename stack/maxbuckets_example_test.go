@@ -3,11 +3,11 @@ package stack_test
 import (
 	"context"
 	"fmt"
-	"github.com/sluicehq/sluice/stack/limitertest"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/stack"
+	"github.com/sluicehq/sluice/stack/limitertest"
 )
 
 // A Stack bounded to two per-value buckets: a third caller arriving while
