@@ -84,8 +84,9 @@
 //   - response_headers_to_add carries the IETF RateLimit-Policy and
 //     RateLimit fields with one item per descriptor that limits.
 //   - dynamic_metadata names, on a denial, the rule (MetaDeniedBy), the
-//     descriptor (MetaDescriptor) and the wait (MetaRetryAfterMs); shadow
-//     would-denials are listed under MetaShadowDenied.
+//     descriptor (MetaDescriptor) and the wait (MetaRetryAfterMs), or that
+//     no wait helps (MetaPermanent: requests_per_unit 0, or more hits than
+//     the limit); shadow would-denials are listed under MetaShadowDenied.
 //   - quota_mode rules: a quota over its limit takes nothing and reports
 //     OVER_LIMIT in its descriptor's status, but the request is denied by
 //     quotas only when every quota descriptor of it is over (as in

@@ -50,8 +50,13 @@ const (
 	// MetaDescriptor is the index of the descriptor whose rule denied.
 	MetaDescriptor = "descriptor_index"
 	// MetaRetryAfterMs is the wait, in milliseconds rounded up, after which
-	// the same request would pass.
+	// the same request would pass. A denial has it unless no wait helps,
+	// and then has MetaPermanent instead.
 	MetaRetryAfterMs = "retry_after_ms"
+	// MetaPermanent is true when the denial cannot end by waiting: the rule
+	// that denied has requests_per_unit 0, or the request's hits exceed the
+	// rule's limit.
+	MetaPermanent = "permanent"
 	// MetaShadowDenied lists the IDs of shadow-mode rules that would have
 	// denied.
 	MetaShadowDenied = "shadow_denied"
@@ -839,6 +844,10 @@ func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, 
 		}
 		if s.metrics != nil {
 			d := sluice.Decision{Allowed: !over, LimitID: r.id, Metric: sluice.MetricRequests}
+			if over {
+				// Every denial says when to retry, or that no wait helps.
+				d.RetryAfter, d.Permanent = reset, denied && r.op == out.Denied && out.Permanent
+			}
 			if r.shadow && shadowDenied(r.op) {
 				// a shadow rule over its limit; a quota over its limit or
 				// a negative-hits report is no shadow denial
@@ -868,7 +877,10 @@ func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, 
 	}
 	if denied {
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-		if out.RetryAfter > 0 {
+		switch {
+		case out.Permanent:
+			meta[MetaPermanent] = true
+		case out.RetryAfter > 0:
 			meta[MetaRetryAfterMs] = float64((out.RetryAfter + time.Millisecond - 1) / time.Millisecond)
 		}
 		if s.shadow.Load() {
