@@ -3,6 +3,8 @@ package redis
 import (
 	"reflect"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/monoclock"
 )
 
 // NoCrossSlot makes b behave as on a server without the script flag
@@ -16,7 +18,7 @@ func Settings(b *Backend) (timeout, probe time.Duration, share float64, maxBatch
 	return b.timeout, b.probe, b.share, b.maxBatch, b.clock == nil
 }
 
-// PaceStoreSettings reports s's timeout and whether its clock is time.Now.
+// PaceStoreSettings reports s's timeout and whether its clock is the default, monoclock.Now.
 func PaceStoreSettings(s *PaceStore) (timeout time.Duration, timeNow bool) {
-	return s.timeout, reflect.ValueOf(s.now).Pointer() == reflect.ValueOf(time.Now).Pointer()
+	return s.timeout, reflect.ValueOf(s.now).Pointer() == reflect.ValueOf(monoclock.Now).Pointer()
 }

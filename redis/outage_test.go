@@ -13,7 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	sluiceredis "github.com/sluicehq/sluice/redis"
-	"github.com/sluicehq/sluice/redis/redistest"
+	"github.com/sluicehq/sluice/redis/internal/faultproxy"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
 )
@@ -163,7 +163,7 @@ func TestRedisHangsEachCallIsBounded(t *testing.T) {
 	srv := startRedis(t)
 	// The proxy, not the server, hangs: an external server
 	// (SLUICE_REDIS_ADDR) serves as well as one of this test's own.
-	proxy := redistest.NewProxy(t, srv.Addr)
+	proxy := faultproxy.NewProxy(t, srv.Addr)
 	client := redis.NewClient(&redis.Options{Addr: proxy.Addr, ContextTimeoutEnabled: true, MaxRetries: -1,
 		ReadTimeout: time.Hour, WriteTimeout: time.Hour})
 	t.Cleanup(func() { client.Close() })
@@ -184,7 +184,7 @@ func TestRedisHangsEachCallIsBounded(t *testing.T) {
 	if d, err := s.Allow(ctx, keys); err != nil || !d.Allowed {
 		t.Fatalf("before the hang: %+v, %v", d, err)
 	}
-	proxy.SetMode(redistest.Stall)
+	proxy.SetMode(faultproxy.Stall)
 	for i := 0; i < 3; i++ {
 		clock.Advance(probe) // a probe is due: this decision asks the hung server too
 		res := make(chan error, 1)

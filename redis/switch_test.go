@@ -11,7 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	sluiceredis "github.com/sluicehq/sluice/redis"
-	"github.com/sluicehq/sluice/redis/redistest"
+	"github.com/sluicehq/sluice/redis/internal/faultproxy"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
 )
@@ -33,7 +33,7 @@ func TestFleetSwitchesCreateNoTokens(t *testing.T) {
 	if srv.External {
 		t.Skip("SLUICE_REDIS_ADDR is set: this test must stop its own server")
 	}
-	proxy := redistest.NewProxy(t, srv.Addr)
+	proxy := faultproxy.NewProxy(t, srv.Addr)
 	const (
 		rate  = 50.0
 		burst = 100
@@ -98,9 +98,9 @@ func TestFleetSwitchesCreateNoTokens(t *testing.T) {
 		}
 	}
 	run(50) // 1 s with Redis up
-	proxy.SetMode(redistest.Stall)
+	proxy.SetMode(faultproxy.Stall)
 	run(15) // hung: nothing reaches Redis
-	proxy.SetMode(redistest.Delay)
+	proxy.SetMode(faultproxy.Delay)
 	run(15) // Redis takes, its replies are lost: decided locally as well
 	proxy.Release()
 	run(75)
