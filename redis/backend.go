@@ -168,7 +168,7 @@ func newOptions(opts []Option) options {
 }
 
 // WithKeyPrefix sets the prefix of every key. Keys are
-// "<prefix>:{<tag>}:<bucket key>" with the bucket key of stack.BucketKey.
+// "<prefix>:{<tag>}:<bucket key>" with the bucket key of stack.Op.Key.
 // An empty p means the default, "sluice"; a prefix that contains '{' or
 // '}' is an error.
 func WithKeyPrefix(p string) Option {

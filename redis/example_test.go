@@ -29,7 +29,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println("keys:", b.KeyPrefix()+stack.BucketKey("per-caller", "requests", 0, []string{"*"}, []string{"alice"}))
+	fmt.Println("keys:", b.KeyPrefix()+"per-caller|requests|0|1:*|5:alice" /* see stack.Op.Key */)
 
 	_, err = sluiceredis.New(client, sluiceredis.WithLocalFallback(2))
 	fmt.Println(err)
@@ -71,9 +71,11 @@ func ExampleWithPin() {
 		fmt.Println(err)
 		return
 	}
-	caller := b.Key(stack.BucketKey("per-caller", "requests", 0, []string{"*"}, []string{"alice"}))
-	tool := b.Key(stack.BucketKey("per-caller-tool", "requests", 0, []string{"*", "*"}, []string{"alice", "search"}))
-	target := b.Key(stack.BucketKey("per-target", "requests", 0, []string{"*"}, []string{"alice"}))
+	// Bucket keys as stack.Op.Key describes them: limit, metric, rate
+	// index, entry values, request values.
+	caller := b.Key("per-caller|requests|0|1:*|5:alice")
+	tool := b.Key("per-caller-tool|requests|0|1:*,1:*|5:alice,6:search")
+	target := b.Key("per-target|requests|0|1:*|5:alice")
 	fmt.Println(caller)
 	fmt.Println("one slot for alice:", sluiceredis.Slot(caller) == sluiceredis.Slot(tool))
 	fmt.Println("per-target elsewhere:", sluiceredis.Slot(caller) != sluiceredis.Slot(target))

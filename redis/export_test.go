@@ -22,3 +22,6 @@ func Settings(b *Backend) (timeout, probe time.Duration, share float64, maxBatch
 func PaceStoreSettings(s *PaceStore) (timeout time.Duration, timeNow bool) {
 	return s.timeout, reflect.ValueOf(s.now).Pointer() == reflect.ValueOf(monoclock.Now).Pointer()
 }
+
+// ParseBucketKey is parseBucketKey, for the tests of package redis_test.
+var ParseBucketKey = parseBucketKey

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/bucketkey"
 	sluiceredis "github.com/sluicehq/sluice/redis"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
@@ -127,10 +128,10 @@ func TestClusterNodeFallbackFaults(t *testing.T) {
 			return false
 		}
 		targetKey := func(v string) string {
-			return b.Key(stack.BucketKey("per-target", sluice.MetricRequests, 0, []string{"*"}, []string{v}))
+			return b.Key(bucketkey.Render("per-target", sluice.MetricRequests, 0, []string{"*"}, []string{v}))
 		}
 		callerKey := func(v string) string {
-			return b.Key(stack.BucketKey("per-caller", sluice.MetricRequests, 0, []string{"*"}, []string{v}))
+			return b.Key(bucketkey.Render("per-caller", sluice.MetricRequests, 0, []string{"*"}, []string{v}))
 		}
 		var target, good, bad string
 		for i := 0; target == "" || good == "" || bad == ""; i++ {

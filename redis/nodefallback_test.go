@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/bucketkey"
 	sluiceredis "github.com/sluicehq/sluice/redis"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
@@ -102,7 +103,7 @@ func TestClusterNodeFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	callerKey := func(caller string) string {
-		return bs.Key(stack.BucketKey("per-caller", sluice.MetricRequests, 0, []string{"*"}, []string{caller}))
+		return bs.Key(bucketkey.Render("per-caller", sluice.MetricRequests, 0, []string{"*"}, []string{caller}))
 	}
 	var callerA, callerB string
 	for i := 0; callerA == "" || callerB == ""; i++ {

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/bucketkey"
 	sluiceredis "github.com/sluicehq/sluice/redis"
 	"github.com/sluicehq/sluice/redis/internal/faultproxy"
 	"github.com/sluicehq/sluice/stack"
@@ -138,7 +139,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 	if _, err := fallback.Allow(ctx, keys); err != nil {
 		t.Errorf("local fallback, the first decision a probe interval after Redis returned: %v", err)
 	}
-	key := fbB.KeyPrefix() + stack.BucketKey("rl", "requests", 0, []string{"*"}, []string{"c"})
+	key := fbB.KeyPrefix() + bucketkey.Render("rl", "requests", 0, []string{"*"}, []string{"c"})
 	if n, err := client.Exists(ctx, key).Result(); err != nil || n != 1 {
 		t.Errorf("the local fallback's decision after Redis returned is not in Redis: EXISTS %d, %v", n, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/bucketkey"
 	sluiceredis "github.com/sluicehq/sluice/redis"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
@@ -58,9 +59,9 @@ func nodeOf(t testing.TB, c *redis.ClusterClient, key string) string {
 // threeBucketKeys are the bucket keys threeLimits uses for keys t, x, c.
 func threeBucketKeys(target, tool, caller string) []string {
 	return []string{
-		stack.BucketKey("per-target", sluice.MetricRequests, 0, []string{"*"}, []string{target}),
-		stack.BucketKey("per-caller", sluice.MetricRequests, 0, []string{"*"}, []string{caller}),
-		stack.BucketKey("per-tool", sluice.MetricRequests, 0, []string{"*", "*"}, []string{target, tool}),
+		bucketkey.Render("per-target", sluice.MetricRequests, 0, []string{"*"}, []string{target}),
+		bucketkey.Render("per-caller", sluice.MetricRequests, 0, []string{"*"}, []string{caller}),
+		bucketkey.Render("per-tool", sluice.MetricRequests, 0, []string{"*", "*"}, []string{target, tool}),
 	}
 }
 
@@ -104,7 +105,7 @@ func TestClusterSpread(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := 0; i < 300; i++ {
-			k := b.Key(stack.BucketKey("per-caller", "requests", 0, []string{"*"}, []string{"caller-" + itoa(i)}))
+			k := b.Key(bucketkey.Render("per-caller", "requests", 0, []string{"*"}, []string{"caller-" + itoa(i)}))
 			want, err := client.ClusterKeySlot(ctx, k).Result()
 			if err != nil {
 				t.Fatal(err)

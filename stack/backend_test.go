@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/match"
+	"github.com/sluicehq/sluice/internal/bucketkey"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
 )
@@ -26,8 +27,8 @@ func TestConformanceThroughMemoryBackend(t *testing.T) {
 }
 
 func TestBucketKeyHasNoCollisions(t *testing.T) {
-	a := stack.BucketKey("rl", "requests", 0, []string{"a,b", "*"}, []string{"c"})
-	b := stack.BucketKey("rl", "requests", 0, []string{"a", "b,*"}, []string{"c"})
+	a := bucketkey.Render("rl", "requests", 0, []string{"a,b", "*"}, []string{"c"})
+	b := bucketkey.Render("rl", "requests", 0, []string{"a", "b,*"}, []string{"c"})
 	if a == b {
 		t.Fatalf("collision: %q", a)
 	}

@@ -102,28 +102,27 @@ func NewSource(st *Stack, fetch func(ctx context.Context) ([]byte, error), opts 
 	return s
 }
 
-// NewFileSource returns a Source that reads the file at path (see ReadFile).
-func NewFileSource(st *Stack, path string, opts ...SourceOption) *Source {
-	return NewSource(st, ReadFile(path), opts...)
-}
-
-// ErrFileChanged is returned by ReadFile's function when the file changed
-// while it was being read: it is being written, and will be read again at the
-// next refresh.
-var ErrFileChanged = errors.New("stack: configuration file changed while being read")
-
-// ReadFile returns a fetch function for NewSource that reads the file at
-// path. It reads at most MaxConfigBytes+1 bytes (a larger file fails
-// validation without being read whole) and fails when path is not a regular
-// file (checked before opening it, so a named pipe cannot block a refresh),
-// or with ErrFileChanged when the file's size or modification time
-// changed during the read.
+// NewFileSource returns a Source that reads the file at path. Each refresh
+// reads at most MaxConfigBytes+1 bytes (a larger file fails validation
+// without being read whole) and fails when path is not a regular file
+// (checked before opening it, so a named pipe cannot block a refresh), or
+// when the file's size or modification time changed during the read (it is
+// being written, and is read again at the next refresh).
 //
 // A half-written file is never loaded: besides that check, a JSON document
 // cut short does not parse. Writing a temporary file and renaming it over
 // path is atomic and the recommended way to update the file; rewriting it in
 // place works too.
-func ReadFile(path string) func(context.Context) ([]byte, error) {
+func NewFileSource(st *Stack, path string, opts ...SourceOption) *Source {
+	return NewSource(st, readFile(path), opts...)
+}
+
+// errFileChanged is returned by readFile's function when the file changed
+// while it was being read.
+var errFileChanged = errors.New("stack: configuration file changed while being read")
+
+// readFile returns the fetch function of NewFileSource.
+func readFile(path string) func(context.Context) ([]byte, error) {
 	return func(ctx context.Context) ([]byte, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -157,7 +156,7 @@ func ReadFile(path string) func(context.Context) ([]byte, error) {
 		}
 		if after.Size() != before.Size() || !after.ModTime().Equal(before.ModTime()) ||
 			(int64(len(data)) != after.Size() && len(data) <= MaxConfigBytes) {
-			return nil, fmt.Errorf("%w: %s", ErrFileChanged, path)
+			return nil, fmt.Errorf("%w: %s", errFileChanged, path)
 		}
 		return data, nil
 	}

@@ -67,9 +67,9 @@
 // parts back. category.Set writes its limit keys
 // ("<category>/action=<action>") the same way.
 //
-// BucketKey, the name a Backend gets in Op.Key (and Redis keys are made
-// of), is a different form for implementers: length-prefixed, not
-// escaped, and also unique per bucket.
+// The name a Backend gets in Op.Key (and Redis keys are made of) is a
+// different form for implementers: length-prefixed, not escaped, and also
+// unique per bucket (see Op.Key).
 package stack
 
 import (
