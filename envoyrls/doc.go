@@ -33,8 +33,8 @@
 // own); quota_mode makes the rule a quota (see Decisions; the global mode
 // is Server.SetQuotaMode); metadata is given back in the response's
 // dynamic metadata (MetaMetadata) for the rules whose descriptors are not
-// over; detailed_metric and value_to_metric are accepted and recorded on
-// the Rule, but metrics stay per rule (see Metrics). A key this package
+// over; detailed_metric and value_to_metric are accepted (and must be
+// booleans) but have no effect: metrics stay per rule (see Metrics). A key this package
 // does not know, or a known key of the wrong type, is refused with its
 // file, line and path.
 //
@@ -100,10 +100,15 @@
 //     handler and into the metadata (MetaError).
 //   - Bad requests get InvalidArgument saying what and where, and consume
 //     nothing: an empty domain, no descriptors, a descriptor without
-//     entries, an empty key, more than MaxDescriptors descriptors or
-//     MaxEntries entries, a key, value or domain over MaxValueBytes, an
-//     override without a known unit, a unit_multiplier of 0. An unknown
+//     entries, an empty key, more than 64 descriptors or 16 entries in
+//     one, a key, value or domain over 1024 bytes, a hits_addend above
+//     2^40, an override without a known unit, a unit_multiplier of 0, an
+//     override period (unit × unit_multiplier) above 400 days. An unknown
 //     domain is OK with no limit, as in envoyproxy/ratelimit.
+//   - A configuration is bounded too, so that files cannot make the server
+//     use unbounded memory: at most 1000 files in a directory, 8 MiB a
+//     file, descriptors nested 16 levels deep, a rule's period 400 days;
+//     Parse and Load report what is beyond them with its file and line.
 //
 // # Differences from envoyproxy/ratelimit
 //

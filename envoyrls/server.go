@@ -26,20 +26,20 @@ import (
 	"github.com/sluicehq/sluice/stack"
 )
 
-// Bounds on a request. A request beyond them gets InvalidArgument and
-// consumes nothing.
+// Bounds on a request (the package documentation lists them). A request
+// beyond them gets InvalidArgument and consumes nothing.
 const (
-	// MaxDescriptors is the most descriptors one request may carry.
-	MaxDescriptors = 64
-	// MaxEntries is the most entries one descriptor may carry.
-	MaxEntries = 16
-	// MaxValueBytes is the longest key, value or domain, in bytes.
-	MaxValueBytes = 1024
-	// MaxHits is the largest hits_addend.
-	MaxHits = 1 << 40
-	// MaxOverridePeriod is the longest period a limit override may give
+	// maxDescriptors is the most descriptors one request may carry.
+	maxDescriptors = 64
+	// maxEntries is the most entries one descriptor may carry.
+	maxEntries = 16
+	// maxValueBytes is the longest key, value or domain, in bytes.
+	maxValueBytes = 1024
+	// maxHits is the largest hits_addend.
+	maxHits = 1 << 40
+	// maxOverridePeriod is the longest period a limit override may give
 	// (unit × unit_multiplier).
-	MaxOverridePeriod = maxPeriod
+	maxOverridePeriod = maxPeriod
 )
 
 // Keys of the response's dynamic_metadata (in the namespace Envoy gives it,
@@ -291,34 +291,34 @@ func validate(req *rlsv3.RateLimitRequest) error {
 	if req.Domain == "" {
 		return invalid("domain: empty; a request must name its domain")
 	}
-	if len(req.Domain) > MaxValueBytes {
-		return invalid("domain: %d bytes, at most %d", len(req.Domain), MaxValueBytes)
+	if len(req.Domain) > maxValueBytes {
+		return invalid("domain: %d bytes, at most %d", len(req.Domain), maxValueBytes)
 	}
 	if len(req.Descriptors) == 0 {
 		return invalid("descriptors: none; a request needs at least one")
 	}
-	if len(req.Descriptors) > MaxDescriptors {
-		return invalid("descriptors: %d, at most %d", len(req.Descriptors), MaxDescriptors)
+	if len(req.Descriptors) > maxDescriptors {
+		return invalid("descriptors: %d, at most %d", len(req.Descriptors), maxDescriptors)
 	}
 	for i, d := range req.Descriptors {
 		if d == nil || len(d.Entries) == 0 {
 			return invalid("descriptors[%d]: no entries", i)
 		}
-		if len(d.Entries) > MaxEntries {
-			return invalid("descriptors[%d].entries: %d, at most %d", i, len(d.Entries), MaxEntries)
+		if len(d.Entries) > maxEntries {
+			return invalid("descriptors[%d].entries: %d, at most %d", i, len(d.Entries), maxEntries)
 		}
 		for j, e := range d.Entries {
 			switch {
 			case e == nil || e.Key == "":
 				return invalid("descriptors[%d].entries[%d].key: empty", i, j)
-			case len(e.Key) > MaxValueBytes:
-				return invalid("descriptors[%d].entries[%d].key: %d bytes, at most %d", i, j, len(e.Key), MaxValueBytes)
-			case len(e.Value) > MaxValueBytes:
-				return invalid("descriptors[%d].entries[%d].value: %d bytes, at most %d", i, j, len(e.Value), MaxValueBytes)
+			case len(e.Key) > maxValueBytes:
+				return invalid("descriptors[%d].entries[%d].key: %d bytes, at most %d", i, j, len(e.Key), maxValueBytes)
+			case len(e.Value) > maxValueBytes:
+				return invalid("descriptors[%d].entries[%d].value: %d bytes, at most %d", i, j, len(e.Value), maxValueBytes)
 			}
 		}
-		if h := d.HitsAddend; h != nil && h.Value > MaxHits {
-			return invalid("descriptors[%d].hits_addend: %d, at most %d", i, h.Value, int64(MaxHits))
+		if h := d.HitsAddend; h != nil && h.Value > maxHits {
+			return invalid("descriptors[%d].hits_addend: %d, at most %d", i, h.Value, int64(maxHits))
 		}
 		if l := d.Limit; l != nil {
 			u := overrideUnit(l.Unit)
@@ -332,8 +332,8 @@ func validate(req *rlsv3.RateLimitRequest) error {
 					return invalid("descriptors[%d].limit.unit_multiplier: 0; leave it unset for 1", i)
 				}
 			}
-			if time.Duration(mult) > MaxOverridePeriod/u.Duration() {
-				return invalid("descriptors[%d].limit: period of %d %ss is longer than %v", i, mult, u, MaxOverridePeriod)
+			if time.Duration(mult) > maxOverridePeriod/u.Duration() {
+				return invalid("descriptors[%d].limit: period of %d %ss is longer than %v", i, mult, u, maxOverridePeriod)
 			}
 		}
 	}
@@ -429,9 +429,9 @@ func (s *Server) resolve(cfg *Config, req *rlsv3.RateLimitRequest) plan {
 	p := plan{unlimited: make([]bool, n), cost: make([]int64, n), negative: make([]bool, n), debit: make([]bool, n), refs: make([]limitRef, 0, n)}
 	root := cfg.domains[req.Domain]
 	known := root != nil || len(cfg.gateway) > 0
-	var path [MaxEntries][2]string
-	var values [MaxEntries]string
-	var shared [MaxEntries]string
+	var path [maxEntries][2]string
+	var values [maxEntries]string
+	var shared [maxEntries]string
 	globalQuota := s.quota.Load()
 	for i, d := range req.Descriptors {
 		cost := int64(1)
