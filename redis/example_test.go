@@ -76,11 +76,13 @@ func ExampleWithPin() {
 	caller := b.Key("per-caller|requests|0|1:*|5:alice")
 	tool := b.Key("per-caller-tool|requests|0|1:*,1:*|5:alice,6:search")
 	target := b.Key("per-target|requests|0|1:*|5:alice")
+	// The hash tag, between braces, decides the slot: alice's two buckets
+	// share one tag, per-target's bucket has a tag of its own.
 	fmt.Println(caller)
-	fmt.Println("one slot for alice:", sluiceredis.Slot(caller) == sluiceredis.Slot(tool))
-	fmt.Println("per-target elsewhere:", sluiceredis.Slot(caller) != sluiceredis.Slot(target))
+	fmt.Println(tool)
+	fmt.Println(target)
 	// Output:
 	// sluice:{72b6e072}:per-caller|requests|0|1:*|5:alice
-	// one slot for alice: true
-	// per-target elsewhere: true
+	// sluice:{72b6e072}:per-caller-tool|requests|0|1:*,1:*|5:alice,6:search
+	// sluice:{5992d738}:per-target|requests|0|1:*|5:alice
 }

@@ -25,3 +25,9 @@ func PaceStoreSettings(s *PaceStore) (timeout time.Duration, timeNow bool) {
 
 // ParseBucketKey is parseBucketKey, for the tests of package redis_test.
 var ParseBucketKey = parseBucketKey
+
+// Slot is slot, the Redis Cluster hash slot of a key.
+var Slot = slot
+
+// PaceStoreKey returns the Redis key of s's record of an upstream key.
+func PaceStoreKey(s *PaceStore, key string) string { return s.redisKey(key) }

@@ -54,7 +54,7 @@ func TestOptionsNotGiven(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if k := s.Key("u"); !strings.HasPrefix(k, "sluice:pace:") {
+			if k := sluiceredis.PaceStoreKey(s, "u"); !strings.HasPrefix(k, "sluice:pace:") {
 				t.Errorf("PaceStore key %q, want the default prefix", k)
 			}
 			if timeout, now := sluiceredis.PaceStoreSettings(s); timeout != 50*time.Millisecond || !now {

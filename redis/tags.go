@@ -156,11 +156,10 @@ func hexTag(h uint32) string {
 	return string(b[:])
 }
 
-// Slot returns the Redis Cluster hash slot of key (CRC16 of its hash tag,
+// slot returns the Redis Cluster hash slot of key (CRC16 of its hash tag,
 // or of the whole key when it has none, modulo 16384), as CLUSTER KEYSLOT
-// computes it. It is for operators and tests checking where WithSpread or
-// WithPin put a bucket (with Backend.Key); deciding needs none of it.
-func Slot(key string) int {
+// computes it.
+func slot(key string) int {
 	if s := strings.IndexByte(key, '{'); s >= 0 {
 		if e := strings.IndexByte(key[s+1:], '}'); e > 0 {
 			key = key[s+1 : s+1+e]
