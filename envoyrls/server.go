@@ -43,31 +43,32 @@ const (
 )
 
 // Keys of the response's dynamic_metadata (in the namespace Envoy gives it,
-// envoy.filters.http.ratelimit by default).
+// envoy.filters.http.ratelimit by default); the package documentation lists
+// them for operators.
 const (
-	// MetaDeniedBy is the ID (name, or path) of the rule that denied.
-	MetaDeniedBy = "denied_by"
-	// MetaDescriptor is the index of the descriptor whose rule denied.
-	MetaDescriptor = "descriptor_index"
-	// MetaRetryAfterMs is the wait, in milliseconds rounded up, after which
+	// metaDeniedBy is the ID (name, or path) of the rule that denied.
+	metaDeniedBy = "denied_by"
+	// metaDescriptor is the index of the descriptor whose rule denied.
+	metaDescriptor = "descriptor_index"
+	// metaRetryAfterMs is the wait, in milliseconds rounded up, after which
 	// the same request would pass. A denial has it unless no wait helps,
-	// and then has MetaPermanent instead.
-	MetaRetryAfterMs = "retry_after_ms"
-	// MetaPermanent is true when the denial cannot end by waiting: the rule
+	// and then has metaPermanent instead.
+	metaRetryAfterMs = "retry_after_ms"
+	// metaPermanent is true when the denial cannot end by waiting: the rule
 	// that denied has requests_per_unit 0, or the request's hits exceed the
 	// rule's limit.
-	MetaPermanent = "permanent"
-	// MetaShadowDenied lists the IDs of shadow-mode rules that would have
+	metaPermanent = "permanent"
+	// metaShadowDenied lists the IDs of shadow-mode rules that would have
 	// denied.
-	MetaShadowDenied = "shadow_denied"
-	// MetaShadow is true when the global shadow mode turned a denial into OK.
-	MetaShadow = "shadow_mode"
-	// MetaError is the backend error a fail-open or fail-closed answer
+	metaShadowDenied = "shadow_denied"
+	// metaShadow is true when the global shadow mode turned a denial into OK.
+	metaShadow = "shadow_mode"
+	// metaError is the backend error a fail-open or fail-closed answer
 	// followed.
-	MetaError = "backend_error"
-	// MetaMetadata holds the merged metadata (a rule's metadata key) of the
+	metaError = "backend_error"
+	// metaMetadata holds the merged metadata (a rule's metadata key) of the
 	// rules whose descriptors are not over.
-	MetaMetadata = "metadata"
+	metaMetadata = "metadata"
 )
 
 // Server answers Envoy's envoy.service.ratelimit.v3.RateLimitService. It is
@@ -141,7 +142,7 @@ func WithClock(c sluice.Clock) Option {
 // current_limit. By default the server fails open: the overall answer is
 // OK and no descriptor is over. Either way the error is passed to the
 // error handler (WithErrorHandler), counted by WithMetrics and written to
-// the response's dynamic metadata under MetaError, and nothing is charged.
+// the response's dynamic metadata under metaError, and nothing is charged.
 // A Redis backend's own degradation (redis.WithLocalFallback) answers
 // instead of failing while it holds, so this policy applies only to the
 // errors that still reach the server.
@@ -708,7 +709,7 @@ func (s *Server) failed(resp *rlsv3.RateLimitResponse, p plan, err error) *rlsv3
 	if s.metrics != nil {
 		s.metrics.Record(sluice.Decision{}, err)
 	}
-	meta := map[string]any{MetaError: err.Error()}
+	meta := map[string]any{metaError: err.Error()}
 	if s.failClosed {
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		for _, r := range p.refs {
@@ -773,7 +774,7 @@ func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, 
 		meta = map[string]any{}
 	}
 	if giveErr != nil {
-		meta[MetaError] = giveErr.Error()
+		meta[metaError] = giveErr.Error()
 	}
 	// per descriptor: the ref that governs its status (the denier, else the
 	// one with the fewest units left)
@@ -837,9 +838,9 @@ func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, 
 			if meta == nil {
 				meta = map[string]any{}
 			}
-			if _, ok := meta[MetaDeniedBy]; denied && (!ok || r.op == out.Denied) {
-				meta[MetaDeniedBy] = r.id
-				meta[MetaDescriptor] = float64(r.desc)
+			if _, ok := meta[metaDeniedBy]; denied && (!ok || r.op == out.Denied) {
+				meta[metaDeniedBy] = r.id
+				meta[metaDescriptor] = float64(r.desc)
 			}
 		}
 		if s.metrics != nil {
@@ -879,20 +880,20 @@ func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, 
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		switch {
 		case out.Permanent:
-			meta[MetaPermanent] = true
+			meta[metaPermanent] = true
 		case out.RetryAfter > 0:
-			meta[MetaRetryAfterMs] = float64((out.RetryAfter + time.Millisecond - 1) / time.Millisecond)
+			meta[metaRetryAfterMs] = float64((out.RetryAfter + time.Millisecond - 1) / time.Millisecond)
 		}
 		if s.shadow.Load() {
 			resp.OverallCode = rlsv3.RateLimitResponse_OK
-			meta[MetaShadow] = true
+			meta[metaShadow] = true
 		}
 	}
 	if len(shadowIDs) > 0 {
 		if meta == nil {
 			meta = map[string]any{}
 		}
-		meta[MetaShadowDenied] = shadowIDs
+		meta[metaShadowDenied] = shadowIDs
 	}
 	// The metadata of the rules whose descriptors are not over, merged (the
 	// first rule's value wins, mappings merge), as envoyproxy/ratelimit
@@ -912,7 +913,7 @@ func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, 
 		if meta == nil {
 			meta = map[string]any{}
 		}
-		meta[MetaMetadata] = md
+		meta[metaMetadata] = md
 	}
 	if len(policy) > 0 {
 		resp.ResponseHeadersToAdd = []*corev3.HeaderValue{
