@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,4 +102,15 @@ func (b *failingBackend) Take(context.Context, time.Time, []stack.Op) (stack.Out
 func (b *failingBackend) Adjust(context.Context, time.Time, []stack.Op) error {
 	b.calls++
 	return errors.New("backend down")
+}
+
+// NewWatcher has no default for a nil server: it panics at construction,
+// naming it, instead of at the first Check.
+func TestNewWatcherNilServer(t *testing.T) {
+	defer func() {
+		if msg, _ := recover().(string); !strings.Contains(msg, "nil *Server") {
+			t.Errorf("panic %q, want it to name the nil *Server", msg)
+		}
+	}()
+	envoyrls.NewWatcher(nil, t.TempDir(), nil)
 }

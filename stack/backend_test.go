@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/match"
 	"github.com/sluicehq/sluice/internal/bucketkey"
+	"github.com/sluicehq/sluice/match"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
 )

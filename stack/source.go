@@ -91,8 +91,16 @@ func WithTicks(c <-chan time.Time) SourceOption {
 // NewSource returns a Source that keeps st's configuration in step with the
 // gateway JSON document fetch returns (see Parse). fetch is called with the
 // context of Refresh or Run and should honour it; it is never called
-// concurrently with itself. Nothing is fetched before Refresh or Run.
+// concurrently with itself. Nothing is fetched before Refresh or Run. A
+// nil Option is ignored. st and fetch have no default: NewSource panics,
+// naming the one that is nil (a programming error, found at construction).
 func NewSource(st *Stack, fetch func(ctx context.Context) ([]byte, error), opts ...SourceOption) *Source {
+	if st == nil {
+		panic("stack: NewSource with a nil *Stack")
+	}
+	if fetch == nil {
+		panic("stack: NewSource with a nil fetch function")
+	}
 	s := &Source{st: st, fetch: fetch, interval: DefaultRefreshInterval, created: st.now()}
 	for _, o := range opts {
 		if o != nil {
@@ -113,6 +121,8 @@ func NewSource(st *Stack, fetch func(ctx context.Context) ([]byte, error), opts 
 // cut short does not parse. Writing a temporary file and renaming it over
 // path is atomic and the recommended way to update the file; rewriting it in
 // place works too.
+//
+// A nil st panics, as with NewSource.
 func NewFileSource(st *Stack, path string, opts ...SourceOption) *Source {
 	return NewSource(st, readFile(path), opts...)
 }
