@@ -191,8 +191,18 @@ func (s *Stack) ReserveAt(ctx context.Context, t time.Time, keys sluice.Keys, es
 // the request stays charged. A configuration without connections limits
 // costs exactly an Allow and returns sluice.NoReservation; so does a request
 // no connections limit applies to.
-func (s *Stack) ReserveSlots(ctx context.Context, keys sluice.Keys) (sluice.Reservation, sluice.Decision, error) {
-	return s.ReserveSlotsAt(ctx, s.now(), keys)
+func (s *Stack) ReserveSlots(ctx context.Context, keys sluice.Keys) (r sluice.Reservation, d sluice.Decision, err error) {
+	// ReserveSlotsAt's body on the Stack's clock, not a call to it: the
+	// middlewares' admission path copies no Keys and makes no extra call.
+	c := s.cfg.Load()
+	if !c.conns {
+		// Decided into the result itself, as Allow does: no Decision copied.
+		if err = ctx.Err(); err == nil {
+			err = s.evaluate(ctx, c, &keys, s.now(), 0, nil, &d)
+		}
+		return sluice.NoReservation, d, err
+	}
+	return s.reserve(ctx, s.now(), &keys, 0, true)
 }
 
 // ReserveSlotsAt is ReserveSlots at an explicit instant t (settling still
