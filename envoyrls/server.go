@@ -138,11 +138,11 @@ func WithClock(c sluice.Clock) Option {
 // WithFailClosed sets the server's own failure policy (the server is the
 // engine here; no Stack is involved): when the backend returns an error for
 // a request, the overall answer is OVER_LIMIT and so is the status of every
-// descriptor that matched a non-shadow rule, each with its rule as
-// current_limit. By default the server fails open: the overall answer is
-// OK and no descriptor is over. Either way the error is passed to the
+// descriptor that matched a limiting, non-shadow rule, each with its rule
+// as current_limit. By default the server fails open: the overall answer
+// is OK and no descriptor is over. Either way the error is passed to the
 // error handler (WithErrorHandler), counted by WithMetrics and written to
-// the response's dynamic metadata under metaError, and nothing is charged.
+// the response's dynamic metadata under "backend_error".
 // A Redis backend's own degradation (redis.WithLocalFallback) answers
 // instead of failing while it holds, so this policy applies only to the
 // errors that still reach the server.
