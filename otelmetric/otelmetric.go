@@ -179,7 +179,7 @@ func WithoutDurations() Option {
 // Metrics records sluice's metrics with one Meter. It is safe for concurrent
 // use. Close unregisters its callbacks.
 type Metrics struct {
-	now   func() time.Time
+	now   func() time.Time // WithClock; nil: monoclock, read as nanoseconds
 	every uint32
 
 	duration    metric.Float64Histogram
@@ -304,7 +304,7 @@ func (lc *limitCells) attrs(kvs ...attribute.KeyValue) []attribute.KeyValue {
 
 // New creates the instruments with mp's Meter for ScopeName.
 func New(mp metric.MeterProvider, opts ...Option) (*Metrics, error) {
-	m := &Metrics{now: monoclock.Now, every: DefaultDurationSampling, errTypes: map[string][]metric.AddOption{}}
+	m := &Metrics{every: DefaultDurationSampling, errTypes: map[string][]metric.AddOption{}}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(m)
@@ -586,9 +586,9 @@ func (w *wrapper) Allow(ctx context.Context, keys sluice.Keys) (d sluice.Decisio
 		w.sampler.counted(m.every, n)
 		return d, err
 	}
-	start := m.now()
+	start := m.mark()
 	d, err = w.inner.Allow(ctx, keys)
-	elapsed := m.now().Sub(start)
+	elapsed := time.Duration(m.mark() - start)
 	c, _ := m.count(&d, err, &w.last)
 	m.duration.Record(ctx, elapsed.Seconds(), c.recOpts...)
 	return d, err
@@ -609,9 +609,9 @@ func (w *reserverWrapper) Reserve(ctx context.Context, keys sluice.Keys, estimat
 		w.sampler.counted(m.every, n)
 		return r, d, err
 	}
-	start := m.now()
+	start := m.mark()
 	r, d, err = w.inner.Reserve(ctx, keys, estimate)
-	elapsed := m.now().Sub(start)
+	elapsed := time.Duration(m.mark() - start)
 	c, _ := m.count(&d, err, &w.last)
 	m.duration.Record(ctx, elapsed.Seconds(), c.recOpts...)
 	return r, d, err
@@ -630,9 +630,9 @@ func (w *slotWrapper) ReserveSlots(ctx context.Context, keys sluice.Keys) (r slu
 		w.sampler.counted(m.every, n)
 		return r, d, err
 	}
-	start := m.now()
+	start := m.mark()
 	r, d, err = w.slots.ReserveSlots(ctx, keys)
-	elapsed := m.now().Sub(start)
+	elapsed := time.Duration(m.mark() - start)
 	c, _ := m.count(&d, err, &w.last)
 	m.duration.Record(ctx, elapsed.Seconds(), c.recOpts...)
 	return r, d, err
@@ -716,4 +716,14 @@ func (m *Metrics) countError(err error, n int64) {
 	}
 	m.mu.Unlock()
 	m.backendErrs.Add(context.Background(), n, opts...)
+}
+
+// mark reads the clock decisions are timed with, in nanoseconds: the
+// default clock without building a time.Time (timing needs differences
+// only), or the clock given to WithClock.
+func (m *Metrics) mark() int64 {
+	if m.now == nil {
+		return monoclock.Nanos()
+	}
+	return m.now().UnixNano()
 }
