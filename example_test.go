@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice"
 	slerrors "github.com/sluicehq/sluice/errors"
 	"github.com/sluicehq/sluice/stack"
+	"github.com/sluicehq/sluice/stack/limitertest"
 )
 
 // A Limiter returns a Decision; a denial is not an error until you ask for one.
@@ -69,8 +70,8 @@ func ExampleAdmitter() {
 	limits, err := stack.New(stack.Config{RateLimits: []stack.RateLimit{{
 		RateLimitID: "in-flight", DimensionKeys: []string{"caller"},
 		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"},
-			Connections: []stack.Rate{{Rate: 1, Period: stack.PeriodSecond}}}},
-	}}}, stack.WithClock(func() time.Time { return time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC) }))
+			Connections: []stack.Rate{{Rate: 1, Period: stack.Second}}}},
+	}}}, stack.WithClock(limitertest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))))
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -54,7 +54,7 @@ var oneLimitSides = []oneLimitSide{
 	// sluice on go-limiter's and x/time/rate's clock (time.Now, a wall and a
 	// monotonic reading) instead of its default (one monotonic reading):
 	// the two limiters compared on one clock.
-	{"sluice-now", func() (func(string) bool, func()) { return stackSide(stack.WithClock(time.Now)) }},
+	{"sluice-now", func() (func(string) bool, func()) { return stackSide(stack.WithClock(wallClock{})) }},
 	{"golimiter", func() (func(string) bool, func()) {
 		st, err := memorystore.New(&memorystore.Config{Tokens: 100_000_000, Interval: time.Hour})
 		if err != nil {
@@ -386,4 +386,21 @@ func BenchmarkOneLimitParallel(b *testing.B) {
 		}
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// wallClock is a sluice.Clock on time.Now, the clock go-limiter and
+// x/time/rate read (a wall and a monotonic reading).
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+func (wallClock) Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -70,7 +70,7 @@ func benchShouldRateLimit(b *testing.B, backend string, n int) {
 	for k := range n {
 		fmt.Fprintf(&yaml, "  - key: k%d\n    rate_limit: {unit: second, requests_per_unit: 4000000000}\n", k)
 		limits = append(limits, stack.RateLimit{RateLimitID: fmt.Sprintf("k%d", k), DimensionKeys: []string{fmt.Sprintf("k%d", k)},
-			Entries: []stack.Entry{{Dimensions: map[string]string{fmt.Sprintf("k%d", k): "*"}, Requests: []stack.Rate{{Rate: stack.MaxRate, Period: stack.PeriodSecond}}}}})
+			Entries: []stack.Entry{{Dimensions: map[string]string{fmt.Sprintf("k%d", k): "*"}, Requests: []stack.Rate{{Rate: stack.MaxRate, Period: stack.Second}}}}})
 	}
 	cfg, err := envoyrls.Parse(map[string][]byte{"bench.yaml": []byte(yaml.String())})
 	if err != nil {

@@ -22,7 +22,7 @@ func TestZeroCostCheckThenDebit(t *testing.T) {
 	for _, backend := range []string{"memory", "redis"} {
 		t.Run(backend, func(t *testing.T) {
 			clock := limitertest.NewClock(limitertest.Start)
-			opts := []envoyrls.Option{envoyrls.WithClock(clock.Now)}
+			opts := []envoyrls.Option{envoyrls.WithClock(clock)}
 			var calls *callCounter
 			if backend == "redis" {
 				b, cc := countedRedisBackend(t, redistest.Start(t).Addr, clock, "check")

@@ -32,53 +32,16 @@ type Config struct {
 // Limits on what a configuration may hold, so that a file cannot make the
 // server use unbounded memory.
 const (
-	// MaxConfigBytes is the largest file Load reads.
-	MaxConfigBytes = 8 << 20
-	// MaxDepth is the deepest nesting of descriptors.
-	MaxDepth = 16
-	// MaxFiles is the most files a directory may hold.
-	MaxFiles = 1000
+	// maxConfigBytes is the largest file Load reads.
+	maxConfigBytes = 8 << 20
+	// maxDepth is the deepest nesting of descriptors.
+	maxDepth = 16
+	// maxFiles is the most files a directory may hold.
+	maxFiles = 1000
 )
 
 // maxPeriod is the longest period a rule may have (unit × multiplier).
 const maxPeriod = 400 * 24 * time.Hour
-
-// Unit is a rate limit's unit of time, as envoyproxy/ratelimit names it.
-type Unit string
-
-// Units. envoyproxy/ratelimit writes them in any case ("second", "SECOND").
-// Week, month and year are fixed lengths (7, 30 and 365 days), as
-// envoyproxy/ratelimit's windows are.
-const (
-	Second Unit = "second"
-	Minute Unit = "minute"
-	Hour   Unit = "hour"
-	Day    Unit = "day"
-	Week   Unit = "week"
-	Month  Unit = "month"
-	Year   Unit = "year"
-)
-
-// Duration returns the unit's length, or 0 for an unknown unit.
-func (u Unit) Duration() time.Duration {
-	switch u {
-	case Second:
-		return time.Second
-	case Minute:
-		return time.Minute
-	case Hour:
-		return time.Hour
-	case Day:
-		return 24 * time.Hour
-	case Week:
-		return 7 * 24 * time.Hour
-	case Month:
-		return 30 * 24 * time.Hour
-	case Year:
-		return 365 * 24 * time.Hour
-	}
-	return 0
-}
 
 // Rule is the rate_limit of one descriptor node.
 type Rule struct {
@@ -90,7 +53,9 @@ type Rule struct {
 	Path string
 	// RequestsPerUnit units refill every Unit; it is also the burst.
 	RequestsPerUnit uint32
-	Unit            Unit
+	// Unit is written in any case in the file ("second", "SECOND") and
+	// stored in lower case; every stack.Unit is accepted.
+	Unit stack.Unit
 	// UnitMultiplier makes the period UnitMultiplier units (30 seconds,
 	// 5 minutes); it is 1 when the file does not say.
 	UnitMultiplier uint32
@@ -100,17 +65,11 @@ type Rule struct {
 	Shadow bool
 	// Replaces names the rules this one drops when both match a request.
 	Replaces []string
-	// DetailedMetric is accepted and recorded; metrics are per rule.
-	DetailedMetric bool
 	// QuotaMode (quota_mode) makes the rule a quota: over its limit it
 	// reports OVER_LIMIT in its descriptor's status, but the request is
 	// denied by quotas only when every quota descriptor of the request is
 	// over (see Server.SetQuotaMode for the global mode).
 	QuotaMode bool
-	// ValueToMetric (value_to_metric) is accepted and recorded, as
-	// DetailedMetric: metrics are per rule, never per value (a bound on
-	// their series).
-	ValueToMetric bool
 	// Metadata (metadata) is merged into the response's dynamic metadata,
 	// under "metadata", when the rule's descriptor is not over, as
 	// envoyproxy/ratelimit does. Values are strings, numbers, booleans,
@@ -294,8 +253,8 @@ func readPath(path string) (map[string][]byte, error) {
 		if st.IsDir() {
 			continue
 		}
-		if len(files) >= MaxFiles {
-			return nil, fmt.Errorf("envoyrls: %s holds more than %d configuration files", path, MaxFiles)
+		if len(files) >= maxFiles {
+			return nil, fmt.Errorf("envoyrls: %s holds more than %d configuration files", path, maxFiles)
 		}
 		data, err := readFile(full)
 		if err != nil {
@@ -321,11 +280,11 @@ func readFile(path string) ([]byte, error) {
 	}
 	defer f.Close()
 	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(io.LimitReader(f, MaxConfigBytes+1)); err != nil {
+	if _, err := buf.ReadFrom(io.LimitReader(f, maxConfigBytes+1)); err != nil {
 		return nil, err
 	}
-	if buf.Len() > MaxConfigBytes {
-		return nil, &match.ConfigError{Problems: []match.Problem{{Path: path, Message: fmt.Sprintf("larger than %d bytes", MaxConfigBytes)}}}
+	if buf.Len() > maxConfigBytes {
+		return nil, &match.ConfigError{Problems: []match.Problem{{Path: path, Message: fmt.Sprintf("larger than %d bytes", maxConfigBytes)}}}
 	}
 	return buf.Bytes(), nil
 }
@@ -351,8 +310,8 @@ func Parse(files map[string][]byte) (*Config, error) {
 	domainFile := map[string]string{}
 	for _, name := range names {
 		data := files[name]
-		if len(data) > MaxConfigBytes {
-			errs.Add(name, "larger than %d bytes", MaxConfigBytes)
+		if len(data) > maxConfigBytes {
+			errs.Add(name, "larger than %d bytes", maxConfigBytes)
 			continue
 		}
 		if strings.HasSuffix(name, ".json") {
@@ -458,8 +417,8 @@ func (p *yamlParser) descriptors(parent *node, seq *yaml.Node, path, parentKey, 
 		p.add(seq.Line, path, "must be a list of descriptors, got %s", kindName(seq))
 		return
 	}
-	if depth > MaxDepth {
-		p.add(seq.Line, path, "descriptors nested deeper than %d levels", MaxDepth)
+	if depth > maxDepth {
+		p.add(seq.Line, path, "descriptors nested deeper than %d levels", maxDepth)
 		return
 	}
 	for i, d := range seq.Content {
@@ -474,8 +433,8 @@ func (p *yamlParser) descriptor(parent *node, d *yaml.Node, path, parentKey, par
 	}
 	var key, value string
 	var rl, children, metaNode *yaml.Node
-	shadow, detailed, hasKey := false, false, false
-	quota, valueMetric, share := false, false, false
+	shadow, hasKey := false, false
+	quota, share := false, false
 	for i := 0; i+1 < len(d.Content); i += 2 {
 		k, v := d.Content[i], d.Content[i+1]
 		kp := path + "." + k.Value
@@ -491,11 +450,11 @@ func (p *yamlParser) descriptor(parent *node, d *yaml.Node, path, parentKey, par
 		case "shadow_mode":
 			shadow = p.boolean(v, kp)
 		case "detailed_metric":
-			detailed = p.boolean(v, kp)
+			_ = p.boolean(v, kp) // detailed_metric: checked, no effect
 		case "quota_mode":
 			quota = p.boolean(v, kp)
 		case "value_to_metric":
-			valueMetric = p.boolean(v, kp)
+			_ = p.boolean(v, kp) // value_to_metric: checked, no effect
 		case "share_threshold":
 			share = p.boolean(v, kp)
 		case "metadata":
@@ -559,8 +518,11 @@ func (p *yamlParser) descriptor(parent *node, d *yaml.Node, path, parentKey, par
 	if rl != nil {
 		n.rule = p.rule(rl, path+".rate_limit", nodePath)
 		if n.rule != nil {
-			n.rule.Shadow, n.rule.DetailedMetric, n.rule.scope = shadow, detailed, scope
-			n.rule.QuotaMode, n.rule.ValueToMetric, n.rule.Metadata = quota, valueMetric, metadata
+			// detailed_metric and value_to_metric are checked and have no
+			// effect: metrics are per rule, never per value (a bound on
+			// their series).
+			n.rule.Shadow, n.rule.scope = shadow, scope
+			n.rule.QuotaMode, n.rule.Metadata = quota, metadata
 		}
 	}
 	if children != nil {
@@ -581,7 +543,7 @@ func (p *yamlParser) rule(m *yaml.Node, path, nodePath string) *Rule {
 		switch k.Value {
 		case "unit":
 			unitNode = v
-			r.Unit = Unit(strings.ToLower(p.str(v, kp)))
+			r.Unit = stack.Unit(strings.ToLower(p.str(v, kp)))
 		case "requests_per_unit":
 			n, err := strconv.ParseUint(v.Value, 10, 32)
 			if v.Kind != yaml.ScalarNode || err != nil {
@@ -665,8 +627,8 @@ func (p *yamlParser) metadata(v *yaml.Node, path string) map[string]any {
 }
 
 func (p *yamlParser) metaValue(v *yaml.Node, path string, depth int) any {
-	if depth > MaxDepth {
-		p.add(v.Line, path, "nested deeper than %d levels", MaxDepth)
+	if depth > maxDepth {
+		p.add(v.Line, path, "nested deeper than %d levels", maxDepth)
 		return nil
 	}
 	switch v.Kind {

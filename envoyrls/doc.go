@@ -32,9 +32,9 @@
 // every value it matches share one bucket (otherwise each value has its
 // own); quota_mode makes the rule a quota (see Decisions; the global mode
 // is Server.SetQuotaMode); metadata is given back in the response's
-// dynamic metadata (MetaMetadata) for the rules whose descriptors are not
-// over; detailed_metric and value_to_metric are accepted and recorded on
-// the Rule, but metrics stay per rule (see Metrics). A key this package
+// dynamic metadata ("metadata") for the rules whose descriptors are not
+// over; detailed_metric and value_to_metric are accepted (and must be
+// booleans) but have no effect: metrics stay per rule (see Metrics). A key this package
 // does not know, or a known key of the wrong type, is refused with its
 // file, line and path.
 //
@@ -83,9 +83,18 @@
 //     both rounded up to the microsecond, never early.
 //   - response_headers_to_add carries the IETF RateLimit-Policy and
 //     RateLimit fields with one item per descriptor that limits.
-//   - dynamic_metadata names, on a denial, the rule (MetaDeniedBy), the
-//     descriptor (MetaDescriptor) and the wait (MetaRetryAfterMs); shadow
-//     would-denials are listed under MetaShadowDenied.
+//   - dynamic_metadata (in the namespace Envoy gives it,
+//     envoy.filters.http.ratelimit by default) has these keys:
+//     "denied_by", the ID (name, or path) of the rule that denied;
+//     "descriptor_index", the index of its descriptor; "retry_after_ms",
+//     the wait in milliseconds, rounded up, after which the same request
+//     would pass, or instead "permanent": true when no wait helps (the rule
+//     has requests_per_unit 0, or the request more hits than its limit);
+//     "shadow_denied", the IDs of shadow-mode rules that would have denied;
+//     "shadow_mode": true when the global shadow mode turned a denial into
+//     OK; "backend_error", the error a fail-open or fail-closed answer
+//     followed; "metadata", the merged metadata of the rules whose
+//     descriptors are not over.
 //   - quota_mode rules: a quota over its limit takes nothing and reports
 //     OVER_LIMIT in its descriptor's status, but the request is denied by
 //     quotas only when every quota descriptor of it is over (as in
@@ -96,13 +105,18 @@
 //     the overall answer OK whatever the rules decide.
 //   - When the backend fails: OK by default (fail-open), OVER_LIMIT on every
 //     limited descriptor with WithFailClosed; the error goes to the error
-//     handler and into the metadata (MetaError).
+//     handler and into the metadata ("backend_error").
 //   - Bad requests get InvalidArgument saying what and where, and consume
 //     nothing: an empty domain, no descriptors, a descriptor without
-//     entries, an empty key, more than MaxDescriptors descriptors or
-//     MaxEntries entries, a key, value or domain over MaxValueBytes, an
-//     override without a known unit, a unit_multiplier of 0. An unknown
+//     entries, an empty key, more than 64 descriptors or 16 entries in
+//     one, a key, value or domain over 1024 bytes, a hits_addend above
+//     2^40, an override without a known unit, a unit_multiplier of 0, an
+//     override period (unit × unit_multiplier) above 400 days. An unknown
 //     domain is OK with no limit, as in envoyproxy/ratelimit.
+//   - A configuration is bounded too, so that files cannot make the server
+//     use unbounded memory: at most 1000 files in a directory, 8 MiB a
+//     file, descriptors nested 16 levels deep, a rule's period 400 days;
+//     Parse and Load report what is beyond them with its file and line.
 //
 // # Differences from envoyproxy/ratelimit
 //

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/envoyrls"
+	"github.com/sluicehq/sluice/stack/limitertest"
 )
 
 // Serve envoyproxy/ratelimit's YAML, unchanged, on your own gRPC server,
@@ -29,8 +30,8 @@ descriptors:
 	if err != nil {
 		log.Fatal(err) // every problem, with its file, line and path
 	}
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	rls := envoyrls.New(cfg, envoyrls.WithClock(func() time.Time { return t0 })) // in memory
+	clock := limitertest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) // a still clock: the output never varies
+	rls := envoyrls.New(cfg, envoyrls.WithClock(clock))                        // in memory
 
 	gs := grpc.NewServer()
 	rlsv3.RegisterRateLimitServiceServer(gs, rls)

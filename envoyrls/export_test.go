@@ -9,3 +9,15 @@ func TickWith(w *Watcher, ticks <-chan time.Time, stopped chan<- struct{}) {
 		return ticks, func() { close(stopped) }
 	}
 }
+
+// The keys of the response's dynamic metadata, for the tests.
+const (
+	MetaDeniedBy     = metaDeniedBy
+	MetaDescriptor   = metaDescriptor
+	MetaRetryAfterMs = metaRetryAfterMs
+	MetaPermanent    = metaPermanent
+	MetaShadowDenied = metaShadowDenied
+	MetaShadow       = metaShadow
+	MetaError        = metaError
+	MetaMetadata     = metaMetadata
+)

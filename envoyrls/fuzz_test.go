@@ -71,7 +71,7 @@ func FuzzShouldRateLimit(f *testing.F) {
 		f.Fatal(err)
 	}
 	clock := limitertest.NewClock(limitertest.Start)
-	srv := envoyrls.New(cfg, envoyrls.WithClock(clock.Now))
+	srv := envoyrls.New(cfg, envoyrls.WithClock(clock))
 	ctx := context.Background()
 	probe := &rlsv3.RateLimitRequest{Domain: "api", Descriptors: []*ratelimitv3.RateLimitDescriptor{hits(desc("tenant", "a"), 0)}}
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -62,7 +62,7 @@ func load(t testing.TB, nameData ...string) *envoyrls.Config {
 func newServer(t testing.TB, cfg *envoyrls.Config, opts ...envoyrls.Option) (*envoyrls.Server, rlsv3.RateLimitServiceClient, *limitertest.Clock) {
 	t.Helper()
 	clock := limitertest.NewClock(limitertest.Start)
-	srv := envoyrls.New(cfg, append([]envoyrls.Option{envoyrls.WithClock(clock.Now)}, opts...)...)
+	srv := envoyrls.New(cfg, append([]envoyrls.Option{envoyrls.WithClock(clock)}, opts...)...)
 	return srv, serve(t, srv), clock
 }
 

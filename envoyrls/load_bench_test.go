@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/envoyrls"
+	"github.com/sluicehq/sluice/internal/redisstat"
 	sluiceredis "github.com/sluicehq/sluice/redis"
 	"github.com/sluicehq/sluice/redis/redistest"
 )
@@ -145,11 +146,12 @@ func startLoadServer(b *testing.B, redisAddr string) (string, int) {
 //	cd envoyrls && go test -run '^$' -bench EnvoyLoad -benchtime 20000x
 func BenchmarkEnvoyLoad(b *testing.B) {
 	srv := redistest.Start(b)
-	if _, ok := srv.CPUTime(); !ok {
+	readRedisCPU, ok := redisServerCPU(b, srv)
+	if !ok {
 		b.Skip("the redis-server's CPU time cannot be read (an external server, or no /proc)")
 	}
 	addr, pid := startLoadServer(b, srv.Addr)
-	if _, ok := redistest.ProcessCPUTime(pid); !ok {
+	if _, ok := redisstat.ProcessCPUTime(pid); !ok {
 		b.Skip("the server process's CPU time cannot be read")
 	}
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -170,14 +172,14 @@ func BenchmarkEnvoyLoad(b *testing.B) {
 				}
 				name := fmt.Sprintf("calls=%d/descriptors=%d/%s", conc, n, outcome)
 				b.Run(name, func(b *testing.B) {
-					loadScenario(b, client, srv, rc, pid, strings.ReplaceAll(name, "/", "."), conc, n, denied)
+					loadScenario(b, client, readRedisCPU, rc, pid, strings.ReplaceAll(name, "/", "."), conc, n, denied)
 				})
 			}
 		}
 	}
 }
 
-func loadScenario(b *testing.B, client rlsv3.RateLimitServiceClient, srv *redistest.Server, rc *redis.Client, pid int,
+func loadScenario(b *testing.B, client rlsv3.RateLimitServiceClient, readRedisCPU func() time.Duration, rc *redis.Client, pid int,
 	scenario string, conc, n int, halfDenied bool) {
 	// 1,000 requests, each of n descriptors; with halfDenied the odd ones
 	// end with "tight" instead of k(n-1).
@@ -207,8 +209,8 @@ func loadScenario(b *testing.B, client rlsv3.RateLimitServiceClient, srv *redist
 	lat := make([][]time.Duration, conc)
 	var next, over atomic.Int64
 	var wg sync.WaitGroup
-	server0, _ := redistest.ProcessCPUTime(pid)
-	redis0, _ := srv.CPUTime()
+	server0, _ := redisstat.ProcessCPUTime(pid)
+	redis0 := readRedisCPU()
 	b.ResetTimer()
 	start := time.Now()
 	for g := range conc {
@@ -246,12 +248,13 @@ func loadScenario(b *testing.B, client rlsv3.RateLimitServiceClient, srv *redist
 	wg.Wait()
 	wall := time.Since(start)
 	b.StopTimer()
-	server1, _ := redistest.ProcessCPUTime(pid)
-	redis1, _ := srv.CPUTime()
-	stats, err := redistest.CommandStats(ctx, rc)
+	server1, _ := redisstat.ProcessCPUTime(pid)
+	redis1 := readRedisCPU()
+	info, err := rc.Info(ctx, "commandstats").Result()
 	if err != nil {
 		b.Fatal(err)
 	}
+	stats := redisstat.CommandStats(info)
 	var sent, inScripts int64
 	for name, st := range stats {
 		switch name {
@@ -287,4 +290,26 @@ func loadScenario(b *testing.B, client rlsv3.RateLimitServiceClient, srv *redist
 	b.ReportMetric(float64(inScripts)/N, "script-cmds/req")
 	b.ReportMetric(float64(over.Load())/N, "denied/req")
 	b.ReportMetric(0, "ns/op") // wall time per request across 16 or 64 calls: see req/s
+}
+
+// redisServerCPU returns a function reading the CPU time the redis-server srv
+// has used so far (its process, named by INFO server, read from /proc), and
+// false when it cannot be read: an external server (SLUICE_REDIS_ADDR), or a
+// system without /proc.
+func redisServerCPU(tb testing.TB, srv *redistest.Server) (func() time.Duration, bool) {
+	tb.Helper()
+	if srv.External {
+		return nil, false
+	}
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer c.Close()
+	info, err := c.Info(context.Background(), "server").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	pid, ok := redisstat.PID(info)
+	if _, read := redisstat.ProcessCPUTime(pid); !ok || !read {
+		return nil, false
+	}
+	return func() time.Duration { d, _ := redisstat.ProcessCPUTime(pid); return d }, true
 }

@@ -109,7 +109,7 @@ func TestRuleStatistics(t *testing.T) {
 					t.Fatal(err)
 				}
 				clock := limitertest.NewClock(limitertest.Start)
-				opts := []envoyrls.Option{envoyrls.WithClock(clock.Now), envoyrls.WithMetrics(m), envoyrls.WithNearLimitRatio(tc.ratio)}
+				opts := []envoyrls.Option{envoyrls.WithClock(clock), envoyrls.WithMetrics(m), envoyrls.WithNearLimitRatio(tc.ratio)}
 				if backend == "redis" {
 					srv := redistest.Start(t)
 					opts = append(opts, envoyrls.WithBackend(redisBackend(t, srv.Addr, clock, "stats")))

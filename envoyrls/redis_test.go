@@ -19,7 +19,7 @@ func redisBackend(t testing.TB, addr string, clock *limitertest.Clock, prefix st
 	t.Helper()
 	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	t.Cleanup(func() { client.Close() })
-	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now), sluiceredis.WithKeyPrefix(prefix),
+	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock), sluiceredis.WithKeyPrefix(prefix),
 		sluiceredis.WithTimeout(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +34,7 @@ func countedRedisBackend(t testing.TB, addr string, clock *limitertest.Clock, pr
 	t.Cleanup(func() { client.Close() })
 	calls := &callCounter{}
 	client.AddHook(calls)
-	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now), sluiceredis.WithKeyPrefix(prefix),
+	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock), sluiceredis.WithKeyPrefix(prefix),
 		sluiceredis.WithTimeout(2*time.Second), sluiceredis.WithMaxBatch(1))
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +50,7 @@ func TestRedisFleetSharesOneLimit(t *testing.T) {
 	cfg := load(t, "api.yaml", twoLimits)
 	var clients []rlsv3.RateLimitServiceClient
 	for range 2 {
-		s := envoyrls.New(cfg, envoyrls.WithClock(clock.Now), envoyrls.WithBackend(redisBackend(t, srv.Addr, clock, "fleet")))
+		s := envoyrls.New(cfg, envoyrls.WithClock(clock), envoyrls.WithBackend(redisBackend(t, srv.Addr, clock, "fleet")))
 		clients = append(clients, serve(t, s))
 	}
 	okCount := 0
@@ -92,9 +92,9 @@ func TestBackendDownFailsOpenOrClosed(t *testing.T) {
 	clock := limitertest.NewClock(limitertest.Start)
 	cfg := load(t, "api.yaml", twoLimits)
 	var heard []error
-	open := envoyrls.New(cfg, envoyrls.WithClock(clock.Now), envoyrls.WithBackend(redisBackend(t, srv.Addr, clock, "down")),
+	open := envoyrls.New(cfg, envoyrls.WithClock(clock), envoyrls.WithBackend(redisBackend(t, srv.Addr, clock, "down")),
 		envoyrls.WithErrorHandler(func(err error) { heard = append(heard, err) }))
-	closed := envoyrls.New(cfg, envoyrls.WithClock(clock.Now), envoyrls.WithBackend(redisBackend(t, srv.Addr, clock, "down")), envoyrls.WithFailClosed())
+	closed := envoyrls.New(cfg, envoyrls.WithClock(clock), envoyrls.WithBackend(redisBackend(t, srv.Addr, clock, "down")), envoyrls.WithFailClosed())
 	co, cc := serve(t, open), serve(t, closed)
 	if r := ask(t, cc, "api", desc("tenant", "x")); r.OverallCode != ok {
 		t.Fatalf("with Redis up: %v", r)
@@ -121,7 +121,7 @@ func TestReloadWithANewRateKeepsUnits(t *testing.T) {
 	for _, backend := range []string{"memory", "redis"} {
 		t.Run(backend, func(t *testing.T) {
 			clock := limitertest.NewClock(limitertest.Start)
-			opts := []envoyrls.Option{envoyrls.WithClock(clock.Now)}
+			opts := []envoyrls.Option{envoyrls.WithClock(clock)}
 			if backend == "redis" {
 				opts = append(opts, envoyrls.WithBackend(redisBackend(t, redistest.Start(t).Addr, clock, "rate")))
 			}
@@ -156,7 +156,7 @@ func TestNegativeHitsGiveBack(t *testing.T) {
 	for _, backend := range []string{"redis", "memory"} {
 		t.Run(backend, func(t *testing.T) {
 			clock := limitertest.NewClock(limitertest.Start)
-			opts := []envoyrls.Option{envoyrls.WithClock(clock.Now)}
+			opts := []envoyrls.Option{envoyrls.WithClock(clock)}
 			if backend == "redis" {
 				opts = append(opts, envoyrls.WithBackend(redisBackend(t, redistest.Start(t).Addr, clock, "give")))
 			}

@@ -21,47 +21,54 @@ import (
 
 	"github.com/sluicehq/sluice"
 	slerrors "github.com/sluicehq/sluice/errors"
+	"github.com/sluicehq/sluice/internal/monoclock"
 	"github.com/sluicehq/sluice/otelmetric"
 	"github.com/sluicehq/sluice/stack"
 )
 
-// Bounds on a request. A request beyond them gets InvalidArgument and
-// consumes nothing.
+// Bounds on a request (the package documentation lists them). A request
+// beyond them gets InvalidArgument and consumes nothing.
 const (
-	// MaxDescriptors is the most descriptors one request may carry.
-	MaxDescriptors = 64
-	// MaxEntries is the most entries one descriptor may carry.
-	MaxEntries = 16
-	// MaxValueBytes is the longest key, value or domain, in bytes.
-	MaxValueBytes = 1024
-	// MaxHits is the largest hits_addend.
-	MaxHits = 1 << 40
-	// MaxOverridePeriod is the longest period a limit override may give
+	// maxDescriptors is the most descriptors one request may carry.
+	maxDescriptors = 64
+	// maxEntries is the most entries one descriptor may carry.
+	maxEntries = 16
+	// maxValueBytes is the longest key, value or domain, in bytes.
+	maxValueBytes = 1024
+	// maxHits is the largest hits_addend.
+	maxHits = 1 << 40
+	// maxOverridePeriod is the longest period a limit override may give
 	// (unit × unit_multiplier).
-	MaxOverridePeriod = maxPeriod
+	maxOverridePeriod = maxPeriod
 )
 
 // Keys of the response's dynamic_metadata (in the namespace Envoy gives it,
-// envoy.filters.http.ratelimit by default).
+// envoy.filters.http.ratelimit by default); the package documentation lists
+// them for operators.
 const (
-	// MetaDeniedBy is the ID (name, or path) of the rule that denied.
-	MetaDeniedBy = "denied_by"
-	// MetaDescriptor is the index of the descriptor whose rule denied.
-	MetaDescriptor = "descriptor_index"
-	// MetaRetryAfterMs is the wait, in milliseconds rounded up, after which
-	// the same request would pass.
-	MetaRetryAfterMs = "retry_after_ms"
-	// MetaShadowDenied lists the IDs of shadow-mode rules that would have
+	// metaDeniedBy is the ID (name, or path) of the rule that denied.
+	metaDeniedBy = "denied_by"
+	// metaDescriptor is the index of the descriptor whose rule denied.
+	metaDescriptor = "descriptor_index"
+	// metaRetryAfterMs is the wait, in milliseconds rounded up, after which
+	// the same request would pass. A denial has it unless no wait helps,
+	// and then has metaPermanent instead.
+	metaRetryAfterMs = "retry_after_ms"
+	// metaPermanent is true when the denial cannot end by waiting: the rule
+	// that denied has requests_per_unit 0, or the request's hits exceed the
+	// rule's limit.
+	metaPermanent = "permanent"
+	// metaShadowDenied lists the IDs of shadow-mode rules that would have
 	// denied.
-	MetaShadowDenied = "shadow_denied"
-	// MetaShadow is true when the global shadow mode turned a denial into OK.
-	MetaShadow = "shadow_mode"
-	// MetaError is the backend error a fail-open or fail-closed answer
+	metaShadowDenied = "shadow_denied"
+	// metaShadow is true when the global shadow mode turned a denial into OK.
+	metaShadow = "shadow_mode"
+	// metaError is the backend error a fail-open or fail-closed answer
 	// followed.
-	MetaError = "backend_error"
-	// MetaMetadata holds the merged metadata (a rule's metadata key) of the
+	metaError = "backend_error"
+	// metaMetadata holds the merged metadata (a rule's metadata key) of the
 	// rules whose descriptors are not over.
-	MetaMetadata = "metadata"
+	metaMetadata = "metadata"
 )
 
 // Server answers Envoy's envoy.service.ratelimit.v3.RateLimitService. It is
@@ -107,22 +114,38 @@ type optionFunc func(*options)
 func (f optionFunc) apply(o *options) { f(o) }
 
 // WithBackend decides with b (the Redis backend, for a fleet) instead of in
-// memory. nil means the default, the in-memory backend.
-func WithBackend(b stack.Backend) Option { return optionFunc(func(o *options) { o.backend = b }) }
-
-// WithClock sets the clock decisions are made at. nil means the default,
-// time.Now.
-func WithClock(now func() time.Time) Option {
+// memory. A nil b means the default, the in-memory backend.
+func WithBackend(b stack.Backend) Option {
 	return optionFunc(func(o *options) {
-		if now != nil {
-			o.now = now
+		if b != nil {
+			o.backend = b
 		}
 	})
 }
 
-// WithFailClosed answers OVER_LIMIT when the backend cannot decide. By
-// default the server fails open: OK, with the error in the response's
-// dynamic metadata and passed to the error handler.
+// WithClock sets the clock decisions are made at (only c.Now is used). A
+// nil c means the default: sluice's clock, wall time advanced by the
+// monotonic clock only, so that a step of the system clock never moves
+// decisions backwards.
+func WithClock(c sluice.Clock) Option {
+	return optionFunc(func(o *options) {
+		if c != nil {
+			o.now = c.Now
+		}
+	})
+}
+
+// WithFailClosed sets the server's own failure policy (the server is the
+// engine here; no Stack is involved): when the backend returns an error for
+// a request, the overall answer is OVER_LIMIT and so is the status of every
+// descriptor that matched a limiting, non-shadow rule, each with its rule
+// as current_limit. By default the server fails open: the overall answer
+// is OK and no descriptor is over. Either way the error is passed to the
+// error handler (WithErrorHandler), counted by WithMetrics and written to
+// the response's dynamic metadata under "backend_error".
+// A Redis backend's own degradation (redis.WithLocalFallback) answers
+// instead of failing while it holds, so this policy applies only to the
+// errors that still reach the server.
 func WithFailClosed() Option { return optionFunc(func(o *options) { o.failClosed = true }) }
 
 // WithShadowMode starts the server in global shadow mode: every decision is
@@ -130,10 +153,14 @@ func WithFailClosed() Option { return optionFunc(func(o *options) { o.failClosed
 // Server.SetShadowMode.
 func WithShadowMode() Option { return optionFunc(func(o *options) { o.shadow = true }) }
 
-// WithMetrics counts decisions per rule and backend errors with m. nil
+// WithMetrics counts decisions per rule and backend errors with m. A nil m
 // means the default: no metrics.
 func WithMetrics(m *otelmetric.Metrics) Option {
-	return optionFunc(func(o *options) { o.metrics = m })
+	return optionFunc(func(o *options) {
+		if m != nil {
+			o.metrics = m
+		}
+	})
 }
 
 // WithNearLimitRatio sets the share of a rule's limit past which hits
@@ -151,9 +178,15 @@ func WithNearLimitRatio(r float64) Option {
 }
 
 // WithErrorHandler calls h with every backend error (and the backend's
-// notices, such as entering its local fallback). nil means the default: no
-// handler.
-func WithErrorHandler(h func(error)) Option { return optionFunc(func(o *options) { o.onError = h }) }
+// notices, such as entering its local fallback). A nil h means the default:
+// no handler.
+func WithErrorHandler(h func(error)) Option {
+	return optionFunc(func(o *options) {
+		if h != nil {
+			o.onError = h
+		}
+	})
+}
 
 // WithMaxBuckets bounds the in-memory backend's live buckets. n ≤ 0 means
 // the default, DefaultMaxBuckets (before v0.1.0, 0 allowed no bucket at all
@@ -169,11 +202,14 @@ func WithMaxBuckets(n int) Option {
 
 // New returns a Server deciding with cfg. It decides in memory unless
 // WithBackend is given. Every option's argument is valid or means "not
-// given" (zero, negative or nil: the default), so New has no error.
+// given" (zero, negative or nil: the default), and a nil Option is
+// ignored, so New has no error.
 func New(cfg *Config, opts ...Option) *Server {
-	o := options{now: time.Now, maxBuckets: DefaultMaxBuckets, nearRatio: DefaultNearLimitRatio}
+	o := options{now: monoclock.Now, maxBuckets: DefaultMaxBuckets, nearRatio: DefaultNearLimitRatio}
 	for _, opt := range opts {
-		opt.apply(&o)
+		if opt != nil {
+			opt.apply(&o)
+		}
 	}
 	s := &Server{backend: o.backend, now: o.now, failClosed: o.failClosed, metrics: o.metrics, nearRatio: o.nearRatio, onError: o.onError}
 	if s.backend == nil {
@@ -222,7 +258,7 @@ type limitRef struct {
 	name     string // rate_limit.name (for replaces); "" for none
 	replaces []string
 	rpu      uint32
-	unit     Unit
+	unit     stack.Unit
 	mult     uint32
 	period   time.Duration
 	burst    int64
@@ -256,34 +292,34 @@ func validate(req *rlsv3.RateLimitRequest) error {
 	if req.Domain == "" {
 		return invalid("domain: empty; a request must name its domain")
 	}
-	if len(req.Domain) > MaxValueBytes {
-		return invalid("domain: %d bytes, at most %d", len(req.Domain), MaxValueBytes)
+	if len(req.Domain) > maxValueBytes {
+		return invalid("domain: %d bytes, at most %d", len(req.Domain), maxValueBytes)
 	}
 	if len(req.Descriptors) == 0 {
 		return invalid("descriptors: none; a request needs at least one")
 	}
-	if len(req.Descriptors) > MaxDescriptors {
-		return invalid("descriptors: %d, at most %d", len(req.Descriptors), MaxDescriptors)
+	if len(req.Descriptors) > maxDescriptors {
+		return invalid("descriptors: %d, at most %d", len(req.Descriptors), maxDescriptors)
 	}
 	for i, d := range req.Descriptors {
 		if d == nil || len(d.Entries) == 0 {
 			return invalid("descriptors[%d]: no entries", i)
 		}
-		if len(d.Entries) > MaxEntries {
-			return invalid("descriptors[%d].entries: %d, at most %d", i, len(d.Entries), MaxEntries)
+		if len(d.Entries) > maxEntries {
+			return invalid("descriptors[%d].entries: %d, at most %d", i, len(d.Entries), maxEntries)
 		}
 		for j, e := range d.Entries {
 			switch {
 			case e == nil || e.Key == "":
 				return invalid("descriptors[%d].entries[%d].key: empty", i, j)
-			case len(e.Key) > MaxValueBytes:
-				return invalid("descriptors[%d].entries[%d].key: %d bytes, at most %d", i, j, len(e.Key), MaxValueBytes)
-			case len(e.Value) > MaxValueBytes:
-				return invalid("descriptors[%d].entries[%d].value: %d bytes, at most %d", i, j, len(e.Value), MaxValueBytes)
+			case len(e.Key) > maxValueBytes:
+				return invalid("descriptors[%d].entries[%d].key: %d bytes, at most %d", i, j, len(e.Key), maxValueBytes)
+			case len(e.Value) > maxValueBytes:
+				return invalid("descriptors[%d].entries[%d].value: %d bytes, at most %d", i, j, len(e.Value), maxValueBytes)
 			}
 		}
-		if h := d.HitsAddend; h != nil && h.Value > MaxHits {
-			return invalid("descriptors[%d].hits_addend: %d, at most %d", i, h.Value, int64(MaxHits))
+		if h := d.HitsAddend; h != nil && h.Value > maxHits {
+			return invalid("descriptors[%d].hits_addend: %d, at most %d", i, h.Value, int64(maxHits))
 		}
 		if l := d.Limit; l != nil {
 			u := overrideUnit(l.Unit)
@@ -297,47 +333,47 @@ func validate(req *rlsv3.RateLimitRequest) error {
 					return invalid("descriptors[%d].limit.unit_multiplier: 0; leave it unset for 1", i)
 				}
 			}
-			if time.Duration(mult) > MaxOverridePeriod/u.Duration() {
-				return invalid("descriptors[%d].limit: period of %d %ss is longer than %v", i, mult, u, MaxOverridePeriod)
+			if time.Duration(mult) > maxOverridePeriod/u.Duration() {
+				return invalid("descriptors[%d].limit: period of %d %ss is longer than %v", i, mult, u, maxOverridePeriod)
 			}
 		}
 	}
 	return nil
 }
 
-func overrideUnit(u typev3.RateLimitUnit) Unit {
+func overrideUnit(u typev3.RateLimitUnit) stack.Unit {
 	switch u {
 	case typev3.RateLimitUnit_SECOND:
-		return Second
+		return stack.Second
 	case typev3.RateLimitUnit_MINUTE:
-		return Minute
+		return stack.Minute
 	case typev3.RateLimitUnit_HOUR:
-		return Hour
+		return stack.Hour
 	case typev3.RateLimitUnit_DAY:
-		return Day
+		return stack.Day
 	case typev3.RateLimitUnit_MONTH:
-		return Month
+		return stack.Month
 	case typev3.RateLimitUnit_YEAR:
-		return Year
+		return stack.Year
 	}
 	return ""
 }
 
-func responseUnit(u Unit) rlsv3.RateLimitResponse_RateLimit_Unit {
+func responseUnit(u stack.Unit) rlsv3.RateLimitResponse_RateLimit_Unit {
 	switch u {
-	case Second:
+	case stack.Second:
 		return rlsv3.RateLimitResponse_RateLimit_SECOND
-	case Minute:
+	case stack.Minute:
 		return rlsv3.RateLimitResponse_RateLimit_MINUTE
-	case Hour:
+	case stack.Hour:
 		return rlsv3.RateLimitResponse_RateLimit_HOUR
-	case Day:
+	case stack.Day:
 		return rlsv3.RateLimitResponse_RateLimit_DAY
-	case Week:
+	case stack.Week:
 		return rlsv3.RateLimitResponse_RateLimit_WEEK
-	case Month:
+	case stack.Month:
 		return rlsv3.RateLimitResponse_RateLimit_MONTH
-	case Year:
+	case stack.Year:
 		return rlsv3.RateLimitResponse_RateLimit_YEAR
 	}
 	return rlsv3.RateLimitResponse_RateLimit_UNKNOWN
@@ -394,9 +430,9 @@ func (s *Server) resolve(cfg *Config, req *rlsv3.RateLimitRequest) plan {
 	p := plan{unlimited: make([]bool, n), cost: make([]int64, n), negative: make([]bool, n), debit: make([]bool, n), refs: make([]limitRef, 0, n)}
 	root := cfg.domains[req.Domain]
 	known := root != nil || len(cfg.gateway) > 0
-	var path [MaxEntries][2]string
-	var values [MaxEntries]string
-	var shared [MaxEntries]string
+	var path [maxEntries][2]string
+	var values [maxEntries]string
+	var shared [maxEntries]string
 	globalQuota := s.quota.Load()
 	for i, d := range req.Descriptors {
 		cost := int64(1)
@@ -473,7 +509,7 @@ func (s *Server) resolve(cfg *Config, req *rlsv3.RateLimitRequest) plan {
 				if r.Rate == 0 {
 					burst = 0
 				}
-				p.refs = append(p.refs, limitRef{id: g.rl.RateLimitID, rpu: uint32(min(r.Rate, math.MaxUint32)), unit: Unit(r.Period), mult: 1, quota: globalQuota,
+				p.refs = append(p.refs, limitRef{id: g.rl.RateLimitID, rpu: uint32(min(r.Rate, math.MaxUint32)), unit: r.Period, mult: 1, quota: globalQuota,
 					period: r.Period.Duration(), burst: burst, shadow: g.rl.Shadow,
 					key: bucketKey("g", g.rl.RateLimitID+"|"+strconv.Itoa(ri), d.Entries), desc: i})
 			}
@@ -673,7 +709,7 @@ func (s *Server) failed(resp *rlsv3.RateLimitResponse, p plan, err error) *rlsv3
 	if s.metrics != nil {
 		s.metrics.Record(sluice.Decision{}, err)
 	}
-	meta := map[string]any{MetaError: err.Error()}
+	meta := map[string]any{metaError: err.Error()}
 	if s.failClosed {
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		for _, r := range p.refs {
@@ -738,7 +774,7 @@ func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, 
 		meta = map[string]any{}
 	}
 	if giveErr != nil {
-		meta[MetaError] = giveErr.Error()
+		meta[metaError] = giveErr.Error()
 	}
 	// per descriptor: the ref that governs its status (the denier, else the
 	// one with the fewest units left)
@@ -802,13 +838,17 @@ func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, 
 			if meta == nil {
 				meta = map[string]any{}
 			}
-			if _, ok := meta[MetaDeniedBy]; denied && (!ok || r.op == out.Denied) {
-				meta[MetaDeniedBy] = r.id
-				meta[MetaDescriptor] = float64(r.desc)
+			if _, ok := meta[metaDeniedBy]; denied && (!ok || r.op == out.Denied) {
+				meta[metaDeniedBy] = r.id
+				meta[metaDescriptor] = float64(r.desc)
 			}
 		}
 		if s.metrics != nil {
 			d := sluice.Decision{Allowed: !over, LimitID: r.id, Metric: sluice.MetricRequests}
+			if over {
+				// Every denial says when to retry, or that no wait helps.
+				d.RetryAfter, d.Permanent = reset, denied && r.op == out.Denied && out.Permanent
+			}
 			if r.shadow && shadowDenied(r.op) {
 				// a shadow rule over its limit; a quota over its limit or
 				// a negative-hits report is no shadow denial
@@ -838,19 +878,22 @@ func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, 
 	}
 	if denied {
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-		if out.RetryAfter > 0 {
-			meta[MetaRetryAfterMs] = float64((out.RetryAfter + time.Millisecond - 1) / time.Millisecond)
+		switch {
+		case out.Permanent:
+			meta[metaPermanent] = true
+		case out.RetryAfter > 0:
+			meta[metaRetryAfterMs] = float64((out.RetryAfter + time.Millisecond - 1) / time.Millisecond)
 		}
 		if s.shadow.Load() {
 			resp.OverallCode = rlsv3.RateLimitResponse_OK
-			meta[MetaShadow] = true
+			meta[metaShadow] = true
 		}
 	}
 	if len(shadowIDs) > 0 {
 		if meta == nil {
 			meta = map[string]any{}
 		}
-		meta[MetaShadowDenied] = shadowIDs
+		meta[metaShadowDenied] = shadowIDs
 	}
 	// The metadata of the rules whose descriptors are not over, merged (the
 	// first rule's value wins, mappings merge), as envoyproxy/ratelimit
@@ -870,7 +913,7 @@ func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, 
 		if meta == nil {
 			meta = map[string]any{}
 		}
-		meta[MetaMetadata] = md
+		meta[metaMetadata] = md
 	}
 	if len(policy) > 0 {
 		resp.ResponseHeadersToAdd = []*corev3.HeaderValue{

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice/envoyrls"
+	"github.com/sluicehq/sluice/stack/limitertest"
 )
 
 const twoLimits = `domain: api
@@ -342,5 +343,42 @@ func TestWatcherStartAndClose(t *testing.T) {
 	}
 	if err := w.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
+	}
+}
+
+// Every denial says when to retry or that no wait helps: a rule of 0
+// requests, or a request of more hits than the limit, is permanent and has
+// no retry_after_ms; a denial of a rule that refills has retry_after_ms and
+// is not permanent.
+func TestDenialSaysWhenOrNever(t *testing.T) {
+	srv := envoyrls.New(load(t, "api.yaml", `domain: api
+descriptors:
+  - key: blocked
+    rate_limit: {unit: second, requests_per_unit: 0}
+  - key: route
+    rate_limit: {unit: minute, requests_per_unit: 2}
+`), envoyrls.WithClock(limitertest.NewClock(limitertest.Start)))
+	call := func(hits uint32, d *ratelimitv3.RateLimitDescriptor) *rlsv3.RateLimitResponse {
+		t.Helper()
+		r, err := srv.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "api", HitsAddend: hits, Descriptors: []*ratelimitv3.RateLimitDescriptor{d}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	for name, r := range map[string]*rlsv3.RateLimitResponse{
+		"rate 0":          call(1, desc("blocked", "x")),
+		"hits over limit": call(3, desc("route", "/a")),
+	} {
+		if r.OverallCode != over || meta(r, envoyrls.MetaPermanent) != true || meta(r, envoyrls.MetaRetryAfterMs) != nil {
+			t.Errorf("%s: %v permanent=%v retry_after_ms=%v, want OVER_LIMIT, permanent, no wait", name, r.OverallCode,
+				meta(r, envoyrls.MetaPermanent), meta(r, envoyrls.MetaRetryAfterMs))
+		}
+	}
+	call(2, desc("route", "/b"))
+	r := call(1, desc("route", "/b"))
+	if r.OverallCode != over || meta(r, envoyrls.MetaPermanent) != nil || meta(r, envoyrls.MetaRetryAfterMs) != float64(30000) {
+		t.Errorf("refilling rule: %v permanent=%v retry_after_ms=%v, want OVER_LIMIT, a 30000 ms wait", r.OverallCode,
+			meta(r, envoyrls.MetaPermanent), meta(r, envoyrls.MetaRetryAfterMs))
 	}
 }

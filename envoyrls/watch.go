@@ -39,7 +39,11 @@ func realTicker(d time.Duration) (<-chan time.Time, func()) {
 // reads the files once to remember them, so that the first Check reloads
 // only if they change afterwards (srv is assumed to hold their
 // configuration). onError, if not nil, is called with every failed reload.
+// A nil srv has no default: NewWatcher panics, naming it.
 func NewWatcher(srv *Server, path string, onError func(error)) *Watcher {
+	if srv == nil {
+		panic("envoyrls: NewWatcher with a nil *Server")
+	}
 	w := &Watcher{srv: srv, path: path, onError: onError, ticker: realTicker}
 	if files, err := readPath(path); err == nil {
 		w.last = digest(files)

@@ -27,7 +27,7 @@ func ExampleUnaryClientInterceptor() {
 	var elapsed atomic.Int64 // the simulated clock, read by server and client
 	clock := func() time.Time { return start.Add(time.Duration(elapsed.Load())) }
 	limits, err := stack.Load([]byte(`{"rateLimits": [{"rateLimitId": "per-method", "dimensionKeys": ["method"],
-	  "entries": [{"dimensions": {"method": "*"}, "requests": [{"rate": 1, "period": "second"}]}]}]}`), stack.WithClock(clock))
+	  "entries": [{"dimensions": {"method": "*"}, "requests": [{"rate": 1, "period": "second"}]}]}]}`), stack.WithClock(clockFunc(clock)))
 	if err != nil {
 		panic(err)
 	}

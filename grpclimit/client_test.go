@@ -32,7 +32,7 @@ func noJitter(time.Duration) time.Duration { return 0 }
 func TestUnaryClientInterceptorLearnsRetryInfo(t *testing.T) {
 	clk := limitertest.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	limits, err := stack.Load([]byte(`{"rateLimits": [{"rateLimitId": "per-method", "dimensionKeys": ["method"],
-	  "entries": [{"dimensions": {"method": "*"}, "requests": [{"rate": 1, "period": "second"}]}]}]}`), stack.WithClock(clk.Now))
+	  "entries": [{"dimensions": {"method": "*"}, "requests": [{"rate": 1, "period": "second"}]}]}]}`), stack.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}

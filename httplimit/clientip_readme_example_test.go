@@ -21,7 +21,7 @@ func Example_clientIP() {
 	limits, err := stack.Load([]byte(`{"rateLimits": [
 	  {"rateLimitId": "per-ip", "dimensionKeys": ["clientIP"], "entries": [
 	    {"dimensions": {"clientIP": "*"}, "requests": [{"rate": 2, "period": "minute"}]}]}
-	]}`), stack.WithClock(clock.Now))
+	]}`), stack.WithClock(clock))
 	if err != nil {
 		log.Fatal(err)
 	}

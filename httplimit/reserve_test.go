@@ -27,7 +27,7 @@ func connStack(t *testing.T, slots int64) *stack.Stack {
 		{RateLimitID: "blocked-op", DimensionKeys: []string{"op", "caller"},
 			Entries: []stack.Entry{{Dimensions: map[string]string{"op": "blocked", "caller": "*"}, Requests: []stack.Rate{{Rate: 0, Period: "second"}}}}},
 	}}
-	s, err := stack.New(cfg, stack.WithClock(limitertest.NewClock(limitertest.Start).Now))
+	s, err := stack.New(cfg, stack.WithClock(limitertest.NewClock(limitertest.Start)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/otelmetric"
 	"github.com/sluicehq/sluice/stack"
+	"github.com/sluicehq/sluice/stack/limitertest"
 )
 
 // Wrap the limiter to count its decisions, and give the stack the metrics'
@@ -22,10 +23,9 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	st, err := stack.Load([]byte(`{"rateLimits": [{"rateLimitId": "per-caller", "dimensionKeys": ["caller"],
 	  "entries": [{"dimensions": {"caller": "*"}, "requests": [{"rate": 2, "period": "minute"}]}]}]}`),
-		stack.WithClock(func() time.Time { return t0 }),
+		stack.WithClock(limitertest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))),
 		stack.WithErrorHandler(m.ErrorHandler(func(err error) { log.Print(err) })))
 	if err != nil {
 		log.Fatal(err)

@@ -73,6 +73,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/monoclock"
 	"github.com/sluicehq/sluice/otelattr"
 	"github.com/sluicehq/sluice/stack"
 )
@@ -144,12 +145,13 @@ type optionFunc func(*Metrics)
 
 func (f optionFunc) apply(m *Metrics) { f(m) }
 
-// WithClock sets the clock decisions are timed with (default time.Now). A
-// nil now means the default.
-func WithClock(now func() time.Time) Option {
+// WithClock sets the clock decisions are timed with (only c.Now is used).
+// A nil c means the default: sluice's clock, wall time advanced by the
+// monotonic clock only.
+func WithClock(c sluice.Clock) Option {
 	return optionFunc(func(m *Metrics) {
-		if now != nil {
-			m.now = now
+		if c != nil {
+			m.now = c.Now
 		}
 	})
 }
@@ -185,7 +187,7 @@ func WithoutDurations() Option {
 // Metrics records sluice's metrics with one Meter. It is safe for concurrent
 // use. Close unregisters its callbacks.
 type Metrics struct {
-	now   func() time.Time
+	now   func() time.Time // WithClock; nil: monoclock, read as nanoseconds
 	every uint32
 
 	duration    metric.Float64Histogram
@@ -313,7 +315,7 @@ func (lc *limitCells) attrs(kvs ...attribute.KeyValue) []attribute.KeyValue {
 
 // New creates the instruments with mp's Meter for ScopeName.
 func New(mp metric.MeterProvider, opts ...Option) (*Metrics, error) {
-	m := &Metrics{now: time.Now, every: DefaultDurationSampling, errTypes: map[string][]metric.AddOption{}}
+	m := &Metrics{every: DefaultDurationSampling, errTypes: map[string][]metric.AddOption{}}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(m)
@@ -623,9 +625,9 @@ func (w *wrapper) Allow(ctx context.Context, keys sluice.Keys) (d sluice.Decisio
 		w.sampler.counted(m.every, n)
 		return d, err
 	}
-	start := m.now()
+	start := m.mark()
 	d, err = w.inner.Allow(ctx, keys)
-	elapsed := m.now().Sub(start)
+	elapsed := time.Duration(m.mark() - start)
 	c, _ := m.count(&d, err, &w.last)
 	m.duration.Record(ctx, elapsed.Seconds(), c.recOpts...)
 	return d, err
@@ -646,9 +648,9 @@ func (w *reserverWrapper) Reserve(ctx context.Context, keys sluice.Keys, estimat
 		w.sampler.counted(m.every, n)
 		return r, d, err
 	}
-	start := m.now()
+	start := m.mark()
 	r, d, err = w.inner.Reserve(ctx, keys, estimate)
-	elapsed := m.now().Sub(start)
+	elapsed := time.Duration(m.mark() - start)
 	c, _ := m.count(&d, err, &w.last)
 	m.duration.Record(ctx, elapsed.Seconds(), c.recOpts...)
 	return r, d, err
@@ -667,9 +669,9 @@ func (w *slotWrapper) ReserveSlots(ctx context.Context, keys sluice.Keys) (r slu
 		w.sampler.counted(m.every, n)
 		return r, d, err
 	}
-	start := m.now()
+	start := m.mark()
 	r, d, err = w.slots.ReserveSlots(ctx, keys)
-	elapsed := m.now().Sub(start)
+	elapsed := time.Duration(m.mark() - start)
 	c, _ := m.count(&d, err, &w.last)
 	m.duration.Record(ctx, elapsed.Seconds(), c.recOpts...)
 	return r, d, err
@@ -753,4 +755,14 @@ func (m *Metrics) countError(err error, n int64) {
 	}
 	m.mu.Unlock()
 	m.backendErrs.Add(context.Background(), n, opts...)
+}
+
+// mark reads the clock decisions are timed with, in nanoseconds: the
+// default clock without building a time.Time (timing needs differences
+// only), or the clock given to WithClock.
+func (m *Metrics) mark() int64 {
+	if m.now == nil {
+		return monoclock.Nanos()
+	}
+	return m.now().UnixNano()
 }

@@ -18,7 +18,7 @@ import (
 func TestSharedLimiter(t *testing.T) {
 	clk := newStepClock()
 	shared, err := stack.Load([]byte(`{"rateLimits": [{"rateLimitId": "fleet", "dimensionKeys": ["upstream"],
-	  "entries": [{"dimensions": {"upstream": "*"}, "requests": [{"rate": 2, "period": "second"}]}]}]}`), stack.WithClock(clk.Now))
+	  "entries": [{"dimensions": {"upstream": "*"}, "requests": [{"rate": 2, "period": "second"}]}]}]}`), stack.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func runScenario(t testing.TB, paced bool) scenario {
 	)
 	vc := newVSched()
 	limits, err := stack.Load([]byte(`{"rateLimits": [{"rateLimitId": "per-ip", "dimensionKeys": ["ip"],
-	  "entries": [{"dimensions": {"ip": "*"}, "requests": [{"rate": 100, "period": "second"}]}]}]}`), stack.WithClock(vc.Now))
+	  "entries": [{"dimensions": {"ip": "*"}, "requests": [{"rate": 100, "period": "second"}]}]}]}`), stack.WithClock(vc))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,11 +29,12 @@ import (
 //	cd redis && SLUICE_BENCH_ROUNDS=3 go test -run '^$' -bench AutoPipeline -benchtime 20000x
 func BenchmarkAutoPipeline(b *testing.B) {
 	srv := startRedis(b)
-	if _, ok := srv.CPUTime(); !ok {
-		b.Skip("the redis-server's CPU time cannot be read")
-	}
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 64})
 	b.Cleanup(func() { client.Close() })
+	cpuTime, ok := serverCPU(b, srv, client)
+	if !ok {
+		b.Skip("the redis-server's CPU time cannot be read")
+	}
 	ap, err := client.AutoPipeline()
 	if err != nil {
 		b.Fatal(err)
@@ -83,7 +84,7 @@ func BenchmarkAutoPipeline(b *testing.B) {
 						if err := client.ConfigResetStat(ctx).Err(); err != nil {
 							b.Fatal(err)
 						}
-						cpu0, _ := srv.CPUTime()
+						cpu0 := cpuTime()
 						b.SetParallelism((conc + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 						b.RunParallel(func(pb *testing.PB) {
 							for pb.Next() {
@@ -93,7 +94,7 @@ func BenchmarkAutoPipeline(b *testing.B) {
 								}
 							}
 						})
-						cpu1, _ := srv.CPUTime()
+						cpu1 := cpuTime()
 						b.ReportMetric(float64((cpu1-cpu0).Microseconds())/float64(b.N), "redis-cpu-µs/op")
 						calls, usec := evalshaStats(b, client)
 						if calls > 0 {

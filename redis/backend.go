@@ -15,6 +15,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/stack"
 )
 
@@ -169,7 +170,7 @@ func newOptions(opts []Option) options {
 }
 
 // WithKeyPrefix sets the prefix of every key. Keys are
-// "<prefix>:{<tag>}:<bucket key>" with the bucket key of stack.BucketKey.
+// "<prefix>:{<tag>}:<bucket key>" with the bucket key of stack.Op.Key.
 // An empty p means the default, "sluice"; a prefix that contains '{' or
 // '}' is an error.
 func WithKeyPrefix(p string) Option {
@@ -249,12 +250,13 @@ func WithPin(pin func(Bucket) string) Option {
 	})
 }
 
-// WithClock makes the backend read decision time from now instead of the
-// Redis server's TIME. By default time comes from the server, so that pods
-// with skewed clocks still share one timeline. Use it in tests and
-// simulations. Key expiry still follows the server's clock, so the injected
-// clock must not run slower than real time. A nil now means the default:
-// the server's TIME for a Backend, time.Now for a PaceStore.
+// WithClock makes the backend read decision time from c.Now instead of the
+// Redis server's TIME (c.Sleep is not used). By default time comes from the
+// server, so that pods with skewed clocks still share one timeline. Use it
+// in tests and simulations. Key expiry still follows the server's clock, so
+// the injected clock must not run slower than real time. A nil c means the
+// default: the server's TIME for a Backend, sluice's default clock (wall
+// time advanced by the monotonic clock) for a PaceStore.
 //
 // A Backend's own timers follow now too: the probe interval
 // (WithProbeInterval), the rejoin period after an outage and the local
@@ -262,10 +264,10 @@ func WithPin(pin func(Bucket) string) Option {
 // simulation steps them as it steps decisions. A backend on a clock that
 // never advances no longer probes Redis after a failure. Only the timeout
 // (WithTimeout), a network deadline, stays on real time.
-func WithClock(now func() time.Time) Option {
+func WithClock(c sluice.Clock) Option {
 	return optionFunc(func(o *options) {
-		if now != nil {
-			o.clock = now
+		if c != nil {
+			o.clock = c.Now
 		}
 	})
 }
@@ -304,6 +306,13 @@ func WithProbeInterval(d time.Duration) Option {
 // share in (0, 1]. With N processes, share 1/N keeps the fleet within the
 // shared limit. By default there is no fallback: a share ≤ 0 or NaN means
 // the default, and a share above 1 is an error.
+//
+// It is the backend's own degradation, not a failure policy: while the
+// fallback decides, Take returns decisions and no error, so the Stack's
+// policy (fail open by default, stack.WithFailClosed) never sees the
+// outage; that policy applies only to the errors the backend still returns
+// (without a fallback, every ErrUnavailable; with one, a failure the
+// fallback cannot answer, such as a context that ended).
 //
 // Switching never creates tokens: a local bucket starts empty (it gets its
 // share of the rate from the start of the outage, no burst), what is

@@ -29,11 +29,11 @@ func TestBatchMatchesOneByOne(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 7))
 	rates := []struct{ rate, burst int64 }{{10, 5}, {10, 10}, {3, 2}, {0, 0}}
 	for round := 0; round < 40; round++ {
-		one, err := New(client, WithKeyPrefix(fmt.Sprintf("one%d", round)), WithClock(clock), WithTimeout(5*time.Second))
+		one, err := New(client, WithKeyPrefix(fmt.Sprintf("one%d", round)), WithClock(clockFunc(clock)), WithTimeout(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
-		bat, err := New(client, WithKeyPrefix(fmt.Sprintf("bat%d", round)), WithClock(clock), WithTimeout(5*time.Second))
+		bat, err := New(client, WithKeyPrefix(fmt.Sprintf("bat%d", round)), WithClock(clockFunc(clock)), WithTimeout(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,18 +21,18 @@ func TestBatchedDecisionsAreExact(t *testing.T) {
 	srv := startRedis(t)
 	client, rt := newClient(t, srv.Addr)
 	clock := limitertest.NewClock(time.Now())
-	b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(uniquePrefix("batch")), sluiceredis.WithClock(clock.Now),
+	b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(uniquePrefix("batch")), sluiceredis.WithClock(clock),
 		sluiceredis.WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := stack.Config{RateLimits: []stack.RateLimit{
 		{RateLimitID: "per-caller", DimensionKeys: []string{"caller"}, Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"},
-			Requests: []stack.Rate{{Rate: 1, Period: stack.PeriodMinute, Burst: 300}}}}},
+			Requests: []stack.Rate{{Rate: 1, Period: stack.Minute, Burst: 300}}}}},
 		{RateLimitID: "global", DimensionKeys: []string{"svc"}, Entries: []stack.Entry{{Dimensions: map[string]string{"svc": "api"},
-			Requests: []stack.Rate{{Rate: 1, Period: stack.PeriodMinute, Burst: 500}}}}},
+			Requests: []stack.Rate{{Rate: 1, Period: stack.Minute, Burst: 500}}}}},
 	}}
-	s, err := stack.New(cfg, stack.WithBackend(b), stack.WithClock(clock.Now), stack.WithFailClosed())
+	s, err := stack.New(cfg, stack.WithBackend(b), stack.WithClock(clock), stack.WithFailClosed())
 	if err != nil {
 		t.Fatal(err)
 	}

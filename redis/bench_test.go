@@ -21,11 +21,11 @@ import (
 // an admission (each still reads and writes three buckets).
 var benchLimits = stack.Config{RateLimits: []stack.RateLimit{
 	{RateLimitID: "per-target", DimensionKeys: []string{"targetName"},
-		Entries: []stack.Entry{{Dimensions: map[string]string{"targetName": "*"}, Requests: []stack.Rate{{Rate: 10_000_000, Period: stack.PeriodSecond}}}}},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"targetName": "*"}, Requests: []stack.Rate{{Rate: 10_000_000, Period: stack.Second}}}}},
 	{RateLimitID: "per-caller", DimensionKeys: []string{"caller"},
-		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 5_000_000, Period: stack.PeriodSecond}}}}},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 5_000_000, Period: stack.Second}}}}},
 	{RateLimitID: "per-tool", DimensionKeys: []string{"targetName", "toolName"},
-		Entries: []stack.Entry{{Dimensions: map[string]string{"targetName": "*", "toolName": "*"}, Requests: []stack.Rate{{Rate: 1_000_000, Period: stack.PeriodSecond}}}}},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"targetName": "*", "toolName": "*"}, Requests: []stack.Rate{{Rate: 1_000_000, Period: stack.Second}}}}},
 }}
 
 // oneLimit is benchLimits' per-caller limit alone.

@@ -19,7 +19,7 @@ func TestZeroCostCheckThenDebitOnRedis(t *testing.T) {
 	srv := startRedis(t)
 	client, _ := newClient(t, srv.Addr)
 	clock := limitertest.NewClock(limitertest.Start)
-	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now),
+	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock),
 		sluiceredis.WithKeyPrefix(uniquePrefix("check")), sluiceredis.WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +30,7 @@ func TestZeroCostCheckThenDebitOnRedis(t *testing.T) {
 		{RateLimitID: "rpm", DimensionKeys: []string{"caller"},
 			Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 100, Period: "minute"}}}}},
 	}}
-	s, err := stack.New(cfg, stack.WithClock(clock.Now), stack.WithBackend(b), stack.WithFailClosed())
+	s, err := stack.New(cfg, stack.WithClock(clock), stack.WithBackend(b), stack.WithFailClosed())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestShadowDeniedReportsHeld(t *testing.T) {
 	srv := startRedis(t)
 	client, _ := newClient(t, srv.Addr)
 	clock := limitertest.NewClock(limitertest.Start)
-	rb, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now),
+	rb, err := sluiceredis.New(client, sluiceredis.WithClock(clock),
 		sluiceredis.WithKeyPrefix(uniquePrefix("shadowheld")), sluiceredis.WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)

@@ -38,7 +38,7 @@ var errRegroup = errors.New("sluice/redis: redo by slot")
 func (b *Backend) partition(ctx context.Context, keys []string, bySlot bool) ([]part, error) {
 	parts := make([]part, 0, 3)
 	for i, k := range keys {
-		s := Slot(k)
+		s := slot(k)
 		var node *goredis.Client
 		if !bySlot {
 			for _, p := range parts {

@@ -143,7 +143,7 @@ func TestClusterFaults(t *testing.T) {
 	masters := clusterMasters(t, client, 3)
 	clock := limitertest.NewClock(limitertest.Start)
 	const probe = 100 * time.Millisecond
-	b, err := sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clock.Now),
+	b, err := sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clock),
 		sluiceredis.WithTimeout(5*time.Second), sluiceredis.WithProbeInterval(probe),
 		sluiceredis.WithKeyPrefix(uniquePrefix("fault")))
 	if err != nil {

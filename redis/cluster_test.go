@@ -67,12 +67,12 @@ func TestCluster(t *testing.T) {
 	ctx := context.Background()
 	for _, tag := range []string{"alpha", "beta", "gamma"} {
 		clock := limitertest.NewClock(limitertest.Start)
-		b, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now), sluiceredis.WithHashTag(tag),
+		b, err := sluiceredis.New(client, sluiceredis.WithClock(clock), sluiceredis.WithHashTag(tag),
 			sluiceredis.WithTimeout(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := stack.New(threeLimits, stack.WithClock(clock.Now), stack.WithBackend(b), stack.WithFailClosed())
+		s, err := stack.New(threeLimits, stack.WithClock(clock), stack.WithBackend(b), stack.WithFailClosed())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,15 +21,15 @@ func TestConnectionsSharedByTheFleet(t *testing.T) {
 	prefix := uniquePrefix("conns")
 	cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "in-flight", DimensionKeys: []string{"targetName"},
 		Entries: []stack.Entry{{Dimensions: map[string]string{"targetName": "*"},
-			Connections: []stack.Rate{{Rate: 2, Period: stack.PeriodSecond}}}}}}}
+			Connections: []stack.Rate{{Rate: 2, Period: stack.Second}}}}}}}
 	proc := func() *stack.Stack {
 		client, _ := newClient(t, srv.Addr)
-		b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithClock(clock.Now),
+		b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithClock(clock),
 			sluiceredis.WithTimeout(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := stack.New(cfg, stack.WithBackend(b), stack.WithClock(clock.Now), stack.WithFailClosed(),
+		s, err := stack.New(cfg, stack.WithBackend(b), stack.WithClock(clock), stack.WithFailClosed(),
 			stack.WithLeaseTTL(time.Minute))
 		if err != nil {
 			t.Fatal(err)
@@ -100,7 +100,7 @@ func TestConnectionsInTheLocalFallback(t *testing.T) {
 	}
 	cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "in-flight", DimensionKeys: []string{"targetName"},
 		Entries: []stack.Entry{{Dimensions: map[string]string{"targetName": "*"},
-			Connections: []stack.Rate{{Rate: 2, Period: stack.PeriodSecond}}}}}}}
+			Connections: []stack.Rate{{Rate: 2, Period: stack.Second}}}}}}}
 	s, err := stack.New(cfg, stack.WithBackend(b), stack.WithFailClosed())
 	if err != nil {
 		t.Fatal(err)
@@ -128,15 +128,15 @@ func TestConnectionsThroughTheAdmitter(t *testing.T) {
 	prefix := uniquePrefix("admit")
 	cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "in-flight", DimensionKeys: []string{"targetName"},
 		Entries: []stack.Entry{{Dimensions: map[string]string{"targetName": "*"},
-			Connections: []stack.Rate{{Rate: 1, Period: stack.PeriodSecond}}}}}}}
+			Connections: []stack.Rate{{Rate: 1, Period: stack.Second}}}}}}}
 	proc := func() sluice.Admitter {
 		client, _ := newClient(t, srv.Addr)
-		b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithClock(clock.Now),
+		b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithClock(clock),
 			sluiceredis.WithTimeout(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := stack.New(cfg, stack.WithBackend(b), stack.WithClock(clock.Now), stack.WithFailClosed())
+		s, err := stack.New(cfg, stack.WithBackend(b), stack.WithClock(clock), stack.WithFailClosed())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	sluiceredis "github.com/sluicehq/sluice/redis"
-	"github.com/sluicehq/sluice/redis/redistest"
+	"github.com/sluicehq/sluice/redis/internal/faultproxy"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
 )
@@ -24,17 +24,17 @@ import (
 // decision after the release would fail without asking Redis.
 func TestCallerDeadlineIsNotAnOutage(t *testing.T) {
 	srv := startRedis(t)
-	proxy := redistest.NewProxy(t, srv.Addr)
+	proxy := faultproxy.NewProxy(t, srv.Addr)
 	client, _ := newClient(t, proxy.Addr)
 	ctx := context.Background()
 	clock := limitertest.NewClock(limitertest.Start)
-	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now), sluiceredis.WithTimeout(time.Hour),
+	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock), sluiceredis.WithTimeout(time.Hour),
 		sluiceredis.WithKeyPrefix(uniquePrefix("deadline")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	op := stack.Op{Key: "k", Rate: 100, Period: time.Second, Burst: 100, Cost: 1}
-	proxy.SetMode(redistest.Stall)
+	proxy.SetMode(faultproxy.Stall)
 	for i := 0; i < 30; i++ {
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Millisecond) // real time: a network deadline
 		_, err := b.Take(dctx, clock.Now(), []stack.Op{op})

@@ -30,11 +30,11 @@ func TestDenialCacheAnswersUntilRetryAfter(t *testing.T) {
 	client, rt := newClient(t, srv.Addr)
 	clock := limitertest.NewClock(limitertest.Start)
 	prefix := uniquePrefix("deny")
-	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now), sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithTimeout(5*time.Second))
+	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock), sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	twin, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now), sluiceredis.WithKeyPrefix(prefix),
+	twin, err := sluiceredis.New(client, sluiceredis.WithClock(clock), sluiceredis.WithKeyPrefix(prefix),
 		sluiceredis.WithTimeout(5*time.Second), sluiceredis.WithoutDenialCache())
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +91,7 @@ func TestDenialCacheDropsOnChange(t *testing.T) {
 	srv := startRedis(t)
 	client, rt := newClient(t, srv.Addr)
 	clock := limitertest.NewClock(limitertest.Start)
-	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now), sluiceredis.WithKeyPrefix(uniquePrefix("drop")), sluiceredis.WithTimeout(5*time.Second))
+	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock), sluiceredis.WithKeyPrefix(uniquePrefix("drop")), sluiceredis.WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestDenialCacheDeniesThroughAnOutage(t *testing.T) {
 	clock := limitertest.NewClock(limitertest.Start)
 	b := func() *sluiceredis.Backend {
 		client, _ := newClient(t, srv.Addr)
-		b, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now), sluiceredis.WithKeyPrefix(uniquePrefix("outage")),
+		b, err := sluiceredis.New(client, sluiceredis.WithClock(clock), sluiceredis.WithKeyPrefix(uniquePrefix("outage")),
 			sluiceredis.WithTimeout(200*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
@@ -207,11 +207,11 @@ func TestDenialCacheIsTheScript(t *testing.T) {
 	for seed := range seeds {
 		clock := limitertest.NewClock(limitertest.Start)
 		prefix := uniquePrefix(fmt.Sprint("lin", seed))
-		b, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now), sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithTimeout(5*time.Second))
+		b, err := sluiceredis.New(client, sluiceredis.WithClock(clock), sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithTimeout(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
-		twin, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now), sluiceredis.WithKeyPrefix(prefix),
+		twin, err := sluiceredis.New(client, sluiceredis.WithClock(clock), sluiceredis.WithKeyPrefix(prefix),
 			sluiceredis.WithTimeout(5*time.Second), sluiceredis.WithoutDenialCache())
 		if err != nil {
 			t.Fatal(err)
@@ -286,7 +286,7 @@ func TestDenialCacheBounded(t *testing.T) {
 	srv := startRedis(t)
 	client, _ := newClient(t, srv.Addr)
 	clock := limitertest.NewClock(limitertest.Start)
-	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now), sluiceredis.WithKeyPrefix(uniquePrefix("bound")),
+	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock), sluiceredis.WithKeyPrefix(uniquePrefix("bound")),
 		sluiceredis.WithTimeout(5*time.Second), sluiceredis.WithDenialCache(16<<10))
 	if err != nil {
 		t.Fatal(err)
@@ -389,7 +389,7 @@ func TestDenialCacheSingleFlight(t *testing.T) {
 	srv := startRedis(t)
 	client, rt := newClient(t, srv.Addr)
 	clock := limitertest.NewClock(limitertest.Start)
-	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now), sluiceredis.WithKeyPrefix(uniquePrefix("herd")), sluiceredis.WithTimeout(5*time.Second))
+	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock), sluiceredis.WithKeyPrefix(uniquePrefix("herd")), sluiceredis.WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -433,7 +433,7 @@ func TestDenialCacheLetsGoOfAnAdmittingBucket(t *testing.T) {
 	srv := startRedis(t)
 	client, _ := newClient(t, srv.Addr)
 	clock := limitertest.NewClock(limitertest.Start)
-	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now), sluiceredis.WithKeyPrefix(uniquePrefix("letgo")), sluiceredis.WithTimeout(5*time.Second))
+	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock), sluiceredis.WithKeyPrefix(uniquePrefix("letgo")), sluiceredis.WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -472,11 +472,11 @@ func TestDenialCacheConcurrentGiveBacks(t *testing.T) {
 	for round := range 30 {
 		clock := limitertest.NewClock(limitertest.Start)
 		prefix := uniquePrefix(fmt.Sprint("conc", round))
-		b, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now), sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithTimeout(5*time.Second))
+		b, err := sluiceredis.New(client, sluiceredis.WithClock(clock), sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithTimeout(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
-		twin, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now), sluiceredis.WithKeyPrefix(prefix),
+		twin, err := sluiceredis.New(client, sluiceredis.WithClock(clock), sluiceredis.WithKeyPrefix(prefix),
 			sluiceredis.WithTimeout(5*time.Second), sluiceredis.WithoutDenialCache())
 		if err != nil {
 			t.Fatal(err)

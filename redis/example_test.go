@@ -24,12 +24,12 @@ func Example() {
 	}
 	cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "per-caller", DimensionKeys: []string{"caller"},
 		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"},
-			Requests: []stack.Rate{{Rate: 100, Period: stack.PeriodSecond}}}}}}}
+			Requests: []stack.Rate{{Rate: 100, Period: stack.Second}}}}}}}
 	if _, err := stack.New(cfg, stack.WithBackend(b)); err != nil {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println("keys:", b.KeyPrefix()+stack.BucketKey("per-caller", "requests", 0, []string{"*"}, []string{"alice"}))
+	fmt.Println("keys:", b.KeyPrefix()+"per-caller|requests|0|1:*|5:alice" /* see stack.Op.Key */)
 
 	_, err = sluiceredis.New(client, sluiceredis.WithLocalFallback(2))
 	fmt.Println(err)
@@ -71,16 +71,20 @@ func ExampleWithPin() {
 		fmt.Println(err)
 		return
 	}
-	caller := b.Key(stack.BucketKey("per-caller", "requests", 0, []string{"*"}, []string{"alice"}))
-	tool := b.Key(stack.BucketKey("per-caller-tool", "requests", 0, []string{"*", "*"}, []string{"alice", "search"}))
-	target := b.Key(stack.BucketKey("per-target", "requests", 0, []string{"*"}, []string{"alice"}))
+	// Bucket keys as stack.Op.Key describes them: limit, metric, rate
+	// index, entry values, request values.
+	caller := b.Key("per-caller|requests|0|1:*|5:alice")
+	tool := b.Key("per-caller-tool|requests|0|1:*,1:*|5:alice,6:search")
+	target := b.Key("per-target|requests|0|1:*|5:alice")
+	// The hash tag, between braces, decides the slot: alice's two buckets
+	// share one tag, per-target's bucket has a tag of its own.
 	fmt.Println(caller)
-	fmt.Println("one slot for alice:", sluiceredis.Slot(caller) == sluiceredis.Slot(tool))
-	fmt.Println("per-target elsewhere:", sluiceredis.Slot(caller) != sluiceredis.Slot(target))
+	fmt.Println(tool)
+	fmt.Println(target)
 	// Output:
 	// sluice:{72b6e072}:per-caller|requests|0|1:*|5:alice
-	// one slot for alice: true
-	// per-target elsewhere: true
+	// sluice:{72b6e072}:per-caller-tool|requests|0|1:*,1:*|5:alice,6:search
+	// sluice:{5992d738}:per-target|requests|0|1:*|5:alice
 }
 
 // The near-cache of denials is on by default (1 MiB); WithDenialCache

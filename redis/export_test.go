@@ -3,6 +3,8 @@ package redis
 import (
 	"reflect"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/monoclock"
 )
 
 // NoCrossSlot makes b behave as on a server without the script flag
@@ -16,9 +18,9 @@ func Settings(b *Backend) (timeout, probe time.Duration, share float64, maxBatch
 	return b.timeout, b.probe, b.share, b.maxBatch, b.clock == nil
 }
 
-// PaceStoreSettings reports s's timeout and whether its clock is time.Now.
+// PaceStoreSettings reports s's timeout and whether its clock is the default, monoclock.Now.
 func PaceStoreSettings(s *PaceStore) (timeout time.Duration, timeNow bool) {
-	return s.timeout, reflect.ValueOf(s.now).Pointer() == reflect.ValueOf(time.Now).Pointer()
+	return s.timeout, reflect.ValueOf(s.now).Pointer() == reflect.ValueOf(monoclock.Now).Pointer()
 }
 
 // DenialCacheSize reports how many entries b's denial cache holds and the
@@ -36,3 +38,12 @@ func DenialCacheSize(b *Backend) (n, bytes int) {
 	}
 	return n, bytes
 }
+
+// ParseBucketKey is parseBucketKey, for the tests of package redis_test.
+var ParseBucketKey = parseBucketKey
+
+// Slot is slot, the Redis Cluster hash slot of a key.
+var Slot = slot
+
+// PaceStoreKey returns the Redis key of s's record of an upstream key.
+func PaceStoreKey(s *PaceStore, key string) string { return s.redisKey(key) }

@@ -47,7 +47,7 @@ func unreachableBackend(t *testing.T, opts ...Option) (*Backend, *limitertest.Cl
 	clock := limitertest.NewClock(limitertest.Start)
 	client := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
 	t.Cleanup(func() { client.Close() })
-	b, err := New(client, append(opts, WithClock(clock.Now), WithLocalFallback(0.5))...)
+	b, err := New(client, append(opts, WithClock(clock), WithLocalFallback(0.5))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,18 +25,18 @@ func TestSixPodsNeverExceedTheBound(t *testing.T) {
 	const steps = 20
 	cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "shared", DimensionKeys: []string{"caller"},
 		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"},
-			Requests: []stack.Rate{{Rate: rate, Period: stack.PeriodSecond, Burst: burst}}}}}}}
+			Requests: []stack.Rate{{Rate: rate, Period: stack.Second, Burst: burst}}}}}}}
 	prefix := uniquePrefix("pods")
 	clock := limitertest.NewClock(limitertest.Start)
 	pods := make([]*stack.Stack, 6)
 	for i := range pods {
 		client, _ := newClient(t, srv.Addr)
-		b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithClock(clock.Now),
+		b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithClock(clock),
 			sluiceredis.WithTimeout(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if pods[i], err = stack.New(cfg, stack.WithBackend(b), stack.WithClock(clock.Now), stack.WithFailClosed()); err != nil {
+		if pods[i], err = stack.New(cfg, stack.WithBackend(b), stack.WithClock(clock), stack.WithFailClosed()); err != nil {
 			t.Fatal(err)
 		}
 	}

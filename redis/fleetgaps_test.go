@@ -34,7 +34,7 @@ func gapBackend(t *testing.T, addr, name string, clock *limitertest.Clock) *slui
 	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1,
 		DialTimeout: 50 * time.Millisecond, DialerRetries: 1})
 	t.Cleanup(func() { client.Close() })
-	b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(uniquePrefix(name)), sluiceredis.WithClock(clock.Now),
+	b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(uniquePrefix(name)), sluiceredis.WithClock(clock),
 		sluiceredis.WithTimeout(gapTimeout), sluiceredis.WithProbeInterval(gapProbe), sluiceredis.WithLocalFallback(0.5),
 		// These tests need every decision to reach Redis, so that the
 		// outage is seen; a cached denial would answer without a call.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/redisstat"
 	sluiceredis "github.com/sluicehq/sluice/redis"
 	"github.com/sluicehq/sluice/redis/redistest"
 	"github.com/sluicehq/sluice/stack"
@@ -44,11 +45,12 @@ const floorConcurrency = 16
 //	cd redis && go test -run '^$' -bench RedisFloor -benchtime 40000x
 func BenchmarkRedisFloor(b *testing.B) {
 	srv := redistest.Start(b)
-	if _, ok := srv.CPUTime(); !ok {
-		b.Skip("the redis-server's CPU time cannot be read (an external server, or no /proc)")
-	}
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 2 * floorConcurrency})
 	b.Cleanup(func() { client.Close() })
+	cpu, ok := serverCPU(b, srv, client)
+	if !ok {
+		b.Skip("the redis-server's CPU time cannot be read (an external server, or no /proc)")
+	}
 	ctx := context.Background()
 	sha, err := client.ScriptLoad(ctx, "return 1").Result()
 	if err != nil {
@@ -80,7 +82,7 @@ return 1`).Result()
 		ns := "/descriptors=" + strconv.Itoa(n)
 		b.Run("evalsha-return1"+ns, func(b *testing.B) {
 			keys := keysOf("t", n)
-			floorRun(b, srv, client, n, func(i int) error {
+			floorRun(b, cpu, client, n, func(i int) error {
 				ks := make([]string, n)
 				for j := range ks {
 					ks[j] = keys[j][i%1000]
@@ -90,7 +92,7 @@ return 1`).Result()
 		})
 		b.Run("evalsha-getset"+ns, func(b *testing.B) {
 			keys := keysOf("g", n)
-			floorRun(b, srv, client, n, func(i int) error {
+			floorRun(b, cpu, client, n, func(i int) error {
 				ks := make([]string, n)
 				for j := range ks {
 					ks[j] = keys[j][i%1000]
@@ -114,7 +116,7 @@ return 1`).Result()
 				}
 				keys := keysOf("s", n)
 				at := time.Unix(1_800_000_000, 0)
-				floorRun(b, srv, client, n, func(i int) error {
+				floorRun(b, cpu, client, n, func(i int) error {
 					ops := make([]stack.Op, n)
 					for j := range ops {
 						ops[j] = stack.Op{Key: keys[j][i%1000], Rate: 1_000_000, Period: time.Second, Burst: 1_000_000, Cost: 1}
@@ -129,7 +131,7 @@ return 1`).Result()
 		}
 		b.Run("incrby+expire"+ns, func(b *testing.B) {
 			keys := keysOf("ie", n)
-			floorRun(b, srv, client, n, func(i int) error {
+			floorRun(b, cpu, client, n, func(i int) error {
 				p := client.Pipeline()
 				for j := range n {
 					p.IncrBy(ctx, keys[j][i%1000], 1)
@@ -146,7 +148,7 @@ return 1`).Result()
 // reports the redis-server's process CPU and commandstats time per call and
 // per descriptor, the commands the client sent per call and those the
 // scripts ran (redis.call) per call.
-func floorRun(b *testing.B, srv *redistest.Server, client *redis.Client, descriptors int, call func(i int) error) {
+func floorRun(b *testing.B, cpu func() time.Duration, client *redis.Client, descriptors int, call func(i int) error) {
 	ctx := context.Background()
 	for i := range 200 { // warm the connections and the script cache
 		if err := call(i); err != nil {
@@ -156,7 +158,7 @@ func floorRun(b *testing.B, srv *redistest.Server, client *redis.Client, descrip
 	if err := client.ConfigResetStat(ctx).Err(); err != nil {
 		b.Fatal(err)
 	}
-	cpu0, _ := srv.CPUTime()
+	cpu0 := cpu()
 	b.ResetTimer()
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -178,8 +180,8 @@ func floorRun(b *testing.B, srv *redistest.Server, client *redis.Client, descrip
 	}
 	wg.Wait()
 	b.StopTimer()
-	cpu1, _ := srv.CPUTime()
-	stats, err := redistest.CommandStats(ctx, client)
+	cpu1 := cpu()
+	stats, err := commandStats(ctx, client)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -207,4 +209,33 @@ func floorRun(b *testing.B, srv *redistest.Server, client *redis.Client, descrip
 	b.ReportMetric(float64(usec)/n/float64(descriptors), "cmd-µs/desc")
 	b.ReportMetric(float64(calls)/n, "cmds/call")
 	b.ReportMetric(float64(inner)/n, "script-cmds/call")
+}
+
+// serverCPU returns a function reading the CPU time the redis-server at
+// c's address has used so far (its process, named by INFO server, read from
+// /proc), and false when it cannot be read: an external server
+// (SLUICE_REDIS_ADDR), or a system without /proc.
+func serverCPU(tb testing.TB, srv *redistest.Server, c redis.UniversalClient) (func() time.Duration, bool) {
+	tb.Helper()
+	if srv.External {
+		return nil, false
+	}
+	info, err := c.Info(context.Background(), "server").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	pid, ok := redisstat.PID(info)
+	if _, read := redisstat.ProcessCPUTime(pid); !ok || !read {
+		return nil, false
+	}
+	return func() time.Duration { d, _ := redisstat.ProcessCPUTime(pid); return d }, true
+}
+
+// commandStats reads INFO commandstats through c.
+func commandStats(ctx context.Context, c redis.UniversalClient) (map[string]redisstat.CommandStat, error) {
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return nil, err
+	}
+	return redisstat.CommandStats(info), nil
 }

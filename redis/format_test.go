@@ -48,7 +48,7 @@ func TestEarlierTextFormIsRead(t *testing.T) {
 	client, _ := newClient(t, srv.Addr)
 	ctx := context.Background()
 	clock := limitertest.NewClock(limitertest.Start)
-	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now), sluiceredis.WithKeyPrefix(uniquePrefix("format")),
+	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock), sluiceredis.WithKeyPrefix(uniquePrefix("format")),
 		sluiceredis.WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +114,7 @@ func TestSameBucketTwiceInOneDecision(t *testing.T) {
 	client, _ := newClient(t, srv.Addr)
 	ctx := context.Background()
 	clock := limitertest.NewClock(limitertest.Start)
-	rb, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now), sluiceredis.WithKeyPrefix(uniquePrefix("twice")),
+	rb, err := sluiceredis.New(client, sluiceredis.WithClock(clock), sluiceredis.WithKeyPrefix(uniquePrefix("twice")),
 		sluiceredis.WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)

@@ -42,7 +42,7 @@ func FuzzMatchesMemoryBackend(f *testing.F) {
 	client, _ := newClient(f, srv.Addr)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		clock := limitertest.NewClock(limitertest.Start)
-		rb, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now),
+		rb, err := sluiceredis.New(client, sluiceredis.WithClock(clock),
 			sluiceredis.WithKeyPrefix(uniquePrefix("fuzz")), sluiceredis.WithTimeout(5*time.Second))
 		if err != nil {
 			t.Fatal(err)

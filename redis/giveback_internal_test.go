@@ -110,7 +110,7 @@ func TestGiveBackAfterLaterTakeAddsNothing(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/prompt=%v", way.name, prompt), func(t *testing.T) {
 				now := base.Add(78 * time.Millisecond)
 				b, err := New(client, WithKeyPrefix(fmt.Sprintf("giveback%d-%v-%d", i, prompt, time.Now().UnixNano())),
-					WithClock(func() time.Time { return now }), WithTimeout(5*time.Second))
+					WithClock(clockFunc(func() time.Time { return now })), WithTimeout(5*time.Second))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -177,7 +177,7 @@ func TestGiveBackBound(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	b, err := New(client, WithKeyPrefix(fmt.Sprintf("bound-%d", time.Now().UnixNano())),
-		WithClock(func() time.Time { return now }), WithTimeout(5*time.Second))
+		WithClock(clockFunc(func() time.Time { return now })), WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestGiveBackOnEarlierForm(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	b, err := New(client, WithKeyPrefix(fmt.Sprintf("early-%d", time.Now().UnixNano())),
-		WithClock(func() time.Time { return now }), WithTimeout(5*time.Second))
+		WithClock(clockFunc(func() time.Time { return now })), WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func TestGiveBackInstant(t *testing.T) {
 	if _, ok := server.giveBackInstant(time.Time{}, at); ok {
 		t.Error("server time, a zero TakenAt gives back")
 	}
-	clocked, err := New(client, WithClock(func() time.Time { return at }))
+	clocked, err := New(client, WithClock(clockFunc(func() time.Time { return at })))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +328,7 @@ func TestGiveBackInterleavings(t *testing.T) {
 		base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 		now := base
 		b, err := New(client, WithKeyPrefix(fmt.Sprintf("interleave%d-%d", seed, time.Now().UnixNano())),
-			WithClock(func() time.Time { return now }), WithTimeout(5*time.Second))
+			WithClock(clockFunc(func() time.Time { return now })), WithTimeout(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -417,7 +417,7 @@ func TestPartGiveBackAfterLaterTake(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	now := t0
 	rb, err := New(client, WithKeyPrefix(fmt.Sprintf("part-%d", time.Now().UnixNano())),
-		WithClock(func() time.Time { return now }), WithTimeout(5*time.Second))
+		WithClock(clockFunc(func() time.Time { return now })), WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

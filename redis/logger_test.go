@@ -46,13 +46,13 @@ func TestQuietLoggerDuringAnOutage(t *testing.T) {
 		PoolSize: 10000})
 	t.Cleanup(func() { client.Close() })
 	clock := limitertest.NewClock(limitertest.Start)
-	b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(uniquePrefix("quiet")), sluiceredis.WithClock(clock.Now),
+	b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(uniquePrefix("quiet")), sluiceredis.WithClock(clock),
 		sluiceredis.WithProbeInterval(20*time.Millisecond), sluiceredis.WithLocalFallback(0.5))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ev events
-	s, err := stack.New(perCaller10, stack.WithBackend(b), stack.WithClock(clock.Now), stack.WithErrorHandler(ev.handle))
+	s, err := stack.New(perCaller10, stack.WithBackend(b), stack.WithClock(clock), stack.WithErrorHandler(ev.handle))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,14 +5,14 @@ import (
 	"os"
 	"testing"
 
-	"github.com/sluicehq/sluice/redis/redistest"
+	"github.com/sluicehq/sluice/redis/internal/procs"
 )
 
 // TestMain fails the run when a redis-server a test started is still
 // running once every test has ended.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if err := redistest.VerifyExited(); err != nil {
+	if err := procs.VerifyExited(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		code = max(code, 1)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/bucketkey"
 	sluiceredis "github.com/sluicehq/sluice/redis"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
@@ -53,7 +54,7 @@ func TestClusterNodeFallbackFaults(t *testing.T) {
 		// interval after the last (the clock moves only when stepped).
 		const interval = time.Nanosecond
 		clock := limitertest.NewClock(limitertest.Start)
-		b, err := sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clock.Now),
+		b, err := sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clock),
 			sluiceredis.WithTimeout(2*time.Second), sluiceredis.WithProbeInterval(interval),
 			sluiceredis.WithLocalFallback(0.5), sluiceredis.WithKeyPrefix(uniquePrefix("cprobe")))
 		if err != nil {
@@ -97,7 +98,7 @@ func TestClusterNodeFallbackFaults(t *testing.T) {
 	// reach the error handler with the next decision that succeeds.
 	t.Run("eventOfFailedDecision", func(t *testing.T) {
 		clock := limitertest.NewClock(limitertest.Start)
-		b, err := sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clock.Now),
+		b, err := sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clock),
 			sluiceredis.WithTimeout(2*time.Second), sluiceredis.WithProbeInterval(time.Nanosecond),
 			sluiceredis.WithLocalFallback(0.5), sluiceredis.WithKeyPrefix(uniquePrefix("fevent")))
 		if err != nil {
@@ -106,7 +107,7 @@ func TestClusterNodeFallbackFaults(t *testing.T) {
 		var mu sync.Mutex
 		var heard []error
 		st, err := stack.New(stack.Config{RateLimits: threeLimits.RateLimits[:2]}, stack.WithBackend(b),
-			stack.WithClock(clock.Now), stack.WithErrorHandler(func(err error) {
+			stack.WithClock(clock), stack.WithErrorHandler(func(err error) {
 				mu.Lock()
 				heard = append(heard, err)
 				mu.Unlock()
@@ -127,10 +128,10 @@ func TestClusterNodeFallbackFaults(t *testing.T) {
 			return false
 		}
 		targetKey := func(v string) string {
-			return b.Key(stack.BucketKey("per-target", sluice.MetricRequests, 0, []string{"*"}, []string{v}))
+			return b.Key(bucketkey.Render("per-target", sluice.MetricRequests, 0, []string{"*"}, []string{v}))
 		}
 		callerKey := func(v string) string {
-			return b.Key(stack.BucketKey("per-caller", sluice.MetricRequests, 0, []string{"*"}, []string{v}))
+			return b.Key(bucketkey.Render("per-caller", sluice.MetricRequests, 0, []string{"*"}, []string{v}))
 		}
 		var target, good, bad string
 		for i := 0; target == "" || good == "" || bad == ""; i++ {
@@ -178,7 +179,7 @@ func TestClusterNodeFallbackFaults(t *testing.T) {
 	// new local bucket starts.
 	t.Run("cancelledNewBucket", func(t *testing.T) {
 		clock := limitertest.NewClock(limitertest.Start)
-		b, err := sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clock.Now),
+		b, err := sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clock),
 			sluiceredis.WithTimeout(2*time.Second), sluiceredis.WithProbeInterval(time.Hour),
 			sluiceredis.WithLocalFallback(0.5), sluiceredis.WithKeyPrefix(uniquePrefix("cnew")))
 		if err != nil {
@@ -232,7 +233,7 @@ func TestClusterNodeFallbackFaults(t *testing.T) {
 	}
 	t.Run("cancelledGiveBack", func(t *testing.T) {
 		clock := limitertest.NewClock(limitertest.Start)
-		b, err := sluiceredis.New(cclient, sluiceredis.WithSpread(), sluiceredis.WithClock(clock.Now),
+		b, err := sluiceredis.New(cclient, sluiceredis.WithSpread(), sluiceredis.WithClock(clock),
 			sluiceredis.WithTimeout(2*time.Second), sluiceredis.WithProbeInterval(time.Hour),
 			sluiceredis.WithLocalFallback(0.5), sluiceredis.WithKeyPrefix(uniquePrefix("cgive")))
 		if err != nil {
@@ -254,7 +255,7 @@ func TestClusterNodeFallbackFaults(t *testing.T) {
 	// units back.
 	t.Run("cancelledRejoinTake", func(t *testing.T) {
 		clock := limitertest.NewClock(limitertest.Start)
-		b, err := sluiceredis.New(cclient, sluiceredis.WithSpread(), sluiceredis.WithClock(clock.Now),
+		b, err := sluiceredis.New(cclient, sluiceredis.WithSpread(), sluiceredis.WithClock(clock),
 			sluiceredis.WithTimeout(2*time.Second), sluiceredis.WithProbeInterval(time.Nanosecond),
 			sluiceredis.WithLocalFallback(0.5), sluiceredis.WithKeyPrefix(uniquePrefix("crejoin")))
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/bucketkey"
 	sluiceredis "github.com/sluicehq/sluice/redis"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
@@ -39,7 +40,7 @@ func TestClusterNodeFallback(t *testing.T) {
 	clock := limitertest.NewClock(limitertest.Start)
 	const share = 0.5
 	const probe = 100 * time.Millisecond
-	b, err := sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clock.Now),
+	b, err := sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clock),
 		sluiceredis.WithTimeout(300*time.Millisecond), sluiceredis.WithProbeInterval(probe),
 		sluiceredis.WithLocalFallback(share), sluiceredis.WithKeyPrefix(uniquePrefix("nodefb")))
 	if err != nil {
@@ -85,14 +86,14 @@ func TestClusterNodeFallback(t *testing.T) {
 
 	// A Stack on its own backend, with an error handler, and two callers
 	// whose buckets are on A and on B.
-	bs, err := sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clock.Now),
+	bs, err := sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clock),
 		sluiceredis.WithTimeout(300*time.Millisecond), sluiceredis.WithProbeInterval(probe),
 		sluiceredis.WithLocalFallback(share), sluiceredis.WithKeyPrefix(uniquePrefix("nodefb-stack")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var handled []error
-	st, err := stack.New(stack.Config{RateLimits: threeLimits.RateLimits[1:2]}, stack.WithBackend(bs), stack.WithClock(clock.Now),
+	st, err := stack.New(stack.Config{RateLimits: threeLimits.RateLimits[1:2]}, stack.WithBackend(bs), stack.WithClock(clock),
 		stack.WithErrorHandler(func(err error) {
 			mu.Lock()
 			handled = append(handled, err)
@@ -102,7 +103,7 @@ func TestClusterNodeFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	callerKey := func(caller string) string {
-		return bs.Key(stack.BucketKey("per-caller", sluice.MetricRequests, 0, []string{"*"}, []string{caller}))
+		return bs.Key(bucketkey.Render("per-caller", sluice.MetricRequests, 0, []string{"*"}, []string{caller}))
 	}
 	var callerA, callerB string
 	for i := 0; callerA == "" || callerB == ""; i++ {

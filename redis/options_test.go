@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	sluiceredis "github.com/sluicehq/sluice/redis"
+	"github.com/sluicehq/sluice/stack/limitertest"
 )
 
 // TestOptionsNotGiven walks every option with the values the option rule
@@ -53,11 +54,11 @@ func TestOptionsNotGiven(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if k := s.Key("u"); !strings.HasPrefix(k, "sluice:pace:") {
+			if k := sluiceredis.PaceStoreKey(s, "u"); !strings.HasPrefix(k, "sluice:pace:") {
 				t.Errorf("PaceStore key %q, want the default prefix", k)
 			}
 			if timeout, now := sluiceredis.PaceStoreSettings(s); timeout != 50*time.Millisecond || !now {
-				t.Errorf("PaceStore timeout %v, time.Now %v; want the defaults", timeout, now)
+				t.Errorf("PaceStore timeout %v, default clock %v; want the defaults", timeout, now)
 			}
 		})
 	}
@@ -70,7 +71,7 @@ func TestOptionsNotGivenKeepEarlier(t *testing.T) {
 	b, err := sluiceredis.New(c,
 		sluiceredis.WithKeyPrefix("app"), sluiceredis.WithKeyPrefix(""),
 		sluiceredis.WithHashTag("fleet"), sluiceredis.WithHashTag(""),
-		sluiceredis.WithClock(time.Now), sluiceredis.WithClock(nil),
+		sluiceredis.WithClock(limitertest.NewClock(limitertest.Start)), sluiceredis.WithClock(nil),
 		sluiceredis.WithTimeout(time.Second), sluiceredis.WithTimeout(0),
 		sluiceredis.WithProbeInterval(time.Second), sluiceredis.WithProbeInterval(0),
 		sluiceredis.WithLocalFallback(0.5), sluiceredis.WithLocalFallback(0),

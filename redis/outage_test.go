@@ -12,8 +12,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/bucketkey"
 	sluiceredis "github.com/sluicehq/sluice/redis"
-	"github.com/sluicehq/sluice/redis/redistest"
+	"github.com/sluicehq/sluice/redis/internal/faultproxy"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
 )
@@ -40,11 +41,11 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 	clock := limitertest.NewClock(limitertest.Start)
 	cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "rl", DimensionKeys: []string{"caller"},
 		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"},
-			Requests: []stack.Rate{{Rate: 50, Period: stack.PeriodSecond, Burst: 10}}}}}}}
+			Requests: []stack.Rate{{Rate: 50, Period: stack.Second, Burst: 10}}}}}}}
 	keys := sluice.NewKeys("caller", "c")
 	newBackend := func(name string, opts ...sluiceredis.Option) *sluiceredis.Backend {
 		b, err := sluiceredis.New(client, append([]sluiceredis.Option{sluiceredis.WithKeyPrefix(uniquePrefix(name)),
-			sluiceredis.WithClock(clock.Now), sluiceredis.WithTimeout(time.Second), sluiceredis.WithProbeInterval(probe)}, opts...)...)
+			sluiceredis.WithClock(clock), sluiceredis.WithTimeout(time.Second), sluiceredis.WithProbeInterval(probe)}, opts...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,13 +58,13 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 	// the bucket on a still clock, whose denials the near-cache would
 	// answer through the outage (TestDenialCacheDeniesThroughAnOutage).
 	openB := newBackend("open", sluiceredis.WithoutDenialCache())
-	open, _ := stack.New(cfg, stack.WithBackend(openB), stack.WithClock(clock.Now), stack.WithErrorHandler(func(err error) {
+	open, _ := stack.New(cfg, stack.WithBackend(openB), stack.WithClock(clock), stack.WithErrorHandler(func(err error) {
 		openErrs.Add(1)
 		lastOpenErr.Store(err)
 	}))
-	closed, _ := stack.New(cfg, stack.WithBackend(newBackend("closed")), stack.WithClock(clock.Now), stack.WithFailClosed())
+	closed, _ := stack.New(cfg, stack.WithBackend(newBackend("closed")), stack.WithClock(clock), stack.WithFailClosed())
 	fbB := newBackend("fallback", sluiceredis.WithLocalFallback(0.5))
-	fallback, _ := stack.New(cfg, stack.WithBackend(fbB), stack.WithClock(clock.Now), stack.WithFailClosed())
+	fallback, _ := stack.New(cfg, stack.WithBackend(fbB), stack.WithClock(clock), stack.WithFailClosed())
 	ctx := context.Background()
 
 	// Background traffic through the whole outage: fail-open decisions,
@@ -142,7 +143,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 	if _, err := fallback.Allow(ctx, keys); err != nil {
 		t.Errorf("local fallback, the first decision a probe interval after Redis returned: %v", err)
 	}
-	key := fbB.KeyPrefix() + stack.BucketKey("rl", "requests", 0, []string{"*"}, []string{"c"})
+	key := fbB.KeyPrefix() + bucketkey.Render("rl", "requests", 0, []string{"*"}, []string{"c"})
 	if n, err := client.Exists(ctx, key).Result(); err != nil || n != 1 {
 		t.Errorf("the local fallback's decision after Redis returned is not in Redis: EXISTS %d, %v", n, err)
 	}
@@ -167,7 +168,7 @@ func TestRedisHangsEachCallIsBounded(t *testing.T) {
 	srv := startRedis(t)
 	// The proxy, not the server, hangs: an external server
 	// (SLUICE_REDIS_ADDR) serves as well as one of this test's own.
-	proxy := redistest.NewProxy(t, srv.Addr)
+	proxy := faultproxy.NewProxy(t, srv.Addr)
 	client := redis.NewClient(&redis.Options{Addr: proxy.Addr, ContextTimeoutEnabled: true, MaxRetries: -1,
 		ReadTimeout: time.Hour, WriteTimeout: time.Hour})
 	t.Cleanup(func() { client.Close() })
@@ -175,20 +176,20 @@ func TestRedisHangsEachCallIsBounded(t *testing.T) {
 	// is made one probe interval after the last failure.
 	const probe = time.Nanosecond
 	clock := limitertest.NewClock(limitertest.Start)
-	b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(uniquePrefix("hang")), sluiceredis.WithClock(clock.Now),
+	b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(uniquePrefix("hang")), sluiceredis.WithClock(clock),
 		sluiceredis.WithTimeout(50*time.Millisecond), sluiceredis.WithProbeInterval(probe))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "rl", DimensionKeys: []string{"caller"},
-		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 10, Period: stack.PeriodSecond}}}}}}}
-	s, _ := stack.New(cfg, stack.WithBackend(b), stack.WithClock(clock.Now), stack.WithFailClosed())
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 10, Period: stack.Second}}}}}}}
+	s, _ := stack.New(cfg, stack.WithBackend(b), stack.WithClock(clock), stack.WithFailClosed())
 	ctx := context.Background()
 	keys := sluice.NewKeys("caller", "c")
 	if d, err := s.Allow(ctx, keys); err != nil || !d.Allowed {
 		t.Fatalf("before the hang: %+v, %v", d, err)
 	}
-	proxy.SetMode(redistest.Stall)
+	proxy.SetMode(faultproxy.Stall)
 	for i := 0; i < 3; i++ {
 		clock.Advance(probe) // a probe is due: this decision asks the hung server too
 		res := make(chan error, 1)

@@ -11,6 +11,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/monoclock"
 	"github.com/sluicehq/sluice/pace"
 )
 
@@ -97,13 +98,14 @@ func NewPaceStore(client goredis.UniversalClient, opts ...Option) (*PaceStore, e
 	}
 	s := &PaceStore{client: client, prefix: o.prefix + ":pace:", timeout: o.timeout, now: o.clock}
 	if s.now == nil {
-		s.now = time.Now
+		s.now = monoclock.Now
 	}
 	return s, nil
 }
 
-// Key returns the Redis key of the record of the upstream key.
-func (s *PaceStore) Key(key string) string {
+// redisKey returns the Redis key of the record of the upstream key: the
+// prefix, then 32 hex digits of the key's SHA-256.
+func (s *PaceStore) redisKey(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return s.prefix + hex.EncodeToString(sum[:16])
 }
@@ -112,7 +114,7 @@ func (s *PaceStore) Key(key string) string {
 func (s *PaceStore) Load(ctx context.Context, key string) (pace.Learned, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	vals, err := s.client.HMGet(ctx, s.Key(key), "l", "w", "a", "p").Result()
+	vals, err := s.client.HMGet(ctx, s.redisKey(key), "l", "w", "a", "p").Result()
 	if err != nil {
 		return pace.Learned{}, fmt.Errorf("sluice/redis: pace store load: %w", err)
 	}
@@ -137,7 +139,7 @@ func (s *PaceStore) Merge(ctx context.Context, key string, l pace.Learned) (pace
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	res, err := mergeScript.Run(ctx, s.client, []string{s.Key(key)},
+	res, err := mergeScript.Run(ctx, s.client, []string{s.redisKey(key)},
 		limit, window, at, paused, ttl.Milliseconds()).Slice()
 	if err != nil {
 		return pace.Learned{}, fmt.Errorf("sluice/redis: pace store merge: %w", err)

@@ -150,10 +150,10 @@ func TestPaceStoreExpiry(t *testing.T) {
 	srv := startRedis(t)
 	client, _ := newClient(t, srv.Addr)
 	now := paceT0
-	s := newPaceStore(t, srv.Addr, uniquePrefix("ttl"), sluiceredis.WithClock(func() time.Time { return now }))
+	s := newPaceStore(t, srv.Addr, uniquePrefix("ttl"), sluiceredis.WithClock(clockFunc(func() time.Time { return now })))
 	ctx := context.Background()
 	ttl := func(key string) time.Duration {
-		d, err := client.PTTL(ctx, s.Key(key)).Result()
+		d, err := client.PTTL(ctx, sluiceredis.PaceStoreKey(s, key)).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,7 +179,7 @@ func TestPaceStoreExpiry(t *testing.T) {
 	if _, err := s.Merge(ctx, "empty", pace.Learned{}); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := client.Exists(ctx, s.Key("empty")).Result(); n != 0 {
+	if n, _ := client.Exists(ctx, sluiceredis.PaceStoreKey(s, "empty")).Result(); n != 0 {
 		t.Fatal("an empty merge created a record")
 	}
 }
@@ -192,14 +192,14 @@ func TestPaceStoreGarbage(t *testing.T) {
 	client, _ := newClient(t, srv.Addr)
 	s := newPaceStore(t, srv.Addr, uniquePrefix("garbage"))
 	ctx := context.Background()
-	client.Set(ctx, s.Key("string"), "not a hash", 0)
+	client.Set(ctx, sluiceredis.PaceStoreKey(s, "string"), "not a hash", 0)
 	if _, err := s.Load(ctx, "string"); err == nil {
 		t.Fatal("Load of a string key: no error")
 	}
 	if _, err := s.Merge(ctx, "string", pace.Learned{Limit: 1, Window: time.Second, At: paceT0}); err == nil {
 		t.Fatal("Merge into a string key: no error")
 	}
-	client.HSet(ctx, s.Key("hash"), "l", "-3", "w", "1e9", "a", "yesterday", "p", "99999999999999999999999")
+	client.HSet(ctx, sluiceredis.PaceStoreKey(s, "hash"), "l", "-3", "w", "1e9", "a", "yesterday", "p", "99999999999999999999999")
 	got, err := s.Load(ctx, "hash")
 	if err != nil || got != (pace.Learned{}) {
 		t.Fatalf("garbage fields read as %+v, %v", got, err)
@@ -257,7 +257,7 @@ func TestNewPaceStoreErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k := s.Key("https://api.openai.com#abc"); !strings.HasPrefix(k, "p:pace:") || len(k) != len("p:pace:")+32 {
+	if k := sluiceredis.PaceStoreKey(s, "https://api.openai.com#abc"); !strings.HasPrefix(k, "p:pace:") || len(k) != len("p:pace:")+32 {
 		t.Fatalf("key %q", k)
 	}
 }

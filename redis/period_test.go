@@ -19,7 +19,7 @@ func TestHourAndDayPeriodsAreExact(t *testing.T) {
 	srv := startRedis(t)
 	client, _ := newClient(t, srv.Addr)
 	clock := limitertest.NewClock(limitertest.Start)
-	rb, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now), sluiceredis.WithKeyPrefix(uniquePrefix("period")))
+	rb, err := sluiceredis.New(client, sluiceredis.WithClock(clock), sluiceredis.WithKeyPrefix(uniquePrefix("period")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func TestHourAndDayPeriodsAreExact(t *testing.T) {
 		}
 		return out
 	}
-	day := stack.Op{Key: "day", Rate: 250, Period: stack.PeriodDay.Duration(), Burst: 250, Cost: 250}
+	day := stack.Op{Key: "day", Rate: 250, Period: stack.Day.Duration(), Burst: 250, Cost: 250}
 	if out := take(day); out.Denied != -1 || out.Remaining[0] != 0 {
 		t.Fatalf("the day's burst: %+v", out)
 	}
@@ -53,7 +53,7 @@ func TestHourAndDayPeriodsAreExact(t *testing.T) {
 		t.Fatalf("at RetryAfter: %+v", out)
 	}
 
-	hour := stack.Op{Key: "hour", Rate: 3, Period: stack.PeriodHour.Duration(), Burst: 3, Cost: 3}
+	hour := stack.Op{Key: "hour", Rate: 3, Period: stack.Hour.Duration(), Burst: 3, Cost: 3}
 	if out := take(hour); out.Denied != -1 {
 		t.Fatalf("the hour's burst: %+v", out)
 	}
@@ -65,13 +65,13 @@ func TestHourAndDayPeriodsAreExact(t *testing.T) {
 	// 7 a day with a burst of 600,000,000: too many ticks for
 	// microseconds, so the script counts in coarser units; the first
 	// token after the burst must still not come before 86400/7 s.
-	slow := stack.Op{Key: "slow", Rate: 7, Period: stack.PeriodDay.Duration(), Burst: 600_000_000, Cost: 600_000_000}
+	slow := stack.Op{Key: "slow", Rate: 7, Period: stack.Day.Duration(), Burst: 600_000_000, Cost: 600_000_000}
 	if out := take(slow); out.Denied != -1 {
 		t.Fatalf("slow burst: %+v", out)
 	}
 	slow.Cost = 1
 	out = take(slow)
-	interval := stack.PeriodDay.Duration() / 7
+	interval := stack.Day.Duration() / 7
 	if out.Denied != 0 || out.RetryAfter < interval {
 		t.Fatalf("slow: %+v, want RetryAfter at least %v", out, interval)
 	}

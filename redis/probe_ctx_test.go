@@ -31,7 +31,7 @@ func TestFallbackCancelledProbe(t *testing.T) {
 	// after the last (the clock moves only when stepped).
 	const interval = time.Nanosecond
 	clock := limitertest.NewClock(limitertest.Start)
-	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now), sluiceredis.WithTimeout(2*time.Second),
+	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock), sluiceredis.WithTimeout(2*time.Second),
 		sluiceredis.WithProbeInterval(interval),
 		sluiceredis.WithLocalFallback(0.5), sluiceredis.WithKeyPrefix(uniquePrefix("cprobe1")))
 	if err != nil {
@@ -75,7 +75,7 @@ func TestFallbackCancelledNewBucket(t *testing.T) {
 	client, _ := newClient(t, srv.Addr)
 	ctx := context.Background()
 	clock := limitertest.NewClock(limitertest.Start)
-	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now), sluiceredis.WithTimeout(2*time.Second),
+	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock), sluiceredis.WithTimeout(2*time.Second),
 		sluiceredis.WithProbeInterval(time.Hour), sluiceredis.WithLocalFallback(0.5),
 		sluiceredis.WithKeyPrefix(uniquePrefix("cnew1")))
 	if err != nil {
@@ -112,7 +112,7 @@ func TestFallbackCancelledRejoinTake(t *testing.T) {
 	admin := node(t, srv.Addr)
 	ctx := context.Background()
 	clock := limitertest.NewClock(limitertest.Start)
-	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now), sluiceredis.WithTimeout(2*time.Second),
+	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock), sluiceredis.WithTimeout(2*time.Second),
 		sluiceredis.WithProbeInterval(time.Nanosecond), sluiceredis.WithLocalFallback(0.5),
 		sluiceredis.WithKeyPrefix(uniquePrefix("crejoin1")))
 	if err != nil {
@@ -158,7 +158,7 @@ func TestFallbackEventOfCancelledProbe(t *testing.T) {
 	ctx := context.Background()
 	const interval = time.Nanosecond
 	clock := limitertest.NewClock(limitertest.Start)
-	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now), sluiceredis.WithTimeout(2*time.Second),
+	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock), sluiceredis.WithTimeout(2*time.Second),
 		sluiceredis.WithProbeInterval(interval), sluiceredis.WithLocalFallback(0.5),
 		sluiceredis.WithKeyPrefix(uniquePrefix("cevent1")))
 	if err != nil {

@@ -21,14 +21,14 @@ func TestConformance(t *testing.T) {
 	srv := startRedis(t)
 	client, _ := newClient(t, srv.Addr)
 	limitertest.Run(t, func(t *testing.T, cfg stack.Config, clock *limitertest.Clock) sluice.Limiter {
-		b, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now),
+		b, err := sluiceredis.New(client, sluiceredis.WithClock(clock),
 			sluiceredis.WithKeyPrefix(uniquePrefix("conformance")), sluiceredis.WithTimeout(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
 		// Fail closed so that any Redis error fails the case instead of
 		// passing as an admission.
-		s, err := stack.New(cfg, stack.WithClock(clock.Now), stack.WithBackend(b), stack.WithFailClosed())
+		s, err := stack.New(cfg, stack.WithClock(clock), stack.WithBackend(b), stack.WithFailClosed())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,11 +39,11 @@ func TestConformance(t *testing.T) {
 // threeLimits is a stack of three limits that all apply to one request.
 var threeLimits = stack.Config{RateLimits: []stack.RateLimit{
 	{RateLimitID: "per-target", DimensionKeys: []string{"targetName"},
-		Entries: []stack.Entry{{Dimensions: map[string]string{"targetName": "*"}, Requests: []stack.Rate{{Rate: 1000, Period: stack.PeriodSecond}}}}},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"targetName": "*"}, Requests: []stack.Rate{{Rate: 1000, Period: stack.Second}}}}},
 	{RateLimitID: "per-caller", DimensionKeys: []string{"caller"},
-		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 500, Period: stack.PeriodSecond}}}}},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 500, Period: stack.Second}}}}},
 	{RateLimitID: "per-tool", DimensionKeys: []string{"targetName", "toolName"},
-		Entries: []stack.Entry{{Dimensions: map[string]string{"targetName": "*", "toolName": "*"}, Requests: []stack.Rate{{Rate: 100, Period: stack.PeriodSecond}}}}},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"targetName": "*", "toolName": "*"}, Requests: []stack.Rate{{Rate: 100, Period: stack.Second}}}}},
 }}
 
 var threeKeys = sluice.NewKeys("targetName", "t", "toolName", "x", "caller", "c")
@@ -52,12 +52,12 @@ func TestOneRoundTripPerDecisionAndNoScriptFallback(t *testing.T) {
 	srv := startRedis(t)
 	client, rt := newClient(t, srv.Addr)
 	clock := limitertest.NewClock(limitertest.Start)
-	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now), sluiceredis.WithKeyPrefix(uniquePrefix("rt")),
+	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock), sluiceredis.WithKeyPrefix(uniquePrefix("rt")),
 		sluiceredis.WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := stack.New(threeLimits, stack.WithClock(clock.Now), stack.WithBackend(b), stack.WithFailClosed())
+	s, err := stack.New(threeLimits, stack.WithClock(clock), stack.WithBackend(b), stack.WithFailClosed())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestKeysExpireWhenFull(t *testing.T) {
 	srv := startRedis(t)
 	client, _ := newClient(t, srv.Addr)
 	clock := limitertest.NewClock(limitertest.Start)
-	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now), sluiceredis.WithKeyPrefix(uniquePrefix("ttl")),
+	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock), sluiceredis.WithKeyPrefix(uniquePrefix("ttl")),
 		sluiceredis.WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ func TestReserveReconcileThroughRedis(t *testing.T) {
 	srv := startRedis(t)
 	client, rt := newClient(t, srv.Addr)
 	clock := limitertest.NewClock(limitertest.Start)
-	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now),
+	b, err := sluiceredis.New(client, sluiceredis.WithClock(clock),
 		sluiceredis.WithKeyPrefix(uniquePrefix("reserve")), sluiceredis.WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -28,7 +28,7 @@ func TestReserveReconcileThroughRedis(t *testing.T) {
 		{RateLimitID: "per-caller", DimensionKeys: []string{"caller"},
 			Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 100, Period: "minute"}}}}},
 	}}
-	s, err := stack.New(cfg, stack.WithClock(clock.Now), stack.WithBackend(b), stack.WithFailClosed())
+	s, err := stack.New(cfg, stack.WithClock(clock), stack.WithBackend(b), stack.WithFailClosed())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/bucketkey"
 	sluiceredis "github.com/sluicehq/sluice/redis"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
@@ -58,9 +59,9 @@ func nodeOf(t testing.TB, c *redis.ClusterClient, key string) string {
 // threeBucketKeys are the bucket keys threeLimits uses for keys t, x, c.
 func threeBucketKeys(target, tool, caller string) []string {
 	return []string{
-		stack.BucketKey("per-target", sluice.MetricRequests, 0, []string{"*"}, []string{target}),
-		stack.BucketKey("per-caller", sluice.MetricRequests, 0, []string{"*"}, []string{caller}),
-		stack.BucketKey("per-tool", sluice.MetricRequests, 0, []string{"*", "*"}, []string{target, tool}),
+		bucketkey.Render("per-target", sluice.MetricRequests, 0, []string{"*"}, []string{target}),
+		bucketkey.Render("per-caller", sluice.MetricRequests, 0, []string{"*"}, []string{caller}),
+		bucketkey.Render("per-tool", sluice.MetricRequests, 0, []string{"*", "*"}, []string{target, tool}),
 	}
 }
 
@@ -104,7 +105,7 @@ func TestClusterSpread(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := 0; i < 300; i++ {
-			k := b.Key(stack.BucketKey("per-caller", "requests", 0, []string{"*"}, []string{"caller-" + itoa(i)}))
+			k := b.Key(bucketkey.Render("per-caller", "requests", 0, []string{"*"}, []string{"caller-" + itoa(i)}))
 			want, err := client.ClusterKeySlot(ctx, k).Result()
 			if err != nil {
 				t.Fatal(err)
@@ -122,7 +123,7 @@ func TestClusterSpread(t *testing.T) {
 			if err := b.Load(ctx); err != nil {
 				t.Fatal(err)
 			}
-			s, err := stack.New(threeLimits, stack.WithClock(clock.Now), stack.WithBackend(b), stack.WithFailClosed())
+			s, err := stack.New(threeLimits, stack.WithClock(clock), stack.WithBackend(b), stack.WithFailClosed())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -328,7 +329,7 @@ func TestClusterSpread(t *testing.T) {
 		if err := b.Load(ctx); err != nil {
 			t.Fatal(err)
 		}
-		s, err := stack.New(threeLimits, stack.WithClock(clock.Now), stack.WithBackend(b), stack.WithFailClosed())
+		s, err := stack.New(threeLimits, stack.WithClock(clock), stack.WithBackend(b), stack.WithFailClosed())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -363,7 +364,7 @@ func TestClusterSpread(t *testing.T) {
 		// of a failed call is given back; a payment that reaches Y but not
 		// X leaves only X's part owed).
 		clock := limitertest.NewClock(limitertest.Start)
-		b, err := sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clock.Now),
+		b, err := sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clock),
 			sluiceredis.WithKeyPrefix(uniquePrefix("fx")), sluiceredis.WithTimeout(100*time.Millisecond),
 			sluiceredis.WithProbeInterval(50*time.Millisecond), sluiceredis.WithLocalFallback(1))
 		if err != nil {
@@ -480,7 +481,7 @@ func TestClusterSpread(t *testing.T) {
 		// whole backend decides locally, and when the master answers again
 		// what was decided locally is paid on every node and Redis decides.
 		clock := limitertest.NewClock(limitertest.Start)
-		b, err := sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clock.Now),
+		b, err := sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clock),
 			sluiceredis.WithKeyPrefix(uniquePrefix("fb")), sluiceredis.WithTimeout(100*time.Millisecond),
 			sluiceredis.WithProbeInterval(50*time.Millisecond), sluiceredis.WithLocalFallback(1))
 		if err != nil {
@@ -488,7 +489,7 @@ func TestClusterSpread(t *testing.T) {
 		}
 		var mu sync.Mutex
 		var events []*stack.FallbackError
-		s, err := stack.New(threeLimits, stack.WithClock(clock.Now), stack.WithBackend(b), stack.WithFailClosed(),
+		s, err := stack.New(threeLimits, stack.WithClock(clock), stack.WithBackend(b), stack.WithFailClosed(),
 			stack.WithErrorHandler(func(err error) {
 				var fe *stack.FallbackError
 				if errors.As(err, &fe) {
@@ -586,7 +587,7 @@ func (h *scriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 // timeout long enough for a loaded machine.
 func newSpreadBackend(t *testing.T, client redis.UniversalClient, clock *limitertest.Clock, prefix string) *sluiceredis.Backend {
 	t.Helper()
-	b, err := sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clock.Now),
+	b, err := sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clock),
 		sluiceredis.WithKeyPrefix(uniquePrefix(prefix)), sluiceredis.WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/bucketkey"
 	sluiceredis "github.com/sluicehq/sluice/redis"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
@@ -36,10 +37,10 @@ func TestSpreadOptions(t *testing.T) {
 		t.Errorf("default key %q", k)
 	}
 	s, _ := sluiceredis.New(client, sluiceredis.WithSpread())
-	k1 := s.Key(stack.BucketKey("rl", "requests", 0, []string{"*"}, []string{"c"}))
-	k2 := s.Key(stack.BucketKey("rl", "requests", 1, []string{"*"}, []string{"c"}))
-	k3 := s.Key(stack.BucketKey("rl", "tokens", 0, []string{"*"}, []string{"c"}))
-	k4 := s.Key(stack.BucketKey("rl", "requests", 0, []string{"*"}, []string{"d"}))
+	k1 := s.Key(bucketkey.Render("rl", "requests", 0, []string{"*"}, []string{"c"}))
+	k2 := s.Key(bucketkey.Render("rl", "requests", 1, []string{"*"}, []string{"c"}))
+	k3 := s.Key(bucketkey.Render("rl", "tokens", 0, []string{"*"}, []string{"c"}))
+	k4 := s.Key(bucketkey.Render("rl", "requests", 0, []string{"*"}, []string{"d"}))
 	if !strings.HasPrefix(k1, "sluice:{") || sluiceredis.Slot(k1) != sluiceredis.Slot(k2) || sluiceredis.Slot(k1) != sluiceredis.Slot(k3) {
 		t.Errorf("the rates and metrics of one limit and caller should share a slot: %q %q %q", k1, k2, k3)
 	}
@@ -53,10 +54,10 @@ func TestSpreadOptions(t *testing.T) {
 		}
 		return ""
 	}))
-	a := p.Key(stack.BucketKey("per-caller", "requests", 0, []string{"*"}, []string{"alice"}))
-	bb := p.Key(stack.BucketKey("per-caller-tool", "requests", 0, []string{"*", "search"}, []string{"alice"}))
-	c := p.Key(stack.BucketKey("per-caller-tool", "requests", 0, []string{"*", "*"}, []string{"alice", "fetch"}))
-	o := p.Key(stack.BucketKey("per-target", "requests", 0, []string{"*"}, []string{"alice"}))
+	a := p.Key(bucketkey.Render("per-caller", "requests", 0, []string{"*"}, []string{"alice"}))
+	bb := p.Key(bucketkey.Render("per-caller-tool", "requests", 0, []string{"*", "search"}, []string{"alice"}))
+	c := p.Key(bucketkey.Render("per-caller-tool", "requests", 0, []string{"*", "*"}, []string{"alice", "fetch"}))
+	o := p.Key(bucketkey.Render("per-target", "requests", 0, []string{"*"}, []string{"alice"}))
 	if sluiceredis.Slot(a) != sluiceredis.Slot(bb) || sluiceredis.Slot(a) != sluiceredis.Slot(c) {
 		t.Errorf("pinned keys in different slots: %q %q %q", a, bb, c)
 	}
@@ -66,7 +67,7 @@ func TestSpreadOptions(t *testing.T) {
 }
 
 func TestParseBucketKey(t *testing.T) {
-	k := stack.BucketKey("per-tool", "requests", 2, []string{"*", "x,y|z"}, []string{"1:2"})
+	k := bucketkey.Render("per-tool", "requests", 2, []string{"*", "x,y|z"}, []string{"1:2"})
 	got, ok := sluiceredis.ParseBucketKey(k)
 	want := sluiceredis.Bucket{LimitID: "per-tool", Metric: "requests", RateIndex: 2, Entry: []string{"*", "x,y|z"}, Values: []string{"1:2"}}
 	if !ok || got.LimitID != want.LimitID || got.Metric != want.Metric || got.RateIndex != 2 ||
@@ -92,7 +93,7 @@ func FuzzParseBucketKey(f *testing.F) {
 		if strings.Contains(id, "|") || strings.Contains(metric, "|") || idx < 0 {
 			return
 		}
-		k := stack.BucketKey(id, metric, idx, []string{e1, e2}, []string{v})
+		k := bucketkey.Render(id, metric, idx, []string{e1, e2}, []string{v})
 		got, ok := sluiceredis.ParseBucketKey(k)
 		if !ok || got.LimitID != id || got.Metric != metric || got.RateIndex != idx ||
 			!slices.Equal(got.Entry, []string{e1, e2}) || !slices.Equal(got.Values, []string{v}) {
@@ -115,7 +116,7 @@ func TestSpreadDistribution(t *testing.T) {
 	var per [3]int
 	const n = 100000
 	for i := 0; i < n; i++ {
-		k := b.Key(stack.BucketKey("per-caller", "requests", 0, []string{"*"}, []string{"caller-" + strconv.Itoa(i)}))
+		k := b.Key(bucketkey.Render("per-caller", "requests", 0, []string{"*"}, []string{"caller-" + strconv.Itoa(i)}))
 		s := sluiceredis.Slot(k)
 		switch {
 		case s <= 5460:
@@ -140,12 +141,12 @@ func TestSpreadSingleServer(t *testing.T) {
 	srv := startRedis(t)
 	client, _ := newClient(t, srv.Addr)
 	clock := limitertest.NewClock(limitertest.Start)
-	b, err := sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clock.Now),
+	b, err := sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clock),
 		sluiceredis.WithKeyPrefix(uniquePrefix("ss")), sluiceredis.WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := stack.New(threeLimits, stack.WithClock(clock.Now), stack.WithBackend(b), stack.WithFailClosed())
+	s, err := stack.New(threeLimits, stack.WithClock(clock), stack.WithBackend(b), stack.WithFailClosed())
 	if err != nil {
 		t.Fatal(err)
 	}

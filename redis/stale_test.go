@@ -43,7 +43,7 @@ func TestGiveBackThatFillsKeepsInstantForStaleCallers(t *testing.T) {
 		t.Run(shape.name, func(t *testing.T) {
 			var now time.Time
 			b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(uniquePrefix("stalefill")),
-				sluiceredis.WithClock(func() time.Time { return now }), sluiceredis.WithTimeout(5*time.Second))
+				sluiceredis.WithClock(clockFunc(func() time.Time { return now })), sluiceredis.WithTimeout(5*time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -112,7 +112,7 @@ func TestGiveBackToFullBucketKeepsItsPast(t *testing.T) {
 	ctx := context.Background()
 	var now time.Time
 	b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(uniquePrefix("stalefull")),
-		sluiceredis.WithClock(func() time.Time { return now }), sluiceredis.WithTimeout(5*time.Second))
+		sluiceredis.WithClock(clockFunc(func() time.Time { return now })), sluiceredis.WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

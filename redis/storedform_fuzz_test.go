@@ -44,7 +44,7 @@ func FuzzStoredForm(f *testing.F) {
 	client, _ := newClient(f, srv.Addr)
 	f.Fuzz(func(t *testing.T, stored []byte) {
 		clock := limitertest.NewClock(limitertest.Start)
-		b, err := sluiceredis.New(client, sluiceredis.WithClock(clock.Now),
+		b, err := sluiceredis.New(client, sluiceredis.WithClock(clock),
 			sluiceredis.WithKeyPrefix(uniquePrefix("stored")), sluiceredis.WithTimeout(5*time.Second))
 		if err != nil {
 			t.Fatal(err)

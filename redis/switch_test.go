@@ -11,7 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	sluiceredis "github.com/sluicehq/sluice/redis"
-	"github.com/sluicehq/sluice/redis/redistest"
+	"github.com/sluicehq/sluice/redis/internal/faultproxy"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
 )
@@ -33,7 +33,7 @@ func TestFleetSwitchesCreateNoTokens(t *testing.T) {
 	if srv.External {
 		t.Skip("SLUICE_REDIS_ADDR is set: this test must stop its own server")
 	}
-	proxy := redistest.NewProxy(t, srv.Addr)
+	proxy := faultproxy.NewProxy(t, srv.Addr)
 	const (
 		rate  = 50.0
 		burst = 100
@@ -42,7 +42,7 @@ func TestFleetSwitchesCreateNoTokens(t *testing.T) {
 	)
 	cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "fleet", DimensionKeys: []string{"svc"},
 		Entries: []stack.Entry{{Dimensions: map[string]string{"svc": "api"},
-			Requests: []stack.Rate{{Rate: int64(rate), Period: stack.PeriodSecond, Burst: burst}}}}}}}
+			Requests: []stack.Rate{{Rate: int64(rate), Period: stack.Second, Burst: burst}}}}}}}
 	prefix := uniquePrefix("fleet")
 	clock := limitertest.NewClock(limitertest.Start)
 	start := clock.Now()
@@ -58,13 +58,13 @@ func TestFleetSwitchesCreateNoTokens(t *testing.T) {
 		client := redis.NewClient(&redis.Options{Addr: proxy.Addr, ContextTimeoutEnabled: true, MaxRetries: -1,
 			DialTimeout: time.Second, DialerRetries: 1, PoolSize: 10000})
 		t.Cleanup(func() { client.Close() })
-		b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithClock(clock.Now),
+		b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithClock(clock),
 			sluiceredis.WithTimeout(50*time.Millisecond), sluiceredis.WithProbeInterval(50*time.Millisecond),
 			sluiceredis.WithLocalFallback(1.0/procs))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if stacks[i], err = stack.New(cfg, stack.WithBackend(b), stack.WithClock(clock.Now),
+		if stacks[i], err = stack.New(cfg, stack.WithBackend(b), stack.WithClock(clock),
 			stack.WithErrorHandler(evs[i].handle)); err != nil {
 			t.Fatal(err)
 		}
@@ -98,9 +98,9 @@ func TestFleetSwitchesCreateNoTokens(t *testing.T) {
 		}
 	}
 	run(50) // 1 s with Redis up
-	proxy.SetMode(redistest.Stall)
+	proxy.SetMode(faultproxy.Stall)
 	run(15) // hung: nothing reaches Redis
-	proxy.SetMode(redistest.Delay)
+	proxy.SetMode(faultproxy.Delay)
 	run(15) // Redis takes, its replies are lost: decided locally as well
 	proxy.Release()
 	run(75)

@@ -11,7 +11,7 @@ const (
 	layoutSpread        // a tag per bucket: "<prefix>:{<8 hex>}:<bucket>"
 )
 
-// Bucket is a bucket key (stack.BucketKey) taken apart, as a pin function
+// Bucket is a bucket key (stack.Op.Key) taken apart, as a pin function
 // (WithPin) sees it.
 type Bucket struct {
 	// LimitID is the rate limit's id, Metric its metric ("requests",
@@ -46,12 +46,11 @@ func (k Bucket) Value(i int) string {
 	return ""
 }
 
-// ParseBucketKey takes apart a key made by stack.BucketKey, for pin
-// functions (WithPin gets it done already, as a Bucket) and for tools that
-// read the keys in Redis. It reports
-// false for a string that is not one (for instance when the limit id or
-// the metric contains '|', which makes the key ambiguous).
-func ParseBucketKey(key string) (Bucket, bool) {
+// parseBucketKey takes apart a key made by a Stack (stack.Op.Key) into the
+// Bucket a pin function gets. It reports false for a string that is not one
+// (for instance when the limit id or the metric contains '|', which makes
+// the key ambiguous).
+func parseBucketKey(key string) (Bucket, bool) {
 	var k Bucket
 	id, rest, ok := strings.Cut(key, "|")
 	if !ok {
@@ -109,7 +108,7 @@ func parseGroup(s string) ([]string, string, bool) {
 // in one slot), or of the pin function's answer when it gives one.
 func (b *Backend) spreadTag(key string) string {
 	if b.pin != nil {
-		if k, ok := ParseBucketKey(key); ok {
+		if k, ok := parseBucketKey(key); ok {
 			if p := b.pin(k); p != "" {
 				return hexTag(fnv32("\x00pin\x00" + p))
 			}
@@ -135,7 +134,7 @@ func (b *Backend) redisKey(key string) string {
 }
 
 // Key returns the Redis key that holds the bucket of a bucket key
-// (stack.BucketKey), in the backend's layout.
+// (stack.Op.Key), in the backend's layout.
 func (b *Backend) Key(bucketKey string) string { return b.redisKey(bucketKey) }
 
 func fnv32(s string) uint32 {
@@ -157,11 +156,10 @@ func hexTag(h uint32) string {
 	return string(b[:])
 }
 
-// Slot returns the Redis Cluster hash slot of key (CRC16 of its hash tag,
+// slot returns the Redis Cluster hash slot of key (CRC16 of its hash tag,
 // or of the whole key when it has none, modulo 16384), as CLUSTER KEYSLOT
-// computes it. It is for operators and tests checking where WithSpread or
-// WithPin put a bucket (with Backend.Key); deciding needs none of it.
-func Slot(key string) int {
+// computes it.
+func slot(key string) int {
 	if s := strings.IndexByte(key, '{'); s >= 0 {
 		if e := strings.IndexByte(key[s+1:], '}'); e > 0 {
 			key = key[s+1 : s+1+e]

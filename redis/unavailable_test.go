@@ -52,7 +52,7 @@ func fallbacks(errs []error) []*stack.FallbackError {
 }
 
 var perCaller10 = stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "rl", DimensionKeys: []string{"caller"},
-	Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 10, Period: stack.PeriodSecond}}}}}}}
+	Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 10, Period: stack.Second}}}}}}}
 
 // policyStacks are three Stacks on one server, one per failure policy.
 type policyStacks struct {
@@ -66,7 +66,7 @@ func newPolicyStacks(t *testing.T, client redis.UniversalClient) *policyStacks {
 	p := &policyStacks{clock: limitertest.NewClock(time.Now())}
 	mk := func(name string, extra ...sluiceredis.Option) *sluiceredis.Backend {
 		b, err := sluiceredis.New(client, append([]sluiceredis.Option{sluiceredis.WithKeyPrefix(uniquePrefix(name)),
-			sluiceredis.WithClock(p.clock.Now), sluiceredis.WithTimeout(200 * time.Millisecond),
+			sluiceredis.WithClock(p.clock), sluiceredis.WithTimeout(200 * time.Millisecond),
 			sluiceredis.WithProbeInterval(policyProbe)}, extra...)...)
 		if err != nil {
 			t.Fatal(err)
@@ -74,16 +74,16 @@ func newPolicyStacks(t *testing.T, client redis.UniversalClient) *policyStacks {
 		return b
 	}
 	var err error
-	if p.open, err = stack.New(perCaller10, stack.WithBackend(mk("open")), stack.WithClock(p.clock.Now),
+	if p.open, err = stack.New(perCaller10, stack.WithBackend(mk("open")), stack.WithClock(p.clock),
 		stack.WithErrorHandler(p.openEv.handle)); err != nil {
 		t.Fatal(err)
 	}
-	if p.closed, err = stack.New(perCaller10, stack.WithBackend(mk("closed")), stack.WithClock(p.clock.Now),
+	if p.closed, err = stack.New(perCaller10, stack.WithBackend(mk("closed")), stack.WithClock(p.clock),
 		stack.WithFailClosed()); err != nil {
 		t.Fatal(err)
 	}
 	if p.local, err = stack.New(perCaller10, stack.WithBackend(mk("local", sluiceredis.WithLocalFallback(0.5))),
-		stack.WithClock(p.clock.Now), stack.WithFailClosed(), stack.WithErrorHandler(p.localEv.handle)); err != nil {
+		stack.WithClock(p.clock), stack.WithFailClosed(), stack.WithErrorHandler(p.localEv.handle)); err != nil {
 		t.Fatal(err)
 	}
 	return p

@@ -21,7 +21,7 @@ func TestAllowDoesNotAllocateAcrossReclaims(t *testing.T) {
 	var ns atomic.Int64
 	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	now := func() time.Time { return base.Add(time.Duration(ns.Load())) }
-	perSecond := func(r int64) []Rate { return []Rate{{Rate: r, Period: PeriodSecond}} }
+	perSecond := func(r int64) []Rate { return []Rate{{Rate: r, Period: Second}} }
 	var tools []Entry
 	for i := 0; i < 100; i++ {
 		tools = append(tools, Entry{Dimensions: map[string]string{"targetName": fmt.Sprint("target-", i%10), "toolName": fmt.Sprint("tool-", i/10)}, Requests: perSecond(1_000_000)})
@@ -32,7 +32,7 @@ func TestAllowDoesNotAllocateAcrossReclaims(t *testing.T) {
 			Entries: []Entry{{Dimensions: map[string]string{"targetName": "*"}, Requests: perSecond(1_000_000)}}},
 		{RateLimitID: "per-caller", DimensionKeys: []string{"caller"},
 			Entries: []Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: perSecond(100)}}},
-	}}, WithClock(now))
+	}}, WithClock(clockFunc(now)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ var (
 // too, which it decides on the one-limit plan first): none big, the limits with only
 // connections buckets left out.
 func TestOrderedPlan(t *testing.T) {
-	perSecond := func(r int64) []Rate { return []Rate{{Rate: r, Period: PeriodSecond}} }
+	perSecond := func(r int64) []Rate { return []Rate{{Rate: r, Period: Second}} }
 	star := func(keys ...string) map[string]string {
 		m := map[string]string{}
 		for _, k := range keys {

@@ -18,8 +18,8 @@ import (
 
 // Backend computes bucket decisions outside this process's memory, so that
 // several processes share one limit (the Redis backend implements it).
-// Users pass one to WithBackend; the rest of this doc, and Op, Outcome,
-// ConnBackend and BucketKey, are for backend implementers. A
+// Users pass one to WithBackend; the rest of this doc, and Op, Outcome and
+// ConnBackend, are for backend implementers. A
 // Stack resolves entries and orders the applicable buckets itself, then hands
 // the ordered list to the backend in one call per decision.
 //
@@ -50,7 +50,12 @@ type Backend interface {
 type Op struct {
 	// Key identifies the bucket. It is stable for as long as the limit keeps
 	// its id and dimension keys and the entry keeps its values, so state
-	// survives a reload. It is readable: see BucketKey.
+	// survives a reload. It is readable:
+	// "<rateLimitId>|<metric>|<rate index>|<entry values>|<request values>",
+	// each value length-prefixed ("9:my-target", values of a group
+	// separated by ","), so that no two buckets share a key whatever their
+	// values contain; request values are those at the entry's "*"
+	// positions, empty for an exact entry ("per-caller|requests|0|1:*|5:alice").
 	Key string
 	// Rate units refill every Period; Burst is the capacity.
 	Rate   int64
@@ -119,33 +124,6 @@ type Outcome struct {
 	// that do not change the decision, such as a *FallbackError when the
 	// backend enters or leaves its local fallback.
 	Notices []error
-}
-
-// BucketKey is for backend implementers (and their tests): it renders the
-// identity of one bucket, the Op.Key a Stack gives its Backend, as
-// "<rateLimitId>|<metric>|<rate index>|<entry values>|<request values>",
-// each value length-prefixed ("9:my-target"), so that no two buckets share a
-// key whatever their values contain. Request values are those at the entry's
-// "*" positions (empty for an exact entry).
-func BucketKey(limitID, metric string, rateIndex int, entry, values []string) string {
-	b := make([]byte, 0, 64)
-	b = append(b, limitID...)
-	b = append(b, '|')
-	b = append(b, metric...)
-	b = append(b, '|')
-	b = strconv.AppendInt(b, int64(rateIndex), 10)
-	for _, group := range [][]string{entry, values} {
-		b = append(b, '|')
-		for i, v := range group {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendInt(b, int64(len(v)), 10)
-			b = append(b, ':')
-			b = append(b, v...)
-		}
-	}
-	return string(b)
 }
 
 // MemoryBackend is a Backend on in-process buckets. A Stack does not need it

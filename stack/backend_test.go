@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/bucketkey"
 	"github.com/sluicehq/sluice/match"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
@@ -17,7 +18,7 @@ import (
 // The Backend path must decide exactly as the in-memory path does.
 func TestConformanceThroughMemoryBackend(t *testing.T) {
 	limitertest.Run(t, func(t *testing.T, cfg stack.Config, clock *limitertest.Clock) sluice.Limiter {
-		s, err := stack.New(cfg, stack.WithClock(clock.Now), stack.WithBackend(stack.NewMemoryBackend()))
+		s, err := stack.New(cfg, stack.WithClock(clock), stack.WithBackend(stack.NewMemoryBackend()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -26,8 +27,8 @@ func TestConformanceThroughMemoryBackend(t *testing.T) {
 }
 
 func TestBucketKeyHasNoCollisions(t *testing.T) {
-	a := stack.BucketKey("rl", "requests", 0, []string{"a,b", "*"}, []string{"c"})
-	b := stack.BucketKey("rl", "requests", 0, []string{"a", "b,*"}, []string{"c"})
+	a := bucketkey.Render("rl", "requests", 0, []string{"a,b", "*"}, []string{"c"})
+	b := bucketkey.Render("rl", "requests", 0, []string{"a", "b,*"}, []string{"c"})
 	if a == b {
 		t.Fatalf("collision: %q", a)
 	}
@@ -85,8 +86,8 @@ func TestBackendFailurePolicy(t *testing.T) {
 func TestBackendRefusesConnectionsLimits(t *testing.T) {
 	conn := stack.Config{ServiceLimits: []stack.RateLimit{{RateLimitID: "conc", DimensionKeys: []string{"caller"},
 		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"},
-			Requests:    []stack.Rate{{Rate: 10, Period: stack.PeriodSecond}},
-			Connections: []stack.Rate{{Rate: 2, Period: stack.PeriodSecond}}}}}}}
+			Requests:    []stack.Rate{{Rate: 10, Period: stack.Second}},
+			Connections: []stack.Rate{{Rate: 2, Period: stack.Second}}}}}}}
 	// A Backend that is not a ConnBackend (the embedding hides the
 	// MemoryBackend's SharesConnections).
 	plainBackend := struct{ stack.Backend }{stack.NewMemoryBackend()}
@@ -103,7 +104,7 @@ func TestBackendRefusesConnectionsLimits(t *testing.T) {
 		t.Fatalf("a ConnBackend shares connections limits: %v", err)
 	}
 	plain := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "rl", DimensionKeys: []string{"caller"},
-		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 10, Period: stack.PeriodSecond}}}}}}}
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 10, Period: stack.Second}}}}}}}
 	s, err := stack.New(plain, stack.WithBackend(plainBackend))
 	if err != nil {
 		t.Fatal(err)
@@ -132,10 +133,10 @@ func (b *noticeBackend) Take(ctx context.Context, at time.Time, ops []stack.Op) 
 // decision.
 func TestBackendNoticesReachTheErrorHandler(t *testing.T) {
 	cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "rl", DimensionKeys: []string{"caller"},
-		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 2, Period: stack.PeriodMinute}}}}}}}
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 2, Period: stack.Minute}}}}}}}
 	var heard []error
 	clock := limitertest.NewClock(limitertest.Start)
-	s, err := stack.New(cfg, stack.WithClock(clock.Now), stack.WithBackend(&noticeBackend{MemoryBackend: stack.NewMemoryBackend()}),
+	s, err := stack.New(cfg, stack.WithClock(clock), stack.WithBackend(&noticeBackend{MemoryBackend: stack.NewMemoryBackend()}),
 		stack.WithErrorHandler(func(err error) { heard = append(heard, err) }))
 	if err != nil {
 		t.Fatal(err)

@@ -61,39 +61,59 @@ type Entry struct {
 type Rate struct {
 	// Rate is 0 to 10,000,000 units per Period.
 	Rate int64 `json:"rate"`
-	// Period is PeriodSecond, PeriodMinute, PeriodHour or PeriodDay.
-	Period Period `json:"period"`
+	// Period is Second, Minute, Hour or Day.
+	Period Unit `json:"period"`
 	// Burst, when positive, sets the bucket capacity; by default it equals
 	// Rate (a full period's worth). A sluice extension.
 	Burst int64 `json:"burst,omitempty"`
 }
 
-// Period is the unit a Rate is expressed in.
-type Period string
+// Unit is a unit of time a rate is expressed in. It is the one unit type of
+// sluice: a Stack's Rate.Period and envoyrls' rules both use it.
+//
+// A Stack's configuration accepts Second, Minute, Hour and Day (the gateway
+// knows second and minute; hour and day are sluice extensions that
+// envoyproxy/ratelimit's configurations use); Validate reports any other
+// unit at its path. Week, Month and Year are envoyproxy/ratelimit's longer
+// units, for envoyrls, with fixed lengths (7, 30 and 365 days) as its
+// windows have.
+type Unit string
 
-// Periods.
+// Units.
 const (
-	PeriodSecond Period = "second"
-	PeriodMinute Period = "minute"
-	// PeriodHour and PeriodDay are sluice extensions (the gateway knows
-	// second and minute only); envoyproxy/ratelimit's configurations use them.
-	PeriodHour Period = "hour"
-	PeriodDay  Period = "day"
+	Second Unit = "second"
+	Minute Unit = "minute"
+	Hour   Unit = "hour"
+	Day    Unit = "day"
+	Week   Unit = "week"
+	Month  Unit = "month"
+	Year   Unit = "year"
 )
 
-// Duration returns the period's length, or 0 for an unknown period.
-func (p Period) Duration() time.Duration {
-	switch p {
-	case PeriodSecond:
+// Duration returns the unit's length, or 0 for an unknown unit.
+func (u Unit) Duration() time.Duration {
+	switch u {
+	case Second:
 		return time.Second
-	case PeriodMinute:
+	case Minute:
 		return time.Minute
-	case PeriodHour:
+	case Hour:
 		return time.Hour
-	case PeriodDay:
+	case Day:
 		return 24 * time.Hour
+	case Week:
+		return 7 * 24 * time.Hour
+	case Month:
+		return 30 * 24 * time.Hour
+	case Year:
+		return 365 * 24 * time.Hour
 	}
 	return 0
+}
+
+// stackUnit reports whether a Stack's configuration accepts u.
+func stackUnit(u Unit) bool {
+	return u == Second || u == Minute || u == Hour || u == Day
 }
 
 // Limits of a configuration, as the gateway enforces them.
@@ -215,8 +235,8 @@ func validateRates(errs *ConfigError, entryPath func(int) string, j int, metric 
 		if r.Rate < 0 || r.Rate > MaxRate {
 			errs.Add(rp()+".rate", "%d is out of range 0 to %d", r.Rate, MaxRate)
 		}
-		if r.Period.Duration() == 0 {
-			errs.Add(rp()+".period", "%q must be %q, %q, %q or %q", string(r.Period), PeriodSecond, PeriodMinute, PeriodHour, PeriodDay)
+		if !stackUnit(r.Period) {
+			errs.Add(rp()+".period", "%q must be %q, %q, %q or %q", string(r.Period), Second, Minute, Hour, Day)
 		}
 		if r.Burst < 0 || r.Burst > MaxRate*60 {
 			errs.Add(rp()+".burst", "%d is out of range 0 to %d", r.Burst, MaxRate*60)
@@ -236,6 +256,9 @@ func sortedKeys(m map[string]string) []string {
 // Parse reads a configuration in the gateway's JSON shape. It accepts an
 // object {"rateLimits": [...], "serviceLimits": [...]}, a single rate-limit
 // object (as the gateway's CreateRateLimit takes it), or an array of them.
+// The object must have "rateLimits" ({} is an error naming it, so that a
+// document that lost its limits never loads as "no limits"); an explicit
+// empty list, {"rateLimits": []}, is a valid configuration without limits.
 //
 // Every problem is reported at once in a *ConfigError with its path:
 // invalid JSON (with line and column), unknown or mistyped fields, bad
@@ -284,6 +307,11 @@ func Parse(data []byte) (Config, error) {
 			default:
 				errs.Add(k, "unknown field")
 			}
+		}
+		if _, ok := v["rateLimits"]; !ok {
+			// A document that lost its limits (a typo in the key, an
+			// empty file of "{}") must not load as "no limits".
+			errs.Add("rateLimits", `is required (write "rateLimits": [] for a configuration without customer limits)`)
 		}
 	default:
 		errs.Add("", "must be an object or an array of rate limits, got %s", jsonType(root))
@@ -424,7 +452,7 @@ func parseRates(errs *ConfigError, p string, v any) []Rate {
 			case "burst":
 				r.Burst = integer(errs, kp, obj[k])
 			case "period":
-				r.Period = Period(str(errs, kp, obj[k]))
+				r.Period = Unit(str(errs, kp, obj[k]))
 			default:
 				errs.Add(kp, "unknown field")
 			}
@@ -434,7 +462,7 @@ func parseRates(errs *ConfigError, p string, v any) []Rate {
 		}
 		if _, ok := obj["period"]; !ok {
 			errs.Add(ip+".period", "is required")
-			r.Period = PeriodSecond // reported; avoid a second message
+			r.Period = Second // reported; avoid a second message
 		}
 		out = append(out, r)
 	}

@@ -16,7 +16,7 @@ import (
 func TestConfigErrorIsFoundInStack(t *testing.T) {
 	good := stack.Config{RateLimits: []stack.RateLimit{{
 		RateLimitID: "per-caller", DimensionKeys: []string{"caller"},
-		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 1, Period: stack.PeriodSecond}}}},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 1, Period: stack.Second}}}},
 	}}}
 	bad := stack.Config{RateLimits: []stack.RateLimit{{
 		RateLimitID: "per-caller", DimensionKeys: []string{"caller"},
@@ -128,7 +128,7 @@ func TestConfigErrorBoundForGoConfig(t *testing.T) {
 	for i := range stack.MaxRateLimits {
 		rl := stack.RateLimit{RateLimitID: "limit-" + strconv.Itoa(i), DimensionKeys: []string{"caller"}}
 		for range match.MaxEntries {
-			rl.Entries = append(rl.Entries, stack.Entry{Dimensions: map[string]string{"caller": ""}, Requests: []stack.Rate{{Rate: 1, Period: stack.PeriodSecond}}})
+			rl.Entries = append(rl.Entries, stack.Entry{Dimensions: map[string]string{"caller": ""}, Requests: []stack.Rate{{Rate: 1, Period: stack.Second}}})
 		}
 		cfg.RateLimits = append(cfg.RateLimits, rl)
 	}

@@ -21,17 +21,17 @@ func TestDirectDoesNotAllocate(t *testing.T) {
 	long := strings.Repeat("v", 300)
 	s, err := New(Config{RateLimits: []RateLimit{
 		{RateLimitID: "pair", DimensionKeys: []string{"org", "caller"}, Entries: []Entry{
-			{Dimensions: map[string]string{"org": "*", "caller": "*"}, Requests: []Rate{{Rate: 1000, Period: PeriodSecond}}},
-			{Dimensions: map[string]string{"org": long, "caller": long}, Tokens: []Rate{{Rate: 1000, Period: PeriodSecond}}},
+			{Dimensions: map[string]string{"org": "*", "caller": "*"}, Requests: []Rate{{Rate: 1000, Period: Second}}},
+			{Dimensions: map[string]string{"org": long, "caller": long}, Tokens: []Rate{{Rate: 1000, Period: Second}}},
 		}},
 		{RateLimitID: "sh", DimensionKeys: []string{"org"}, Shadow: true, Entries: []Entry{
-			{Dimensions: map[string]string{"org": "*"}, Requests: []Rate{{Rate: 1000, Period: PeriodSecond}}},
+			{Dimensions: map[string]string{"org": "*"}, Requests: []Rate{{Rate: 1000, Period: Second}}},
 		}},
 	}, ServiceLimits: []RateLimit{
 		{RateLimitID: "svc", DimensionKeys: []string{"caller"}, Entries: []Entry{
-			{Dimensions: map[string]string{"caller": "*"}, Tokens: []Rate{{Rate: 1000, Period: PeriodSecond}}},
+			{Dimensions: map[string]string{"caller": "*"}, Tokens: []Rate{{Rate: 1000, Period: Second}}},
 		}},
-	}}, WithClock(func() time.Time { return at }))
+	}}, WithClock(clockFunc(func() time.Time { return at })))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,18 +29,18 @@ func blockedRequestsCreateNoBuckets(t *testing.T, ordered bool) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	cfg := Config{RateLimits: []RateLimit{
 		{RateLimitID: "per-caller", DimensionKeys: []string{"caller"}, Entries: []Entry{
-			{Dimensions: map[string]string{"caller": "*"}, Requests: []Rate{{Rate: 10, Period: PeriodSecond}}},
+			{Dimensions: map[string]string{"caller": "*"}, Requests: []Rate{{Rate: 10, Period: Second}}},
 		}},
 		{RateLimitID: "blocked-org", DimensionKeys: []string{"org"}, Entries: []Entry{
-			{Dimensions: map[string]string{"org": "bad"}, Requests: []Rate{{Rate: 0, Period: PeriodSecond}}},
+			{Dimensions: map[string]string{"org": "bad"}, Requests: []Rate{{Rate: 0, Period: Second}}},
 		}},
 	}}
 	if !ordered {
 		cfg.RateLimits[1].Entries = append(cfg.RateLimits[1].Entries,
-			Entry{Dimensions: map[string]string{"org": "*"}, Requests: []Rate{{Rate: 1000, Period: PeriodSecond}}})
+			Entry{Dimensions: map[string]string{"org": "*"}, Requests: []Rate{{Rate: 1000, Period: Second}}})
 	}
 	for _, general := range []bool{true, false} {
-		s, err := New(cfg, WithClock(func() time.Time { return at }), WithMaxBuckets(100))
+		s, err := New(cfg, WithClock(clockFunc(func() time.Time { return at })), WithMaxBuckets(100))
 		if err != nil {
 			t.Fatal(err)
 		}

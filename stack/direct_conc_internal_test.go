@@ -28,17 +28,17 @@ func directConcurrentNeverOverAdmits(t *testing.T, pairOrg string) {
 	now := func() time.Time { return at }
 	cfg := Config{RateLimits: []RateLimit{
 		{RateLimitID: "pair", DimensionKeys: []string{"org", "caller"}, Entries: []Entry{
-			{Dimensions: map[string]string{"org": pairOrg, "caller": "*"}, Requests: []Rate{{Rate: 1, Period: PeriodMinute, Burst: 7}}},
+			{Dimensions: map[string]string{"org": pairOrg, "caller": "*"}, Requests: []Rate{{Rate: 1, Period: Minute, Burst: 7}}},
 		}},
 		{RateLimitID: "org", DimensionKeys: []string{"org"}, Entries: []Entry{
-			{Dimensions: map[string]string{"org": "o"}, Requests: []Rate{{Rate: 1, Period: PeriodMinute, Burst: 40}}},
+			{Dimensions: map[string]string{"org": "o"}, Requests: []Rate{{Rate: 1, Period: Minute, Burst: 40}}},
 		}},
 	}, ServiceLimits: []RateLimit{
 		{RateLimitID: "svc", DimensionKeys: []string{"caller"}, Entries: []Entry{
-			{Dimensions: map[string]string{"caller": "*"}, Requests: []Rate{{Rate: 1, Period: PeriodMinute, Burst: 5}}},
+			{Dimensions: map[string]string{"caller": "*"}, Requests: []Rate{{Rate: 1, Period: Minute, Burst: 5}}},
 		}},
 	}}
-	s, err := New(cfg, WithClock(now))
+	s, err := New(cfg, WithClock(clockFunc(now)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,7 @@ func TestDirectRandomConfigsDecideAsTheGeneralPath(t *testing.T) {
 				}
 				e := Entry{Dimensions: m}
 				for range 1 + rng.IntN(2) {
-					r := Rate{Rate: int64(rng.IntN(8)), Period: PeriodSecond}
+					r := Rate{Rate: int64(rng.IntN(8)), Period: Second}
 					if rng.IntN(6) == 0 {
 						r.Rate = 0
 					}
@@ -96,7 +96,7 @@ func TestDirectRandomConfigsDecideAsTheGeneralPath(t *testing.T) {
 			var opts []Option
 			base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 			now := base
-			opts = append(opts, WithClock(func() time.Time { return now }))
+			opts = append(opts, WithClock(clockFunc(func() time.Time { return now })))
 			if budget > 0 {
 				opts = append(opts, WithMaxBuckets(budget))
 			}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/stack"
+	"github.com/sluicehq/sluice/stack/limitertest"
 )
 
 // A gateway definition loads unchanged; the most specific entry wins, and
@@ -21,8 +22,7 @@ func Example() {
 	    {"dimensions": {"caller": "*"}, "requests": [{"rate": 120, "period": "minute"}]}
 	  ]}
 	]}`
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	s, err := stack.Load([]byte(cfg), stack.WithClock(func() time.Time { return now }))
+	s, err := stack.Load([]byte(cfg), stack.WithClock(limitertest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))))
 	if err != nil {
 		panic(err)
 	}
@@ -43,4 +43,26 @@ func Example() {
 	// readData  throttled by per-tool/targetName=my-target,toolName=readData (matched [my-target readData]), retry after 333.333332ms
 	// writeData allowed, 0 of 1 left
 	// writeData throttled by per-tool/targetName=my-target,toolName=writeData (matched [my-target *]), retry after 1s
+}
+
+// Allow skips a limit whose dimension a request does not carry, so keys
+// with a misspelt dimension name ("IP" for "ip") are silently unlimited.
+// Selects shows, in a test, which limits a set of keys selects.
+func ExampleStack_Selects() {
+	s, err := stack.Load([]byte(`{"rateLimits": [
+	  {"rateLimitId": "per-ip", "dimensionKeys": ["ip"], "entries": [
+	    {"dimensions": {"ip": "*"}, "requests": [{"rate": 10, "period": "second"}]}]},
+	  {"rateLimitId": "per-tool", "dimensionKeys": ["caller", "tool"], "entries": [
+	    {"dimensions": {"caller": "alice", "tool": "*"}, "requests": [{"rate": 1, "period": "second"}]}]}
+	]}`))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(s.Selects(sluice.NewKeys("ip", "192.0.2.1", "caller", "alice", "tool", "search")))
+	fmt.Println(s.Selects(sluice.NewKeys("ip", "192.0.2.1", "caller", "bob", "tool", "search"))) // no entry for bob
+	fmt.Println(s.Selects(sluice.NewKeys("IP", "192.0.2.1")))                                    // misspelt: nothing applies
+	// Output:
+	// [per-ip per-tool]
+	// [per-ip]
+	// []
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/stack"
+	"github.com/sluicehq/sluice/stack/limitertest"
 )
 
 // A Stack bounded to two per-value buckets: a third caller arriving while
@@ -17,11 +18,11 @@ func ExampleWithMaxBuckets() {
 		DimensionKeys: []string{"caller"},
 		Entries: []stack.Entry{{
 			Dimensions: map[string]string{"caller": "*"},
-			Requests:   []stack.Rate{{Rate: 10, Period: stack.PeriodSecond}},
+			Requests:   []stack.Rate{{Rate: 10, Period: stack.Second}},
 		}},
 	}}}
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	s, err := stack.New(cfg, stack.WithMaxBuckets(2), stack.WithClock(func() time.Time { return now }))
+	clock := limitertest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	s, err := stack.New(cfg, stack.WithMaxBuckets(2), stack.WithClock(clock))
 	if err != nil {
 		panic(err)
 	}
@@ -30,7 +31,7 @@ func ExampleWithMaxBuckets() {
 		fmt.Println(caller, d.Allowed, d.Capacity, d.RetryAfter)
 	}
 	// Once the buckets have refilled they are reclaimed: carol gets one.
-	now = now.Add(time.Second)
+	clock.Advance(time.Second)
 	d, _ := s.Allow(context.Background(), sluice.NewKeys("caller", "carol"))
 	fmt.Println("carol", d.Allowed)
 	// Output:

@@ -27,7 +27,7 @@ func maxBucketsConfig() stack.Config {
 
 func TestMaxBucketsDeniesWhenFullAndConsumesNothing(t *testing.T) {
 	clock := limitertest.NewClock(limitertest.Start)
-	s, err := stack.New(maxBucketsConfig(), stack.WithClock(clock.Now), stack.WithMaxBuckets(4))
+	s, err := stack.New(maxBucketsConfig(), stack.WithClock(clock), stack.WithMaxBuckets(4))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestMaxBucketsDenialIsAllOrNothing(t *testing.T) {
 		{RateLimitID: "per-caller", DimensionKeys: []string{"caller"},
 			Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 1, Period: "minute"}}}}},
 	}}
-	s, err := stack.New(cfg, stack.WithClock(clock.Now), stack.WithMaxBuckets(1))
+	s, err := stack.New(cfg, stack.WithClock(clock), stack.WithMaxBuckets(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestMaxBucketsConcurrent(t *testing.T) {
 	cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "per-caller", DimensionKeys: []string{"caller"},
 		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 10, Period: "minute"}}}}}}}
 	const n = 100
-	s, err := stack.New(cfg, stack.WithClock(clock.Now), stack.WithMaxBuckets(n))
+	s, err := stack.New(cfg, stack.WithClock(clock), stack.WithMaxBuckets(n))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestConcurrentWindowsHoldAcrossReclaims(t *testing.T) {
 		const burst, perSecond = 5, 20
 		cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "per-caller", DimensionKeys: []string{"caller"},
 			Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: perSecond, Period: "second", Burst: burst}}}}}}}
-		s, err := stack.New(cfg, append([]stack.Option{stack.WithClock(clock.Now)}, opts...)...)
+		s, err := stack.New(cfg, append([]stack.Option{stack.WithClock(clock)}, opts...)...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/bucketkey"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
 )
@@ -150,7 +151,7 @@ func FuzzBucketNames(f *testing.F) {
 				t.Fatalf("Evaluated %q decodes to %q, %q, want pair, %q", e, id, vals, []string{x, y})
 			}
 		}
-		n.bucketKey = stack.BucketKey("pair", sluice.MetricRequests, 0, []string{"*", "*"}, []string{x, y})
+		n.bucketKey = bucketkey.Render("pair", sluice.MetricRequests, 0, []string{"*", "*"}, []string{x, y})
 		return n
 	}
 

@@ -40,7 +40,7 @@ func TestOptionsNotGiven(t *testing.T) {
 	for name, o := range cases {
 		t.Run(name, func(t *testing.T) {
 			clock := limitertest.NewClock(limitertest.Start)
-			s, err := stack.New(optionsConfig(), stack.WithClock(clock.Now), o)
+			s, err := stack.New(optionsConfig(), stack.WithClock(clock), o)
 			if err != nil {
 				t.Fatal(err)
 			}

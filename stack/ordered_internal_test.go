@@ -18,7 +18,7 @@ import (
 // bucket: one per admitted request, nothing for the refused ones.
 func TestOrderedGivesBackOnRefusal(t *testing.T) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	hourly := func(burst int64) []Rate { return []Rate{{Rate: 1, Period: PeriodHour, Burst: burst}} }
+	hourly := func(burst int64) []Rate { return []Rate{{Rate: 1, Period: Hour, Burst: burst}} }
 	for _, refuser := range []string{"single", "matched"} {
 		callerEntry := Entry{Dimensions: map[string]string{"caller": "*"}, Requests: hourly(1)}
 		if refuser == "matched" { // an exact entry, found by the matcher
@@ -30,7 +30,7 @@ func TestOrderedGivesBackOnRefusal(t *testing.T) {
 			}},
 			{RateLimitID: "per-caller", DimensionKeys: []string{"caller"}, Entries: []Entry{callerEntry}},
 		}}
-		s, err := New(cfg, WithClock(func() time.Time { return at }))
+		s, err := New(cfg, WithClock(clockFunc(func() time.Time { return at })))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +56,7 @@ func TestOrderedGivesBackOnRefusal(t *testing.T) {
 // (nothing after it can refuse).
 func TestOrderedGivesBackSingleBeforeSingle(t *testing.T) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	hourly := func(burst int64) []Rate { return []Rate{{Rate: 1, Period: PeriodHour, Burst: burst}} }
+	hourly := func(burst int64) []Rate { return []Rate{{Rate: 1, Period: Hour, Burst: burst}} }
 	s, err := New(Config{RateLimits: []RateLimit{
 		// A matched limit no request here matches: the plan is ordered, not
 		// a singles plan.
@@ -69,7 +69,7 @@ func TestOrderedGivesBackSingleBeforeSingle(t *testing.T) {
 		{RateLimitID: "per-caller", DimensionKeys: []string{"caller"}, Entries: []Entry{
 			{Dimensions: map[string]string{"caller": "*"}, Requests: hourly(1)},
 		}},
-	}}, WithClock(func() time.Time { return at }))
+	}}, WithClock(clockFunc(func() time.Time { return at })))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestOrderedGivesBackSingleBeforeSingle(t *testing.T) {
 // the first in rank order).
 func TestOrderedPlanNeedsRankOrder(t *testing.T) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	rate := func(r int64) []Rate { return []Rate{{Rate: r, Period: PeriodSecond, Burst: 5}} }
+	rate := func(r int64) []Rate { return []Rate{{Rate: r, Period: Second, Burst: 5}} }
 	cfg := Config{RateLimits: []RateLimit{
 		{RateLimitID: "by-org", DimensionKeys: []string{"org"}, Entries: []Entry{
 			{Dimensions: map[string]string{"org": "small"}, Requests: rate(1)},
@@ -107,7 +107,7 @@ func TestOrderedPlanNeedsRankOrder(t *testing.T) {
 			{Dimensions: map[string]string{"caller": "*"}, Requests: rate(10)},
 		}},
 	}}
-	s, err := New(cfg, WithClock(func() time.Time { return at }))
+	s, err := New(cfg, WithClock(clockFunc(func() time.Time { return at })))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestOrderedDoesNotAllocate(t *testing.T) {
 		t.Skip("allocation counts differ under -race")
 	}
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	rate := []Rate{{Rate: 1_000_000, Period: PeriodSecond}}
+	rate := []Rate{{Rate: 1_000_000, Period: Second}}
 	s, err := New(Config{RateLimits: []RateLimit{
 		{RateLimitID: "per-tool", DimensionKeys: []string{"targetName", "toolName"}, Entries: []Entry{
 			{Dimensions: map[string]string{"targetName": "t", "toolName": "exact"}, Requests: rate},
@@ -144,7 +144,7 @@ func TestOrderedDoesNotAllocate(t *testing.T) {
 		{RateLimitID: "per-caller", DimensionKeys: []string{"caller"}, Entries: []Entry{
 			{Dimensions: map[string]string{"caller": "*"}, Requests: rate},
 		}},
-	}}, WithClock(func() time.Time { return at }))
+	}}, WithClock(clockFunc(func() time.Time { return at })))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/bucket"
+	"github.com/sluicehq/sluice/internal/bucketkey"
 	"github.com/sluicehq/sluice/internal/hashmatch"
 )
 
@@ -119,7 +120,7 @@ type rateBucket struct {
 	memConn *memConn // a MemoryBackend's slots (Op.Conn) instead
 	metric  string
 	cfg     Rate
-	// keyPrefix is BucketKey without the request values, for backends
+	// keyPrefix is the bucket key (bucketkey.Render) without the request values, for backends
 	// (computed only when the Stack has one).
 	keyPrefix string
 }
@@ -493,7 +494,7 @@ func compileLimit(rl *RateLimit, prev *limit, now time.Time, withKeys bool, budg
 			for idx, r := range rates {
 				rb := &rateBucket{lim: l, ent: en, shadow: l.shadow, metric: metric, kind: kindOf(metric), cfg: r, rate: r.Rate, period: int64(r.Period.Duration())}
 				if withKeys {
-					rb.keyPrefix = BucketKey(l.id, metric, idx, en.values, nil)
+					rb.keyPrefix = bucketkey.Render(l.id, metric, idx, en.values, nil)
 				}
 				rb.burst = int64(rb.burstOf())
 				if r.Rate > 0 {

@@ -47,7 +47,7 @@ func FuzzPlansDecideAsTheGeneralPath(f *testing.F) {
 			return
 		}
 		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		opts := []Option{WithClock(func() time.Time { return now })}
+		opts := []Option{WithClock(clockFunc(func() time.Time { return now }))}
 		if budget > 0 {
 			opts = append(opts, WithMaxBuckets(budget))
 		}
@@ -140,7 +140,7 @@ func fuzzConfig(rng *rand.Rand) (Config, int) {
 			}
 			e := Entry{Dimensions: m}
 			for range 1 + rng.IntN(2) {
-				r := Rate{Rate: int64(1 + rng.IntN(6)), Period: PeriodSecond}
+				r := Rate{Rate: int64(1 + rng.IntN(6)), Period: Second}
 				if rng.IntN(8) == 0 {
 					r.Rate = 0
 				}

@@ -21,7 +21,7 @@ func Example_burst() {
 	limits, err := stack.Load([]byte(`{"rateLimits": [
 	  {"rateLimitId": "per-caller", "dimensionKeys": ["caller"], "entries": [
 	    {"dimensions": {"caller": "*"}, "requests": [{"rate": 10, "period": "second", "burst": 20}]}]}
-	]}`), stack.WithClock(clock.Now))
+	]}`), stack.WithClock(clock))
 	if err != nil {
 		log.Fatal(err)
 	}

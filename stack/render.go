@@ -15,7 +15,7 @@ import (
 )
 
 // wildcardKey appends the request's values at the entry's "*" positions to a
-// bucket key prefix, in BucketKey's length-prefixed form.
+// bucket key prefix, in bucketkey.Render's length-prefixed form.
 func wildcardKey(prefix string, values []string) string {
 	n := len(prefix)
 	for i, v := range values {

@@ -195,6 +195,8 @@ func (s *Stack) ReserveAt(ctx context.Context, t time.Time, keys sluice.Keys, es
 // costs exactly an Allow and returns sluice.NoReservation; so does a request
 // no connections limit applies to.
 func (s *Stack) ReserveSlots(ctx context.Context, keys sluice.Keys) (r sluice.Reservation, d sluice.Decision, err error) {
+	// ReserveSlotsAt's body on the Stack's clock, not a call to it: the
+	// middlewares' admission path copies no Keys and makes no extra call.
 	c := s.cfg.Load()
 	if !c.conns {
 		// Decided into the result itself, as Allow does: no Decision copied.
@@ -204,6 +206,22 @@ func (s *Stack) ReserveSlots(ctx context.Context, keys sluice.Keys) (r sluice.Re
 		return sluice.NoReservation, d, err
 	}
 	return s.reserve(ctx, s.now(), &keys, 0, true)
+}
+
+// ReserveSlotsAt is ReserveSlots at an explicit instant t (settling still
+// reads the Stack's clock). Like ReserveSlots, it returns
+// sluice.NoReservation when the request is denied or undecided, or when no
+// connections limit applies to it.
+func (s *Stack) ReserveSlotsAt(ctx context.Context, t time.Time, keys sluice.Keys) (r sluice.Reservation, d sluice.Decision, err error) {
+	c := s.cfg.Load()
+	if !c.conns {
+		// Decided into the result itself, as Allow does: no Decision copied.
+		if err = ctx.Err(); err == nil {
+			err = s.evaluate(ctx, c, &keys, t, 0, nil, &d)
+		}
+		return sluice.NoReservation, d, err
+	}
+	return s.reserve(ctx, t, &keys, 0, true)
 }
 
 func (s *Stack) reserve(ctx context.Context, t time.Time, keys *sluice.Keys, estimate int, slotsOnly bool) (sluice.Reservation, sluice.Decision, error) {

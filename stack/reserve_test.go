@@ -3,6 +3,7 @@ package stack_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -34,7 +35,7 @@ func backends(t *testing.T, f func(t *testing.T, opts ...stack.Option)) {
 
 func newReserver(t *testing.T, cfg stack.Config, clock *limitertest.Clock, opts ...stack.Option) *stack.Stack {
 	t.Helper()
-	s, err := stack.New(cfg, append([]stack.Option{stack.WithClock(clock.Now)}, opts...)...)
+	s, err := stack.New(cfg, append([]stack.Option{stack.WithClock(clock)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +255,7 @@ func BenchmarkReserve(b *testing.B) {
 	clock := limitertest.NewClock(limitertest.Start)
 	ctx := context.Background()
 	b.Run("allow", func(b *testing.B) {
-		s, _ := stack.New(threeLimitTokens(), stack.WithClock(clock.Now))
+		s, _ := stack.New(threeLimitTokens(), stack.WithClock(clock))
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
 			// Time advances with the benchmark so it stays on the allowed path.
@@ -265,7 +266,7 @@ func BenchmarkReserve(b *testing.B) {
 		}
 	})
 	b.Run("reserve+reconcile", func(b *testing.B) {
-		s, _ := stack.New(threeLimitTokens(), stack.WithClock(clock.Now))
+		s, _ := stack.New(threeLimitTokens(), stack.WithClock(clock))
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
 			at := limitertest.Start.Add(time.Duration(i) * 20 * time.Microsecond)
@@ -556,5 +557,41 @@ func TestReserveSlotsConcurrentWithStaleHandles(t *testing.T) {
 	}
 	for _, r := range held {
 		r.Cancel()
+	}
+}
+
+// ReserveSlotsAt decides at the instant it is given, not at the Stack's
+// clock: requests charged at t refill by t+period whatever the clock says,
+// and without a connections limit it is AllowAt's decision.
+func TestReserveSlotsAt(t *testing.T) {
+	ctx := context.Background()
+	for _, conns := range []bool{true, false} {
+		t.Run(fmt.Sprintf("connections=%v", conns), func(t *testing.T) {
+			cfg := connsConfig()
+			cfg.RateLimits[1].Entries[0].Requests[0] = stack.Rate{Rate: 1, Period: "minute"}
+			if !conns {
+				cfg.RateLimits = cfg.RateLimits[1:]
+			}
+			clock := limitertest.NewClock(limitertest.Start) // never advanced
+			s := newReserver(t, cfg, clock)
+			alice := sluice.NewKeys("caller", "alice")
+			t0 := limitertest.Start.Add(time.Hour)
+			r, d, err := s.ReserveSlotsAt(ctx, t0, alice)
+			if err != nil || !d.Allowed || r.Held() != conns {
+				t.Fatalf("at t0: %+v %v held=%v", d, err, r.Held())
+			}
+			r.Cancel()
+			if _, d, _ := s.ReserveSlotsAt(ctx, t0.Add(30*time.Second), alice); d.Allowed || d.RetryAfter < 29*time.Second || d.RetryAfter > 30*time.Second {
+				t.Fatalf("at t0+30s: %+v, want a denial with RetryAfter about 30s", d)
+			}
+			r, d, err = s.ReserveSlotsAt(ctx, t0.Add(time.Minute), alice)
+			if err != nil || !d.Allowed {
+				t.Fatalf("at t0+1m: %+v %v, want the refilled request admitted", d, err)
+			}
+			r.Cancel()
+			if _, d, _ := s.ReserveSlots(ctx, alice); d.Allowed {
+				t.Fatalf("on the clock, an hour before t0: %+v, want a denial (time never runs backwards in a bucket)", d)
+			}
+		})
 	}
 }

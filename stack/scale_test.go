@@ -32,7 +32,7 @@ func largestConfig() stack.Config {
 			}
 			dims[keys[9]] = "*"
 			rl.Entries = append(rl.Entries, stack.Entry{Dimensions: dims,
-				Requests: []stack.Rate{{Rate: 1_000_000, Period: stack.PeriodMinute}}})
+				Requests: []stack.Rate{{Rate: 1_000_000, Period: stack.Minute}}})
 		}
 		cfg.RateLimits = append(cfg.RateLimits, rl)
 	}
@@ -140,8 +140,8 @@ func tenKBValue(i int) string {
 
 func tenKBStack(t testing.TB) *stack.Stack {
 	s, err := stack.New(stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "per-caller", DimensionKeys: []string{"caller"},
-		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 1000, Period: stack.PeriodMinute}}}}}}},
-		stack.WithClock(frozenNow))
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 1000, Period: stack.Minute}}}}}}},
+		stack.WithClock(clockFunc(frozenNow)))
 	if err != nil {
 		t.Fatal(err)
 	}

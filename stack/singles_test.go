@@ -122,11 +122,11 @@ func singlesConfig() stack.Config {
 
 func compareWithGeneral(t *testing.T, cfg stack.Config, draw func(*rand.Rand) []string) {
 	clock := limitertest.NewClock(limitertest.Start)
-	fast, err := stack.New(cfg, stack.WithClock(clock.Now))
+	fast, err := stack.New(cfg, stack.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}
-	general, err := stack.New(cfg, stack.WithClock(clock.Now))
+	general, err := stack.New(cfg, stack.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestSinglesShortcutDoesNotAllocate(t *testing.T) {
 		t.Skip("allocation counts differ under -race")
 	}
 	clock := limitertest.NewClock(limitertest.Start)
-	s, err := stack.New(singlesConfig(), stack.WithClock(clock.Now))
+	s, err := stack.New(singlesConfig(), stack.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,8 +91,16 @@ func WithTicks(c <-chan time.Time) SourceOption {
 // NewSource returns a Source that keeps st's configuration in step with the
 // gateway JSON document fetch returns (see Parse). fetch is called with the
 // context of Refresh or Run and should honour it; it is never called
-// concurrently with itself. Nothing is fetched before Refresh or Run.
+// concurrently with itself. Nothing is fetched before Refresh or Run. A
+// nil Option is ignored. st and fetch have no default: NewSource panics,
+// naming the one that is nil (a programming error, found at construction).
 func NewSource(st *Stack, fetch func(ctx context.Context) ([]byte, error), opts ...SourceOption) *Source {
+	if st == nil {
+		panic("stack: NewSource with a nil *Stack")
+	}
+	if fetch == nil {
+		panic("stack: NewSource with a nil fetch function")
+	}
 	s := &Source{st: st, fetch: fetch, interval: DefaultRefreshInterval, created: st.now()}
 	for _, o := range opts {
 		if o != nil {
@@ -102,28 +110,29 @@ func NewSource(st *Stack, fetch func(ctx context.Context) ([]byte, error), opts 
 	return s
 }
 
-// NewFileSource returns a Source that reads the file at path (see ReadFile).
-func NewFileSource(st *Stack, path string, opts ...SourceOption) *Source {
-	return NewSource(st, ReadFile(path), opts...)
-}
-
-// ErrFileChanged is returned by ReadFile's function when the file changed
-// while it was being read: it is being written, and will be read again at the
-// next refresh.
-var ErrFileChanged = errors.New("stack: configuration file changed while being read")
-
-// ReadFile returns a fetch function for NewSource that reads the file at
-// path. It reads at most MaxConfigBytes+1 bytes (a larger file fails
-// validation without being read whole) and fails when path is not a regular
-// file (checked before opening it, so a named pipe cannot block a refresh),
-// or with ErrFileChanged when the file's size or modification time
-// changed during the read.
+// NewFileSource returns a Source that reads the file at path. Each refresh
+// reads at most MaxConfigBytes+1 bytes (a larger file fails validation
+// without being read whole) and fails when path is not a regular file
+// (checked before opening it, so a named pipe cannot block a refresh), or
+// when the file's size or modification time changed during the read (it is
+// being written, and is read again at the next refresh).
 //
 // A half-written file is never loaded: besides that check, a JSON document
 // cut short does not parse. Writing a temporary file and renaming it over
 // path is atomic and the recommended way to update the file; rewriting it in
 // place works too.
-func ReadFile(path string) func(context.Context) ([]byte, error) {
+//
+// A nil st panics, as with NewSource.
+func NewFileSource(st *Stack, path string, opts ...SourceOption) *Source {
+	return NewSource(st, readFile(path), opts...)
+}
+
+// errFileChanged is returned by readFile's function when the file changed
+// while it was being read.
+var errFileChanged = errors.New("stack: configuration file changed while being read")
+
+// readFile returns the fetch function of NewFileSource.
+func readFile(path string) func(context.Context) ([]byte, error) {
 	return func(ctx context.Context) ([]byte, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -157,7 +166,7 @@ func ReadFile(path string) func(context.Context) ([]byte, error) {
 		}
 		if after.Size() != before.Size() || !after.ModTime().Equal(before.ModTime()) ||
 			(int64(len(data)) != after.Size() && len(data) <= MaxConfigBytes) {
-			return nil, fmt.Errorf("%w: %s", ErrFileChanged, path)
+			return nil, fmt.Errorf("%w: %s", errFileChanged, path)
 		}
 		return data, nil
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -56,7 +57,7 @@ func newSourceFixture(t *testing.T, opts ...stack.SourceOption) *sourceFixture {
 		t.Fatal(err)
 	}
 	f.st, err = stack.Load(data,
-		stack.WithClock(func() time.Time { return *f.now.Load() }),
+		stack.WithClock(clockFunc(func() time.Time { return *f.now.Load() })),
 		stack.WithErrorHandler(func(err error) {
 			select {
 			case f.errs <- err:
@@ -436,4 +437,30 @@ func TestSourceEnforcementNeverStops(t *testing.T) {
 		t.Errorf("a run with good and bad documents: %+v", st)
 	}
 	t.Logf("%d decisions, %+v", decisions.Load(), st)
+}
+
+// NewSource names the nil argument it has no default for, at construction.
+func TestNewSourceNilArguments(t *testing.T) {
+	st, err := stack.Load([]byte(`{"rateLimits": []}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetch := func(context.Context) ([]byte, error) { return nil, nil }
+	for want, build := range map[string]func(){
+		"nil *Stack":          func() { stack.NewSource(nil, fetch) },
+		"nil fetch function":  func() { stack.NewSource(st, nil) },
+		"nil *Stack (a file)": func() { stack.NewFileSource(nil, "limits.json") },
+	} {
+		func() {
+			defer func() {
+				if msg, _ := recover().(string); !strings.Contains(msg, strings.TrimSuffix(want, " (a file)")) {
+					t.Errorf("%s: panic %q, want it to name the %s", want, msg, want)
+				}
+			}()
+			build()
+		}()
+	}
+	if s := stack.NewSource(st, fetch, nil); s == nil {
+		t.Error("a nil SourceOption: no Source")
+	}
 }

@@ -66,9 +66,9 @@
 // parts back. category.Set writes its limit keys
 // ("<category>/action=<action>") the same way.
 //
-// BucketKey, the name a Backend gets in Op.Key (and Redis keys are made
-// of), is a different form for implementers: length-prefixed, not
-// escaped, and also unique per bucket.
+// The name a Backend gets in Op.Key (and Redis keys are made of) is a
+// different form for implementers: length-prefixed, not escaped, and also
+// unique per bucket (see Op.Key).
 package stack
 
 import (
@@ -106,16 +106,18 @@ type optionFunc func(*Stack)
 
 func (f optionFunc) apply(s *Stack) { f(s) }
 
-// WithClock sets the clock Allow, AllowN and Reserve read. The default is
-// the wall clock advanced by the monotonic clock only (a wall-clock step
-// never moves it). Tests pass a fake clock; AllowAt takes an explicit
-// instant instead. Per-value buckets are reclaimed by instants from this
-// clock, so every instant given to AllowAt should come from it too. A nil
-// now means the default.
-func WithClock(now func() time.Time) Option {
+// WithClock sets the clock that Allow, AllowN, Reserve, ReserveSlots, a
+// reservation's settlement and a Source read (the Stack never sleeps, so
+// only c.Now is used). A nil c means the default: the wall clock advanced
+// by the monotonic clock only (a wall-clock step never moves it). Tests
+// pass a fake clock such as limitertest.Clock; the …At methods take an
+// explicit instant instead. Per-value buckets are reclaimed by instants
+// from this clock, so every instant given to an …At method should come
+// from it too.
+func WithClock(c sluice.Clock) Option {
 	return optionFunc(func(s *Stack) {
-		if now != nil {
-			s.now = now
+		if c != nil {
+			s.now = c.Now
 		}
 	})
 }
@@ -132,10 +134,20 @@ func WithBackend(b Backend) Option {
 	})
 }
 
-// WithFailClosed makes a backend error deny by returning it from Allow. By
-// default the Stack fails open: a request the backend could not decide is
-// allowed (availability before enforcement), and the error goes to the
-// WithErrorHandler function.
+// WithFailClosed sets the Stack's failure policy to refuse: when the Backend
+// returns an error for a request, Allow, AllowN, AllowAt, Reserve and
+// ReserveSlots (and their …At forms) return it, with a Decision that does
+// not allow, and every middleware refuses the request on it. By default the
+// Stack fails open: such a request is allowed (availability before
+// enforcement) with a Decision that names no limit, and no error. Either
+// way the error goes to the WithErrorHandler function. This is the one
+// failure policy of a Stack and holds through every layer above it; a
+// Backend's own degradation (such as the Redis backend's
+// WithLocalFallback, which answers from local buckets instead of failing)
+// happens below it, and the policy applies only to the errors that still
+// reach the Stack. In-memory decisions never fail, so without WithBackend
+// the policy has no effect; a context that has ended is returned as an
+// error under either policy.
 func WithFailClosed() Option { return optionFunc(func(s *Stack) { s.failClosed = true }) }
 
 // WithErrorHandler receives every backend error, whatever the failure

@@ -18,7 +18,7 @@ import (
 
 func newStack(t testing.TB, cfg stack.Config, clock *limitertest.Clock) *stack.Stack {
 	t.Helper()
-	s, err := stack.New(cfg, stack.WithClock(clock.Now))
+	s, err := stack.New(cfg, stack.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,7 +444,7 @@ func TestWithClock(t *testing.T) {
 	clock := limitertest.NewClock(limitertest.Start)
 	cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "per-caller", DimensionKeys: []string{"caller"},
 		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 1, Period: "minute"}}}}}}}
-	s, err := stack.New(cfg, stack.WithClock(clock.Now))
+	s, err := stack.New(cfg, stack.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}

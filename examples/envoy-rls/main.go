@@ -275,7 +275,7 @@ func start(o options, now func() time.Time) (_ *service, err error) {
 	failures := &failureLog{now: now, every: failureSummaryEvery, logf: logger.Printf}
 	s.cleanup = append(s.cleanup, failures.flush)
 	onError := func(err error) { failures.report(tracker.cause(err)) }
-	opts := []envoyrls.Option{envoyrls.WithClock(now), envoyrls.WithErrorHandler(onError)}
+	opts := []envoyrls.Option{envoyrls.WithClock(clockFunc(now)), envoyrls.WithErrorHandler(onError)}
 	if o.failClosed {
 		opts = append(opts, envoyrls.WithFailClosed())
 	}

@@ -90,6 +90,15 @@ type clock struct{ now time.Time }
 
 func (c *clock) Now() time.Time { return c.now }
 
+// Sleep advances the simulated time by d instead of waiting (nothing in
+// this program sleeps; it makes clock a sluice.Clock).
+func (c *clock) Sleep(ctx context.Context, d time.Duration) error {
+	if d > 0 {
+		c.now = c.now.Add(d)
+	}
+	return ctx.Err()
+}
+
 var start = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // simulate runs Poisson arrivals at lambda per second for seconds on c,
@@ -154,7 +163,7 @@ func shardedBuckets() decider {
 func shared(addr, prefix string, c *clock) (decider, func(), error) {
 	cfg := stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "service", DimensionKeys: []string{"service"},
 		Entries: []stack.Entry{{Dimensions: map[string]string{"service": "api"},
-			Requests: []stack.Rate{{Rate: limit, Period: stack.PeriodSecond}}}}}}}
+			Requests: []stack.Rate{{Rate: limit, Period: stack.Second}}}}}}}
 	var stacks [pods]*stack.Stack
 	var clients []*redis.Client
 	closeAll := func() {
@@ -165,13 +174,13 @@ func shared(addr, prefix string, c *clock) (decider, func(), error) {
 	for i := range stacks {
 		cl := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 		clients = append(clients, cl)
-		b, err := sluiceredis.New(cl, sluiceredis.WithClock(c.Now), sluiceredis.WithKeyPrefix(prefix),
+		b, err := sluiceredis.New(cl, sluiceredis.WithClock(c), sluiceredis.WithKeyPrefix(prefix),
 			sluiceredis.WithTimeout(time.Second))
 		if err != nil {
 			closeAll()
 			return nil, nil, err
 		}
-		if stacks[i], err = stack.New(cfg, stack.WithClock(c.Now), stack.WithBackend(b), stack.WithFailClosed()); err != nil {
+		if stacks[i], err = stack.New(cfg, stack.WithClock(c), stack.WithBackend(b), stack.WithFailClosed()); err != nil {
 			closeAll()
 			return nil, nil, err
 		}

@@ -137,7 +137,7 @@ type textIn struct {
 
 // newServer returns the MCP server with its tools and the rate limits.
 func newServer(now func() time.Time, code int) (*mcp.Server, error) {
-	limits, err := stack.Load([]byte(config), stack.WithClock(now))
+	limits, err := stack.Load([]byte(config), stack.WithClock(clockFunc(now)))
 	if err != nil {
 		return nil, err
 	}

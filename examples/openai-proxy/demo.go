@@ -89,7 +89,7 @@ func demo(ctx context.Context, w io.Writer, config []byte, configPath string) er
 		return err
 	}
 	clock := &stillClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	limits, err := stack.Load(config, stack.WithClock(clock.now))
+	limits, err := stack.Load(config, stack.WithClock(clockFunc(clock.now)))
 	if err != nil {
 		return fmt.Errorf("-config: %w", err)
 	}

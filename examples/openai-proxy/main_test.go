@@ -135,7 +135,7 @@ func tpmConfig(tpm int) string {
 func newHarness(t *testing.T, config string) *harness {
 	t.Helper()
 	h := &harness{clock: limitertest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), up: newFakeUpstream(t), served: make(chan struct{}, 100)}
-	limits, err := stack.Load([]byte(config), stack.WithClock(h.clock.Now))
+	limits, err := stack.Load([]byte(config), stack.WithClock(h.clock))
 	if err != nil {
 		t.Fatal(err)
 	}

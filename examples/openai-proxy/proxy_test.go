@@ -204,7 +204,7 @@ func TestUpstreamFailures(t *testing.T) {
 	gone := httptest.NewServer(http.NotFoundHandler())
 	gone.Close()
 	c := limitertest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	limits, err := stack.Load([]byte(tpmConfig(600)), stack.WithClock(c.Now))
+	limits, err := stack.Load([]byte(tpmConfig(600)), stack.WithClock(c))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,7 +96,7 @@ func runFleet(w io.Writer, addr string, seconds int, seed uint64) ([]FleetRun, e
 	clk := newVClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	sharedCfg := []byte(`{"rateLimits": [{"rateLimitId": "fleet", "dimensionKeys": ["upstream"],
 	  "entries": [{"dimensions": {"upstream": "*"}, "requests": [{"rate": 150, "period": "second"}]}]}]}`)
-	memShared, err := stack.Load(sharedCfg, stack.WithClock(clk.Now))
+	memShared, err := stack.Load(sharedCfg, stack.WithClock(clk))
 	if err != nil {
 		return nil, err
 	}
@@ -121,11 +121,11 @@ func runFleet(w io.Writer, addr string, seconds int, seed uint64) ([]FleetRun, e
 			// Each process has its own client and stack: only Redis is shared.
 			cl := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 			clients = append(clients, cl)
-			b, err := sluiceredis.New(cl, sluiceredis.WithClock(clk.Now), sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithTimeout(time.Second))
+			b, err := sluiceredis.New(cl, sluiceredis.WithClock(clk), sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithTimeout(time.Second))
 			if err != nil {
 				return nil, err
 			}
-			s, err := stack.Load(sharedCfg, stack.WithClock(clk.Now), stack.WithBackend(b), stack.WithFailClosed())
+			s, err := stack.Load(sharedCfg, stack.WithClock(clk), stack.WithBackend(b), stack.WithFailClosed())
 			if err != nil {
 				return nil, err
 			}
@@ -192,7 +192,7 @@ func mustPredictRetry() float64 {
 func simulateFleet(clk *vclock, lim fleetLimits, seconds int, seed uint64) (FleetRun, error) {
 	r := FleetRun{Name: lim.name, Seconds: seconds}
 	server, err := stack.Load([]byte(`{"rateLimits": [{"rateLimitId": "server", "dimensionKeys": ["ip"],
-	  "entries": [{"dimensions": {"ip": "*"}, "requests": [{"rate": 150, "period": "second"}]}]}]}`), stack.WithClock(clk.Now))
+	  "entries": [{"dimensions": {"ip": "*"}, "requests": [{"rate": 150, "period": "second"}]}]}]}`), stack.WithClock(clk))
 	if err != nil {
 		return r, err
 	}

@@ -42,7 +42,7 @@ func TestLinearizableFleet(t *testing.T) {
 		client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 		defer client.Close()
 		fleetHistories(t, nil, func(prefix string, now func() time.Time) stack.Backend {
-			b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithClock(now),
+			b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithClock(clockFunc(now)),
 				sluiceredis.WithTimeout(10*time.Second))
 			if err != nil {
 				t.Fatal(err)
@@ -68,7 +68,7 @@ func TestLinearizableFleetDenialCache(t *testing.T) {
 	defer client.Close()
 	var backends []*sluiceredis.Backend
 	fleetHistories(t, nil, func(prefix string, now func() time.Time) stack.Backend {
-		b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix+"-dc"), sluiceredis.WithClock(now),
+		b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix+"-dc"), sluiceredis.WithClock(clockFunc(now)),
 			sluiceredis.WithTimeout(10*time.Second))
 		if err != nil {
 			t.Fatal(err)
@@ -125,7 +125,7 @@ func fleetHistories(t *testing.T, shared func(prefix string) stack.Backend, own 
 						if own != nil {
 							b = own(prefix, now)
 						}
-						s, err := stack.New(sh.config(), stack.WithBackend(b), stack.WithClock(now), stack.WithFailClosed())
+						s, err := stack.New(sh.config(), stack.WithBackend(b), stack.WithClock(clockFunc(now)), stack.WithFailClosed())
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -195,12 +195,12 @@ func TestInterleavingsRedis(t *testing.T) {
 					for i := range callers {
 						c := &stackCaller{s: s, sh: sh, id: i, reserve: true, inOrder: inOrder, own: new(int64)}
 						now := func() time.Time { return at(*c.own) }
-						b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithClock(now),
+						b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithClock(clockFunc(now)),
 							sluiceredis.WithTimeout(10*time.Second))
 						if err != nil {
 							t.Fatal(err)
 						}
-						if c.st, err = stack.New(sh.config(), stack.WithBackend(b), stack.WithClock(now), stack.WithFailClosed()); err != nil {
+						if c.st, err = stack.New(sh.config(), stack.WithBackend(b), stack.WithClock(clockFunc(now)), stack.WithFailClosed()); err != nil {
 							t.Fatal(err)
 						}
 						fns = append(fns, c.step)

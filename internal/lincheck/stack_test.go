@@ -69,7 +69,7 @@ func (sh stackShape) config() stack.Config {
 		if sh.exact {
 			v = l.value
 		}
-		r := []stack.Rate{{Rate: l.rate, Period: stack.PeriodSecond, Burst: l.burst}}
+		r := []stack.Rate{{Rate: l.rate, Period: stack.Second, Burst: l.burst}}
 		e := stack.Entry{Dimensions: map[string]string{l.key: v}}
 		if l.tokens {
 			e.Tokens = r
@@ -283,7 +283,7 @@ func stackHistories(t *testing.T, reserve bool) {
 			bad := 0
 			for seed := range uint64(seeds) {
 				var clock atomic.Int64
-				s, err := stack.New(sh.config(), stack.WithClock(func() time.Time { return at(clock.Load()) }))
+				s, err := stack.New(sh.config(), stack.WithClock(clockFunc(func() time.Time { return at(clock.Load()) })))
 				if err != nil {
 					t.Fatal(err)
 				}

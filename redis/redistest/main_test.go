@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"os"
 	"testing"
+
+	"github.com/sluicehq/sluice/redis/internal/procs"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if err := VerifyExited(); err != nil {
+	if err := procs.VerifyExited(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		code = max(code, 1)
 	}

@@ -1,9 +1,7 @@
 // Package redistest starts throwaway redis-server processes for tests: on a
 // free 127.0.0.1 port, without persistence, stopped when the test ends.
-// NewProxy puts a proxy in front of one whose faults (a hung server, lost
-// replies, dropped or refused connections) the test switches at the step
-// it chooses; VerifyExited, called after m.Run, reports any server left
-// running.
+// A Server can be stopped, restarted, paused and resumed, so that a test
+// sees how the code under test rides out an outage.
 //
 // When SLUICE_REDIS_ADDR is set, Start returns that server instead (it
 // cannot be stopped or restarted). When redis-server is not on PATH, Start
@@ -12,7 +10,6 @@ package redistest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -20,13 +17,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/redis/internal/procs"
 )
 
 // Server is a redis-server for one test.
@@ -40,53 +37,6 @@ type Server struct {
 	cmd  *exec.Cmd
 	log  string // the server's output, appended to at each start
 	test string // the name of the test that started it
-}
-
-// started are the processes Start and Restart started and have not seen
-// exit, by PID, with the name of the test that started each.
-var (
-	startedMu sync.Mutex
-	started   = map[int]string{}
-)
-
-// VerifyExited returns an error naming every redis-server that Start or
-// Restart started in this process and that has not exited (with its PID
-// and the test that started it), nil when there is none. Call it after
-// m.Run in TestMain: a server left running outlives the tests, and holds
-// its port and memory. A server that exited on its own is reaped here.
-func VerifyExited() error {
-	startedMu.Lock()
-	defer startedMu.Unlock()
-	var alive []string
-	for pid, test := range started {
-		var ws syscall.WaitStatus
-		if got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil); got == pid || errors.Is(err, syscall.ECHILD) {
-			delete(started, pid) // exited: reaped now, or by someone else
-			continue
-		}
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-			delete(started, pid)
-			continue
-		}
-		alive = append(alive, fmt.Sprintf("redis-server PID %d started by %s", pid, test))
-	}
-	if len(alive) == 0 {
-		return nil
-	}
-	slices.Sort(alive)
-	return fmt.Errorf("redistest: %d redis-server still running after the tests: %s", len(alive), strings.Join(alive, "; "))
-}
-
-func track(pid int, test string) {
-	startedMu.Lock()
-	started[pid] = test
-	startedMu.Unlock()
-}
-
-func untrack(pid int) {
-	startedMu.Lock()
-	delete(started, pid)
-	startedMu.Unlock()
 }
 
 // RequireServer returns the path of redis-server, skipping the test when
@@ -194,7 +144,7 @@ func (s *Server) start() error {
 		return fmt.Errorf("starting redis-server: %w", err)
 	}
 	s.cmd = cmd
-	track(cmd.Process.Pid, s.test)
+	procs.Track(cmd.Process.Pid, s.test)
 	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
 	defer c.Close()
 	deadline := time.Now().Add(5 * time.Second)
@@ -210,7 +160,7 @@ func (s *Server) start() error {
 		var ws syscall.WaitStatus
 		if pid, _ := syscall.Wait4(cmd.Process.Pid, &ws, syscall.WNOHANG, nil); pid == cmd.Process.Pid {
 			s.cmd = nil
-			untrack(cmd.Process.Pid)
+			procs.Untrack(cmd.Process.Pid)
 			_ = cmd.Process.Release() // reaped here, not by Wait
 			return fmt.Errorf("redis-server on %s exited (status %d) before answering PING; it said:\n%s", s.Addr, ws.ExitStatus(), out())
 		}
@@ -242,7 +192,7 @@ func (s *Server) Stop() {
 	if s.cmd.ProcessState == nil {
 		_ = s.cmd.Process.Signal(syscall.SIGCONT) // a paused server dies too
 	} else {
-		untrack(s.cmd.Process.Pid) // reaped by Wait
+		procs.Untrack(s.cmd.Process.Pid) // reaped by Wait
 	}
 	s.cmd = nil
 }
@@ -268,90 +218,4 @@ func (s *Server) Resume(t testing.TB) {
 	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat:
-// 100 on every Linux architecture Go supports.
-const clockTicks = 100
-
-// CPUTime returns the CPU time, user and system, the redis-server process
-// has used so far (read from /proc/<pid>/stat, in steps of 10 ms), and
-// false when it cannot be read: an external server (SLUICE_REDIS_ADDR),
-// one stopped, or a system without /proc. Unlike INFO commandstats, it
-// counts all the server's work: reading requests, writing replies, the
-// event loop, besides running the commands.
-func (s *Server) CPUTime() (time.Duration, bool) {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return 0, false
-	}
-	return ProcessCPUTime(s.cmd.Process.Pid)
-}
-
-// ProcessCPUTime returns the CPU time, user and system, process pid has
-// used so far, from /proc/<pid>/stat (in steps of 10 ms), and false when it
-// cannot be read. Benchmarks use it for a server process they started.
-func ProcessCPUTime(pid int) (time.Duration, bool) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	return parseStatCPU(string(data))
-}
-
-// parseStatCPU reads utime + stime (fields 14 and 15) from a
-// /proc/<pid>/stat line; the command name before them, in parentheses, may
-// hold spaces and parentheses itself.
-func parseStatCPU(stat string) (time.Duration, bool) {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(stat[i+1:]) // f[0] is field 3, the state
-	if len(f) < 13 {
-		return 0, false
-	}
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil || ut < 0 || st < 0 {
-		return 0, false
-	}
-	return time.Duration(ut+st) * (time.Second / clockTicks), true
-}
-
-// CommandStat is one command's line of INFO commandstats.
-type CommandStat struct {
-	// Calls is how many times the command ran; Usec the microseconds the
-	// server spent running it.
-	Calls, Usec int64
-}
-
-// CommandStats reads INFO commandstats through c, by command name as Redis
-// writes it ("evalsha", "incrby"), since the server started or the last
-// CONFIG RESETSTAT.
-func CommandStats(ctx context.Context, c redis.UniversalClient) (map[string]CommandStat, error) {
-	info, err := c.Info(ctx, "commandstats").Result()
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]CommandStat{}
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		name, isCmd := strings.CutPrefix(name, "cmdstat_")
-		if !ok || !isCmd {
-			continue
-		}
-		var cs CommandStat
-		for _, f := range strings.Split(rest, ",") {
-			k, v, _ := strings.Cut(f, "=")
-			x, _ := strconv.ParseInt(v, 10, 64)
-			switch k {
-			case "calls":
-				cs.Calls = x
-			case "usec":
-				cs.Usec = x
-			}
-		}
-		out[name] = cs
-	}
-	return out, nil
 }

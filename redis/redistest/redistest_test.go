@@ -7,9 +7,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/redisstat"
+	"github.com/sluicehq/sluice/redis/internal/procs"
 )
 
 // fatalRecorder is a testing.TB whose Fatalf records its message instead of
@@ -62,31 +64,12 @@ func TestFreePortClusterBus(t *testing.T) {
 	}
 }
 
-// utime and stime are read after the command name, whatever it holds.
-func TestParseStatCPU(t *testing.T) {
-	for _, tc := range []struct {
-		stat string
-		want time.Duration
-		ok   bool
-	}{
-		{"4242 (redis-server) S 1 2 3 0 -1 4194560 1 0 0 0 150 25 0 0 20 0 5 0 1 2 3", 1750 * time.Millisecond, true},
-		{"4242 (a) b) (c) R 1 2 3 0 -1 4194560 1 0 0 0 7 3 0 0 20 0 5 0 1 2 3", 100 * time.Millisecond, true},
-		{"4242 (redis-server) S 1 2", 0, false},
-		{"no parenthesis", 0, false},
-		{"4242 (x) S 1 2 3 0 -1 4194560 1 0 0 0 -1 3 0", 0, false},
-	} {
-		got, ok := parseStatCPU(tc.stat)
-		if got != tc.want || ok != tc.ok {
-			t.Errorf("parseStatCPU(%q) = %v, %v; want %v, %v", tc.stat, got, ok, tc.want, tc.ok)
-		}
-	}
-}
-
-// A server this package started reports its CPU time and its commands.
-func TestCPUTimeAndCommandStats(t *testing.T) {
+// A server this package started is the process INFO names, whose CPU time
+// and commands the benchmarks read.
+func TestServerMeasurable(t *testing.T) {
 	s := Start(t)
 	if s.External {
-		t.Skip("an external server's CPU time is not read")
+		t.Skip("an external server's process is not read")
 	}
 	c := redis.NewClient(&redis.Options{Addr: s.Addr})
 	defer c.Close()
@@ -96,15 +79,30 @@ func TestCPUTimeAndCommandStats(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, ok := s.CPUTime(); !ok {
-		t.Error("CPUTime: not read")
+	info, err := c.Info(ctx, "server", "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
 	}
-	st, err := CommandStats(ctx, c)
-	if err != nil || st["incr"].Calls != 5 {
-		t.Errorf("CommandStats: %v, %v; want 5 calls of incr", st, err)
+	if pid, ok := redisstat.PID(info); !ok || pid != s.cmd.Process.Pid {
+		t.Errorf("INFO process_id %d, %v; want %d", pid, ok, s.cmd.Process.Pid)
+	} else if _, ok := redisstat.ProcessCPUTime(pid); !ok {
+		t.Error("the server's CPU time: not read")
 	}
-	s.Stop()
-	if _, ok := s.CPUTime(); ok {
-		t.Error("CPUTime of a stopped server: read")
+	if st := redisstat.CommandStats(info); st["incr"].Calls != 5 {
+		t.Errorf("CommandStats: %v; want 5 calls of incr", st)
+	}
+}
+
+// VerifyExited names a server still running, with the test that started
+// it, and nothing once it is stopped.
+func TestVerifyExited(t *testing.T) {
+	srv := Start(t)
+	err := procs.VerifyExited()
+	if err == nil || !strings.Contains(err.Error(), strconv.Itoa(srv.cmd.Process.Pid)) || !strings.Contains(err.Error(), t.Name()) {
+		t.Fatalf("VerifyExited with a server running: %v", err)
+	}
+	srv.Stop()
+	if err := procs.VerifyExited(); err != nil {
+		t.Fatalf("after Stop: %v", err)
 	}
 }

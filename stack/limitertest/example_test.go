@@ -13,7 +13,7 @@ import (
 //
 //	func TestConformance(t *testing.T) {
 //		limitertest.Run(t, func(t *testing.T, cfg stack.Config, clock *limitertest.Clock) sluice.Limiter {
-//			s, err := stack.New(cfg, stack.WithClock(clock.Now), stack.WithBackend(myBackend(t)))
+//			s, err := stack.New(cfg, stack.WithClock(clock), stack.WithBackend(myBackend(t)))
 //			if err != nil {
 //				t.Fatal(err)
 //			}

@@ -40,6 +40,9 @@ type Clock struct {
 	sleeps *[]time.Duration // behind a pointer: Clock stays comparable, as in v0.1.0
 }
 
+// Clock is a sluice.Clock: every WithClock option takes one.
+var _ sluice.Clock = (*Clock)(nil)
+
 var clockBase = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // NewClock returns a clock set to t.
@@ -108,8 +111,8 @@ type tcase struct {
 	run  func(t *testing.T, l sluice.Limiter, clock *Clock)
 }
 
-func rps(n int64) []stack.Rate { return []stack.Rate{{Rate: n, Period: stack.PeriodSecond}} }
-func rpm(n int64) []stack.Rate { return []stack.Rate{{Rate: n, Period: stack.PeriodMinute}} }
+func rps(n int64) []stack.Rate { return []stack.Rate{{Rate: n, Period: stack.Second}} }
+func rpm(n int64) []stack.Rate { return []stack.Rate{{Rate: n, Period: stack.Minute}} }
 
 func dims(kv ...string) map[string]string {
 	m := map[string]string{}
@@ -154,7 +157,7 @@ var cases = []tcase{
 		name: "burst then sustained rate",
 		cfg: stack.Config{RateLimits: []stack.RateLimit{{
 			RateLimitID: "cluster-read", DimensionKeys: []string{"action"},
-			Entries: []stack.Entry{{Dimensions: dims("action", "*"), Requests: []stack.Rate{{Rate: 20, Period: stack.PeriodSecond, Burst: 50}}}},
+			Entries: []stack.Entry{{Dimensions: dims("action", "*"), Requests: []stack.Rate{{Rate: 20, Period: stack.Second, Burst: 50}}}},
 		}}},
 		run: func(t *testing.T, l sluice.Limiter, clock *Clock) {
 			k := sluice.NewKeys("action", "DescribeClusters")
@@ -239,7 +242,7 @@ var cases = []tcase{
 			{RateLimitID: "loose-1d", DimensionKeys: []string{"targetName"},
 				Entries: []stack.Entry{{Dimensions: dims("targetName", "*"), Requests: rps(1)}}},
 			{RateLimitID: "strict-1d", DimensionKeys: []string{"caller"},
-				Entries: []stack.Entry{{Dimensions: dims("caller", "*"), Requests: []stack.Rate{{Rate: 30, Period: stack.PeriodMinute, Burst: 1}}}}},
+				Entries: []stack.Entry{{Dimensions: dims("caller", "*"), Requests: []stack.Rate{{Rate: 30, Period: stack.Minute, Burst: 1}}}}},
 			{RateLimitID: "two-d", DimensionKeys: tool,
 				Entries: []stack.Entry{{Dimensions: dims("targetName", "*", "toolName", "*"), Requests: rps(1)}}},
 		}},
@@ -295,7 +298,7 @@ var cases = []tcase{
 			{RateLimitID: "fast", DimensionKeys: tool,
 				Entries: []stack.Entry{{Dimensions: dims("targetName", "*", "toolName", "*"), Requests: rps(10)}}},
 			{RateLimitID: "slow", DimensionKeys: []string{"targetName"},
-				Entries: []stack.Entry{{Dimensions: dims("targetName", "*"), Requests: []stack.Rate{{Rate: 6, Period: stack.PeriodMinute, Burst: 2}}}}},
+				Entries: []stack.Entry{{Dimensions: dims("targetName", "*"), Requests: []stack.Rate{{Rate: 6, Period: stack.Minute, Burst: 2}}}}},
 		}},
 		run: func(t *testing.T, l sluice.Limiter, clock *Clock) {
 			k := sluice.NewKeys("targetName", "t", "toolName", "x")
@@ -331,9 +334,9 @@ var cases = []tcase{
 		cfg: stack.Config{RateLimits: []stack.RateLimit{
 			{RateLimitID: "daily", DimensionKeys: []string{"caller"},
 				Entries: []stack.Entry{{Dimensions: dims("caller", "*"), Requests: []stack.Rate{
-					{Rate: 10, Period: stack.PeriodSecond}, {Rate: 250, Period: stack.PeriodDay}}}}},
+					{Rate: 10, Period: stack.Second}, {Rate: 250, Period: stack.Day}}}}},
 			{RateLimitID: "hourly", DimensionKeys: []string{"report"},
-				Entries: []stack.Entry{{Dimensions: dims("report", "*"), Requests: []stack.Rate{{Rate: 3, Period: stack.PeriodHour}}}}},
+				Entries: []stack.Entry{{Dimensions: dims("report", "*"), Requests: []stack.Rate{{Rate: 3, Period: stack.Hour}}}}},
 		}},
 		run: func(t *testing.T, l sluice.Limiter, clock *Clock) {
 			c := sluice.NewKeys("caller", "c")
@@ -475,7 +478,7 @@ var cases = []tcase{
 		name: "connections: slots held by Reserve, released by Reconcile and Cancel, reclaimed after the lease TTL",
 		cfg: stack.Config{RateLimits: []stack.RateLimit{
 			{RateLimitID: "in-flight", DimensionKeys: []string{"targetName"},
-				Entries: []stack.Entry{{Dimensions: dims("targetName", "*"), Connections: []stack.Rate{{Rate: 2, Period: stack.PeriodSecond}}}}},
+				Entries: []stack.Entry{{Dimensions: dims("targetName", "*"), Connections: []stack.Rate{{Rate: 2, Period: stack.Second}}}}},
 			{RateLimitID: "per-tool", DimensionKeys: []string{"targetName", "toolName"},
 				Entries: []stack.Entry{{Dimensions: dims("targetName", "t", "toolName", "blocked"), Requests: rps(0)}}},
 		}},

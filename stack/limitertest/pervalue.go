@@ -10,29 +10,24 @@ import (
 	"github.com/sluicehq/sluice/bucket"
 )
 
-// PerValue returns a Limiter that gives each value of the dimension dim its
-// own token bucket (a real bucket.Table) of burst units, refilled one unit
-// per interval, reading time from clock. A request without dim is allowed.
+// NewPerValue returns a Limiter that gives each value of the dimension dim
+// its own token bucket (a real bucket.Table) of burst units, refilled one
+// unit per interval, and the Clock it reads, a new one set to Start: a test
+// moves time with clock.Advance instead of sleeping, and every run makes
+// the same decisions. A request without dim is allowed.
 //
 // It is for testing code that consumes a sluice.Limiter (middleware,
 // renderers) without building a configuration: its decisions have the shape
 // a stack's have, with LimitID "per-<dim>", LimitKey "per-<dim>/<dim>=<v>",
 // metric "requests", MatchedEntry ["*"] and ResolvedValues [v].
-func PerValue(clock *Clock, dim string, burst int, interval time.Duration) sluice.Limiter {
-	return &perValue{clock: clock, dim: dim, id: "per-" + dim, burst: int64(burst),
-		window: time.Duration(burst) * interval, table: bucket.NewTable(rate.Every(interval), burst)}
-}
-
-// NewPerValue returns PerValue(clock, dim, burst, interval) on a new Clock
-// set to Start, and that clock: a test moves time with clock.Advance
-// instead of sleeping, and every run makes the same decisions.
 //
 //	lim, clock := limitertest.NewPerValue("caller", 2, 500*time.Millisecond) // burst 2, 2 per second
 //	// … two requests from one caller pass, a third is throttled for 500ms …
 //	clock.Advance(500 * time.Millisecond) // … and now one more passes
 func NewPerValue(dim string, burst int, interval time.Duration) (sluice.Limiter, *Clock) {
 	clock := NewClock(Start)
-	return PerValue(clock, dim, burst, interval), clock
+	return &perValue{clock: clock, dim: dim, id: "per-" + dim, burst: int64(burst),
+		window: time.Duration(burst) * interval, table: bucket.NewTable(rate.Every(interval), burst)}, clock
 }
 
 type perValue struct {

@@ -10,8 +10,7 @@ import (
 )
 
 func TestPerValue(t *testing.T) {
-	clock := limitertest.NewClock(limitertest.Start)
-	l := limitertest.PerValue(clock, "caller", 2, 500*time.Millisecond)
+	l, clock := limitertest.NewPerValue("caller", 2, 500*time.Millisecond)
 	ctx := context.Background()
 	alice := sluice.NewKeys("caller", "alice")
 	for i, want := range []bool{true, true, false} {

@@ -1,9 +1,10 @@
-package redistest
+package faultproxy
 
 import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
+
+	"github.com/sluicehq/sluice/redis/redistest"
 )
 
 // rawConn is a connection speaking RESP by hand, so that a test knows
@@ -58,7 +61,7 @@ func (r *rawConn) expect(want string) {
 }
 
 // direct reads key on the server itself, past the proxy.
-func direct(t *testing.T, srv *Server, key string) string {
+func direct(t *testing.T, srv *redistest.Server, key string) string {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	defer c.Close()
@@ -73,7 +76,7 @@ func direct(t *testing.T, srv *Server, key string) string {
 }
 
 func TestProxyPassStallDelay(t *testing.T) {
-	srv := Start(t)
+	srv := redistest.Start(t)
 	p := NewProxy(t, srv.Addr)
 	c := dialRaw(t, p.Addr)
 	c.send("PING")
@@ -112,7 +115,7 @@ func TestProxyPassStallDelay(t *testing.T) {
 // A request stalled when its client gives up never reaches the server; a
 // reply delayed when its client gives up is lost, its request done.
 func TestProxyGivenUpWhileHeld(t *testing.T) {
-	srv := Start(t)
+	srv := redistest.Start(t)
 	p := NewProxy(t, srv.Addr)
 	p.SetMode(Stall)
 	c := dialRaw(t, p.Addr)
@@ -140,7 +143,7 @@ func TestProxyGivenUpWhileHeld(t *testing.T) {
 }
 
 func TestProxyDropAndRefuse(t *testing.T) {
-	srv := Start(t)
+	srv := redistest.Start(t)
 	p := NewProxy(t, srv.Addr)
 	c := dialRaw(t, p.Addr)
 	c.send("PING")
@@ -174,7 +177,7 @@ func TestProxyDropAndRefuse(t *testing.T) {
 // One connection's mode apart from the others; a connection that does not
 // exist fails the test with a message, at once.
 func TestProxyPerConnection(t *testing.T) {
-	srv := Start(t)
+	srv := redistest.Start(t)
 	rec := &fatalRecorder{TB: t}
 	p := NewProxy(rec, srv.Addr)
 	a, b := dialRaw(t, p.Addr), dialRaw(t, p.Addr)
@@ -223,7 +226,7 @@ func TestProxyDeadTargetAndClose(t *testing.T) {
 		t.Fatal("a connection to a dead target reads")
 	}
 	c.c.Close()
-	srv := Start(t)
+	srv := redistest.Start(t)
 	q := NewProxy(t, srv.Addr)
 	held := dialRaw(t, q.Addr)
 	q.SetMode(Stall)
@@ -241,16 +244,13 @@ func TestProxyDeadTargetAndClose(t *testing.T) {
 	goleak.VerifyNone(t, base)
 }
 
-// VerifyExited names a server still running, with the test that started
-// it, and nothing once it is stopped.
-func TestVerifyExited(t *testing.T) {
-	srv := Start(t)
-	err := VerifyExited()
-	if err == nil || !strings.Contains(err.Error(), strconv.Itoa(srv.cmd.Process.Pid)) || !strings.Contains(err.Error(), t.Name()) {
-		t.Fatalf("VerifyExited with a server running: %v", err)
-	}
-	srv.Stop()
-	if err := VerifyExited(); err != nil {
-		t.Fatalf("after Stop: %v", err)
-	}
+// fatalRecorder is a testing.TB whose Fatalf records its message instead of
+// ending the test, so that a test can check what a helper fails with.
+type fatalRecorder struct {
+	testing.TB
+	msg string
 }
+
+func (f *fatalRecorder) Helper() {}
+
+func (f *fatalRecorder) Fatalf(format string, args ...any) { f.msg = fmt.Sprintf(format, args...) }
