@@ -26,9 +26,12 @@
 // way, and tokens limits are not charged by the middleware. WithoutReserve
 // restores Allow.
 //
-// An allowed request costs the middleware one allocation beyond the
-// limiter's: the RateLimit field values and their value slices, together
-// (each limit's RateLimit-Policy value is rendered once and shared).
+// An allowed request usually costs the middleware no allocation beyond the
+// limiter's: the values of the RateLimit fields are rendered once per limit
+// and remaining count and shared by the responses that carry them (one
+// allocation renders a new one). A handler may Set, Add or Del these fields
+// as any other, but must not write into their value slices in place
+// (w.Header()["Ratelimit"][0] = v), which would change other responses'.
 //
 // Client addresses are never taken from X-Forwarded-For unless the caller
 // names the proxies it trusts: see TrustedProxies.
@@ -213,9 +216,9 @@ type handler struct {
 	adm  sluice.Admitter // l, without WithoutReserve
 	keys KeyFunc
 	next http.Handler
-	// policies keeps the rendered RateLimit-Policy values of allowed
+	// fields keeps the rendered RateLimit field values of allowed
 	// responses.
-	policies slerrors.PolicyCache
+	fields fieldCache
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -276,7 +279,7 @@ func (h *handler) keyError(w http.ResponseWriter, r *http.Request, err error) {
 
 func (h *handler) admit(w http.ResponseWriter, r *http.Request, d *sluice.Decision) {
 	if !h.cfg.noHeaders && d.Limit > 0 {
-		h.policies.SetRateLimitHeaders(w.Header(), slerrors.NewQuota(d.LimitID, d.Limit, d.Remaining, d.Window))
+		h.fields.set(w.Header(), d.LimitID, d.Limit, d.Remaining, d.Window)
 	}
 	h.next.ServeHTTP(w, r)
 }
