@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -49,6 +50,7 @@ type policyFields struct {
 	limit  int64
 	window time.Duration
 	policy string // the RateLimit-Policy value
+	prefix []byte // the start of every RateLimit value: the quoted name and ";r="
 	values [fieldSlots]atomic.Pointer[fieldValues]
 }
 
@@ -91,6 +93,10 @@ func (c *fieldCache) policy(name string, limit int64, window time.Duration) *pol
 		if p == nil {
 			q := slerrors.NewQuota(name, limit, 0, window)
 			p = &policyFields{name: name, limit: limit, window: window, policy: string(q.AppendPolicy(nil))}
+			// The RateLimit value of a Quota with r=0 and t=0 ends in
+			// `;r=0;t=0`: what precedes it is the prefix of every value.
+			v := slerrors.Quota{Policy: name}.AppendRateLimit(nil)
+			p.prefix = v[:len(v)-len("0;t=0")]
 			if !c.policies[i].CompareAndSwap(nil, p) {
 				p = c.policies[i].Load() // another request filled the slot first
 			}
@@ -102,11 +108,23 @@ func (c *fieldCache) policy(name string, limit int64, window time.Duration) *pol
 	return nil
 }
 
-// render returns new values of p's fields for remaining units.
+// sfMaxInt is the largest Structured Field integer (15 decimal digits):
+// the RateLimit value's integers are clamped to [0, sfMaxInt].
+const sfMaxInt = 999_999_999_999_999
+
+// render returns new values of p's fields for remaining units, as
+// slerrors.Quota.AppendRateLimit writes them, from p's prefix.
 func (p *policyFields) render(remaining int64) *fieldValues {
 	v := &fieldValues{remaining: remaining}
 	v.vals[0] = p.policy
-	b := slerrors.NewQuota(p.name, p.limit, remaining, p.window).AppendRateLimit(v.buf[:0])
+	var reset int64 // whole seconds, rounded up
+	if d := slerrors.NewQuota(p.name, p.limit, remaining, p.window).Reset; d > 0 {
+		reset = slerrors.CeilSeconds(d)
+	}
+	b := append(v.buf[:0], p.prefix...)
+	b = strconv.AppendInt(b, min(max(remaining, 0), sfMaxInt), 10)
+	b = append(b, ";t="...)
+	b = strconv.AppendInt(b, min(reset, sfMaxInt), 10)
 	// b is buf, or for a long policy name a new array append made; neither
 	// is written again.
 	v.vals[1] = unsafe.String(unsafe.SliceData(b), len(b))
