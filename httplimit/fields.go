@@ -69,10 +69,14 @@ type fieldValues struct {
 // slerrors.SetRateLimitHeaders(h, slerrors.NewQuota(name, limit, remaining, window))
 // does.
 func (c *fieldCache) set(h http.Header, name string, limit, remaining int64, window time.Duration) {
-	p := c.policy(name, limit, window)
-	if p == nil {
-		slerrors.SetRateLimitHeaders(h, slerrors.NewQuota(name, limit, remaining, window))
-		return
+	// The first policy is looked at here, without a call: a middleware with
+	// one limit finds its policy there on every request.
+	p := c.policies[0].Load()
+	if p == nil || p.name != name || p.limit != limit || p.window != window {
+		if p = c.policy(name, limit, window); p == nil {
+			slerrors.SetRateLimitHeaders(h, slerrors.NewQuota(name, limit, remaining, window))
+			return
+		}
 	}
 	slot := &p.values[uint64(remaining)%fieldSlots]
 	v := slot.Load()
