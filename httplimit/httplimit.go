@@ -34,9 +34,12 @@
 // way, and tokens limits are not charged by the middleware. WithoutReserve
 // restores Allow.
 //
-// An allowed request costs the middleware one allocation beyond the
-// limiter's: the RateLimit field values and their value slices, together
-// (each limit's RateLimit-Policy value is rendered once and shared).
+// An allowed request usually costs the middleware no allocation beyond the
+// limiter's: the values of the RateLimit fields are rendered once per limit
+// and remaining count and shared by the responses that carry them (one
+// allocation renders a new one). A handler may Set, Add or Del these fields
+// as any other, but must not write into their value slices in place
+// (w.Header()["Ratelimit"][0] = v), which would change other responses'.
 //
 // Client addresses are never taken from X-Forwarded-For unless the caller
 // names the proxies it trusts: see TrustedProxies.
@@ -68,7 +71,6 @@ import (
 
 	"github.com/sluicehq/sluice"
 	slerrors "github.com/sluicehq/sluice/errors"
-	"github.com/sluicehq/sluice/internal/ratefield"
 )
 
 // KeyFunc resolves the rate-limit keys of a request. An error means the
@@ -223,9 +225,9 @@ type handler struct {
 	adm  sluice.Admitter // l, without WithoutReserve
 	keys KeyFunc
 	next http.Handler
-	// policies keeps the rendered RateLimit-Policy values of allowed
+	// fields keeps the rendered RateLimit field values of allowed
 	// responses.
-	policies ratefield.Cache
+	fields fieldCache
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -286,7 +288,7 @@ func (h *handler) keyError(w http.ResponseWriter, r *http.Request, err error) {
 
 func (h *handler) admit(w http.ResponseWriter, r *http.Request, d *sluice.Decision) {
 	if !h.cfg.noHeaders && d.Limit > 0 {
-		h.policies.Set(w.Header(), ratefield.NewQuota(d.LimitID, d.Limit, d.Remaining, d.Window))
+		h.fields.set(w.Header(), d.LimitID, d.Limit, d.Remaining, d.Window)
 	}
 	h.next.ServeHTTP(w, r)
 }
