@@ -9,3 +9,10 @@ func TickWith(w *Watcher, ticks <-chan time.Time, stopped chan<- struct{}) {
 		return ticks, func() { close(stopped) }
 	}
 }
+
+// AfterCheck makes w's Start call f after each Check.
+func AfterCheck(w *Watcher, f func()) { w.afterCheck = f }
+
+// BetweenReads makes w's Check call f between a refused read of the files
+// and the read that confirms it.
+func BetweenReads(w *Watcher, f func()) { w.betweenReads = f }
