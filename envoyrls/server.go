@@ -777,10 +777,14 @@ func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, 
 		}
 		var reset time.Duration
 		switch {
-		case over && r.op == out.Denied:
+		case over && r.op == out.Denied && out.RetryAfter > 0:
 			reset = out.RetryAfter
 		case over:
-			reset = refill(r, op.Cost-left)
+			// The wait until the bucket can give the cost, and at least
+			// one unit: a zero-cost check (hits_addend 0) over its limit,
+			// or a bucket in debt, is told when a unit comes back, never
+			// to retry now.
+			reset = refill(r, max(op.Cost, 1)-left)
 		default:
 			reset = refill(r, op.Burst-left)
 		}
