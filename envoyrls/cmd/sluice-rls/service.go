@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/otlptranslator"
 	goredis "github.com/redis/go-redis/v9"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -53,6 +54,8 @@ type service struct {
 	httpLis  []net.Listener
 	where    string
 	cfgPath  string
+	stats    *serverStats  // nil without metrics
+	store    gostats.Store // nil without statsd
 	cleanup  []func()
 	bg       sync.WaitGroup
 	stopBg   chan struct{}
@@ -157,6 +160,16 @@ func start(ctx context.Context, s settings, f flags, notes []string, stderr io.W
 		go func() { defer close(done); store.StartContext(sctx, time.NewTicker(s.FlushInterval)) }()
 		v.cleanup = append(v.cleanup, func() { cancel(); <-done })
 		sinks = append(sinks, newStatsdRules(store, s.ExtraTags).record)
+		v.store = store
+	}
+	if mp != nil || v.store != nil {
+		var mpi metric.MeterProvider
+		if mp != nil {
+			mpi = mp
+		}
+		if v.stats, err = newServerStats(mpi, v.store, s.ExtraTags); err != nil {
+			return nil, fmt.Errorf("USE_PROMETHEUS: %w", err)
+		}
 	}
 
 	failures := &failureLog{now: time.Now, every: 10 * time.Second, log: v.log}
@@ -210,9 +223,11 @@ func start(ctx context.Context, s settings, f flags, notes []string, stderr io.W
 	cfg, err := envoyrls.Load(v.cfgPath)
 	switch {
 	case err == nil:
+		v.stats.load(true)
 		v.health.set(healthConfig, true)
 		v.log.Info("configuration loaded", "path", v.cfgPath, "domains", cfg.Domains())
 	case s.ForceStart:
+		v.stats.load(false)
 		v.log.Warn("starting without a configuration (FORCE_START_WITHOUT_INITIAL_CONFIG)", "path", v.cfgPath, "error", err)
 		cfg = nil
 	default:
@@ -235,7 +250,7 @@ func start(ctx context.Context, s settings, f flags, notes []string, stderr io.W
 		gopts = append(gopts, grpc.Creds(credentials.NewTLS(tc)))
 	}
 	v.grpc = grpc.NewServer(gopts...)
-	ans := &answerer{rls: v.rls, s: s}
+	ans := &answerer{rls: v.rls, s: s, stats: v.stats}
 	rlsv3.RegisterRateLimitServiceServer(v.grpc, ans)
 	healthpb.RegisterHealthServer(v.grpc, v.health.grpc)
 	if s.GrpcUds != "" {
@@ -328,6 +343,7 @@ func (v *service) debugMux() *http.ServeMux {
 // and the last good configuration stays.
 func (v *service) goWatch(every time.Duration) {
 	wt := envoyrls.NewWatcher(v.rls, v.cfgPath, func(err error) {
+		v.stats.load(false)
 		v.log.Error("configuration refused, the last good one stays", "path", v.cfgPath, "error", err)
 	})
 	v.bg.Add(1)
@@ -341,6 +357,7 @@ func (v *service) goWatch(every time.Duration) {
 				return
 			case <-t.C:
 				if ok, _ := wt.Check(); ok {
+					v.stats.load(true)
 					v.health.set(healthConfig, true)
 					v.log.Info("configuration reloaded", "path", v.cfgPath, "domains", v.rls.Config().Domains())
 				}
@@ -540,12 +557,15 @@ func waitRedis(ctx context.Context, client goredis.UniversalClient, s settings, 
 // LIMIT_RESPONSE_HEADERS_ENABLED as theirs is.
 type answerer struct {
 	rlsv3.UnimplementedRateLimitServiceServer
-	rls *envoyrls.Server
-	s   settings
+	rls   *envoyrls.Server
+	s     settings
+	stats *serverStats // nil without metrics
 }
 
 func (a *answerer) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	began := time.Now()
 	resp, err := a.rls.ShouldRateLimit(ctx, req)
+	a.stats.request(time.Since(began))
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"time"
 
 	gostats "github.com/lyft/gostats"
 	"go.opentelemetry.io/otel/attribute"
@@ -119,6 +120,89 @@ func (s *statsdRules) record(h envoyrls.RuleHits) {
 	for i, v := range values(h) {
 		if v > 0 {
 			c.(*[5]gostats.Counter)[i].Add(uint64(v))
+		}
+	}
+}
+
+// serverStats are the service's own counters under envoyproxy/ratelimit's
+// names: requests and their response time per gRPC method
+// (ratelimit_server.<method>.total_requests and .response_time in statsd;
+// ratelimit_service_total_requests and
+// ratelimit_service_response_time_seconds{grpc_method} in Prometheus), and
+// configuration loads (ratelimit.service.config_load_success and _error).
+type serverStats struct {
+	requests          metric.Int64Counter
+	respTime          metric.Float64Histogram
+	loadOK, loadError metric.Int64Counter
+	method            metric.MeasurementOption
+
+	statsd                gostats.Store
+	sdRequests            gostats.Counter
+	sdRespTime            gostats.Timer
+	sdLoadOK, sdLoadError gostats.Counter
+}
+
+const grpcMethod = "ShouldRateLimit"
+
+func newServerStats(mp metric.MeterProvider, store gostats.Store, tags map[string]string) (*serverStats, error) {
+	s := &serverStats{method: metric.WithAttributeSet(attribute.NewSet(attribute.String("grpc_method", grpcMethod)))}
+	var err error
+	if mp != nil {
+		meter := mp.Meter("github.com/sluicehq/sluice/envoyrls/cmd/sluice-rls")
+		var e error
+		s.requests, e = meter.Int64Counter("ratelimit_service_total_requests", metric.WithDescription("Rate limit requests answered, by gRPC method (/json counts as ShouldRateLimit)."))
+		err = errors.Join(err, e)
+		s.respTime, e = meter.Float64Histogram("ratelimit_service_response_time_seconds", metric.WithDescription("Time to answer a rate limit request, in seconds."),
+			metric.WithExplicitBucketBoundaries(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1))
+		err = errors.Join(err, e)
+		s.loadOK, e = meter.Int64Counter("ratelimit_service_config_load_success", metric.WithDescription("Configurations loaded."))
+		err = errors.Join(err, e)
+		s.loadError, e = meter.Int64Counter("ratelimit_service_config_load_error", metric.WithDescription("Configurations refused; the last good one stays."))
+		err = errors.Join(err, e)
+	}
+	if store != nil {
+		s.statsd = store
+		s.sdRequests = store.NewCounterWithTags("ratelimit_server."+grpcMethod+".total_requests", tags)
+		s.sdRespTime = store.NewTimerWithTags("ratelimit_server."+grpcMethod+".response_time", tags)
+		s.sdLoadOK = store.NewCounterWithTags("ratelimit.service.config_load_success", tags)
+		s.sdLoadError = store.NewCounterWithTags("ratelimit.service.config_load_error", tags)
+	}
+	return s, err
+}
+
+// request counts one answered request that took d.
+func (s *serverStats) request(d time.Duration) {
+	if s == nil {
+		return
+	}
+	if s.requests != nil {
+		ctx := context.Background()
+		s.requests.Add(ctx, 1, s.method.(metric.AddOption))
+		s.respTime.Record(ctx, d.Seconds(), s.method.(metric.RecordOption))
+	}
+	if s.statsd != nil {
+		s.sdRequests.Inc()
+		s.sdRespTime.AddDuration(d)
+	}
+}
+
+// load counts a configuration load, applied or refused.
+func (s *serverStats) load(ok bool) {
+	if s == nil {
+		return
+	}
+	if s.loadOK != nil {
+		c := s.loadOK
+		if !ok {
+			c = s.loadError
+		}
+		c.Add(context.Background(), 1)
+	}
+	if s.statsd != nil {
+		if ok {
+			s.sdLoadOK.Inc()
+		} else {
+			s.sdLoadError.Inc()
 		}
 	}
 }
