@@ -380,3 +380,66 @@ func TestBadVariableExits(t *testing.T) {
 		t.Errorf("output %q", got)
 	}
 }
+
+// SIGTERM fails the health check at once, lets a request in flight (here
+// held at Redis) finish with its answer, and then exits with status 0.
+func TestSigtermDrains(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := redistest.NewProxy(t, srv.Addr)
+	root := t.TempDir()
+	copyTree(t, root)
+	p := startProc(t, []string{"USE_STATSD=false", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + proxy.Addr, "REDIS_TIMEOUT=30s",
+		"RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=ratelimit",
+		"HOST=127.0.0.1", "PORT=0", "GRPC_HOST=127.0.0.1", "GRPC_PORT=0", "DEBUG_HOST=127.0.0.1", "DEBUG_PORT=0"})
+	conn, err := grpc.NewClient(p.addrs["grpc"], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := rlsv3.NewRateLimitServiceClient(conn)
+	req := &rlsv3.RateLimitRequest{Domain: "mongo_cps", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("database", "users")}}
+	if _, err := client.ShouldRateLimit(context.Background(), req); err != nil { // connected
+		t.Fatal(err)
+	}
+	proxy.SetMode(redistest.Stall)
+	held := proxy.Held()
+	answered := make(chan error, 1)
+	go func() {
+		resp, err := client.ShouldRateLimit(context.Background(), req)
+		if err == nil && resp.OverallCode != rlsv3.RateLimitResponse_OK {
+			err = fmt.Errorf("answer %v", resp.OverallCode)
+		}
+		answered <- err
+	}()
+	proxy.WaitHeld(held + 1) // the request is at Redis
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	url := "http://" + p.addrs["http"] + "/healthcheck"
+	eventually(t, "unhealthy after SIGTERM", func() bool {
+		resp, err := http.Get(url)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 500
+	})
+	select {
+	case err := <-p.exited:
+		t.Fatalf("exited with a request in flight: %v", err)
+	case err := <-answered:
+		t.Fatalf("answered before Redis did: %v", err)
+	default:
+	}
+	proxy.Release()
+	if err := <-answered; err != nil {
+		t.Fatalf("the request in flight: %v", err)
+	}
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+		if err != nil {
+			t.Fatalf("exit: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("no exit after the drain")
+	}
+}
