@@ -361,7 +361,7 @@ func TestRedisDownAtStartup(t *testing.T) {
 	if i := strings.LastIndexByte(last, '\n'); i >= 0 {
 		last = last[i+1:]
 	}
-	for _, want := range []string{"sluice-rls: Redis at REDIS_URL=\"" + closed + "\" does not answer", "REDIS_STARTUP_MAX_ELAPSED_TIME=300ms", "connection refused"} {
+	for _, want := range []string{"sluice-rls: REDIS_URL=\"" + closed + "\": Redis does not answer", "REDIS_STARTUP_MAX_ELAPSED_TIME=300ms", "connection refused"} {
 		if !strings.Contains(last, want) {
 			t.Errorf("last line %q lacks %q", last, want)
 		}

@@ -532,7 +532,7 @@ func waitRedis(ctx context.Context, client goredis.UniversalClient, s settings, 
 		}
 		elapsed := time.Since(begin)
 		if s.StartupMaxElapsed > 0 && elapsed >= s.StartupMaxElapsed {
-			return fmt.Errorf("Redis at REDIS_URL=%q does not answer after %v (REDIS_STARTUP_MAX_ELAPSED_TIME=%v): %w", s.RedisURL, elapsed.Round(time.Millisecond), s.StartupMaxElapsed, err)
+			return fmt.Errorf("REDIS_URL=%q: Redis does not answer after %v (REDIS_STARTUP_MAX_ELAPSED_TIME=%v): %w", s.RedisURL, elapsed.Round(time.Millisecond), s.StartupMaxElapsed, err)
 		}
 		wait := d/2 + rand.N(d/2+1) // jitter in [d/2, d]
 		if s.StartupMaxElapsed > 0 {
