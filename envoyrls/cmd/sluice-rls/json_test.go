@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -77,6 +78,51 @@ func TestJSONHandler(t *testing.T) {
 	} {
 		if code, _ := do(body); code != want {
 			t.Errorf("%.40q: %d, want %d", body, code, want)
+		}
+	}
+}
+
+// RESPONSE_DYNAMIC_METADATA false (their default) leaves the dynamic
+// metadata out; LIMIT_RESPONSE_HEADERS_ENABLED adds their three headers for
+// the descriptor closest to its limit, under the configured names.
+func TestAnswererShapesTheResponse(t *testing.T) {
+	cfg, err := envoyrls.Parse(map[string][]byte{"a.yaml": []byte("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: minute, requests_per_unit: 10}\n  - key: b\n    rate_limit: {unit: minute, requests_per_unit: 1}\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rls := envoyrls.New(cfg)
+	s := settings{LimitHeaders: true, HeaderLimit: "X-Limit", HeaderRemaining: "X-Remaining", HeaderReset: "X-Reset"}
+	a := &answerer{rls: rls, s: s}
+	req := &rlsv3.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitv3.RateLimitDescriptor{
+		{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "a", Value: "x"}}},
+		{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "b", Value: "y"}}},
+	}}
+	a.ShouldRateLimit(context.Background(), req)
+	resp, err := a.ShouldRateLimit(context.Background(), req) // b is over
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.DynamicMetadata != nil {
+		t.Errorf("dynamic metadata %v with RESPONSE_DYNAMIC_METADATA false", resp.DynamicMetadata)
+	}
+	h := map[string]string{}
+	for _, v := range resp.ResponseHeadersToAdd {
+		h[v.Key] = v.Value
+	}
+	if h["X-Limit"] != "1" || h["X-Remaining"] != "0" || h["X-Reset"] == "" || h["X-Reset"] == "0" {
+		t.Errorf("headers %v", h)
+	}
+	if _, ok := h["RateLimit"]; !ok {
+		t.Errorf("the IETF RateLimit header is gone: %v", h)
+	}
+	a.s.DynamicMetadata, a.s.LimitHeaders = true, false
+	resp, _ = a.ShouldRateLimit(context.Background(), req)
+	if resp.DynamicMetadata.GetFields()["denied_by"].GetStringValue() != "d.b" {
+		t.Errorf("dynamic metadata %v with RESPONSE_DYNAMIC_METADATA true", resp.DynamicMetadata)
+	}
+	for _, v := range resp.ResponseHeadersToAdd {
+		if v.Key == "X-Limit" {
+			t.Errorf("X-Limit without LIMIT_RESPONSE_HEADERS_ENABLED")
 		}
 	}
 }
