@@ -137,7 +137,10 @@ func start(ctx context.Context, s settings, f flags, notes []string, stderr io.W
 	var sinks ruleSinks
 	var mp *sdkmetric.MeterProvider
 	var reg *prometheus.Registry
-	if s.UsePrometheus {
+	if s.DisableStats {
+		v.log.Info("stats disabled (DISABLE_STATS)")
+	}
+	if s.UsePrometheus && !s.DisableStats {
 		reg = prometheus.NewRegistry()
 		exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo(), otelprom.WithoutTargetInfo(),
 			otelprom.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithoutSuffixes))
