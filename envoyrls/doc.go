@@ -143,14 +143,14 @@
 // # Metrics
 //
 // WithMetrics records, through package otelmetric, every descriptor's
-// decision per rule (sluice.decisions, sluice.shadow.denials) and the
-// per-rule statistics envoyproxy/ratelimit exports, with the same meanings
-// and counted in hits (the descriptor's cost, its hits_addend): total_hits,
-// over_limit, near_limit, within_limit and shadow_mode, as the counters
-// sluice.rule.total_hits and so on (otelmetric.RuleTotalHits, ...). Their
-// attribute sluice.ratelimit.limit_key is the rule's ID: its name, else its
-// path, which is the stats key envoyproxy/ratelimit uses
-// ("edge.client_partner"). A request crossing the limit counts the part
+// decision per rule (sluice.decisions, sluice.shadow.denials).
+// WithRuleStats hands out the per-rule statistics envoyproxy/ratelimit
+// exports, with the same meanings and counted in hits (the descriptor's
+// cost, its hits_addend): total_hits, over_limit, near_limit, within_limit
+// and shadow_mode (RuleHits), each with the rule's ID and envoyproxy's stats
+// key, its path ("edge.client_partner"); the sluice-rls command
+// (envoyrls/cmd/sluice-rls) exports them under envoyproxy/ratelimit's names.
+// A request crossing the limit counts the part
 // beyond it as over and the part between the near-limit threshold
 // (WithNearLimitRatio, 0.8 of the limit by default) and the limit as near;
 // a shadow-mode rule counts its over hits again as shadow_mode. Counts are
@@ -159,8 +159,8 @@
 // consumes nothing here, but its hits are counted as within the limit of
 // the rules that would have allowed it, as envoyproxy/ratelimit counts every
 // hit. A give-back (is_negative_hits) and a check (hits_addend 0) add
-// nothing. Series are per rule, never per value, bounded by
-// otelmetric.MaxLimitIDs.
+// nothing. There is one path per rule, never one per value, so series keyed
+// by it are bounded by the configuration.
 //
 // # Memory
 //

@@ -21,3 +21,10 @@ const (
 	MetaError        = metaError
 	MetaMetadata     = metaMetadata
 )
+
+// AfterCheck makes w's Start call f after each Check.
+func AfterCheck(w *Watcher, f func()) { w.afterCheck = f }
+
+// BetweenReads makes w's Check call f between a refused read of the files
+// and the read that confirms it.
+func BetweenReads(w *Watcher, f func()) { w.betweenReads = f }

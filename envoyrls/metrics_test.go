@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strings"
+	"sync"
 	"testing"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -44,7 +44,7 @@ func TestMetricsPerRule(t *testing.T) {
 	for _, sm := range rm.ScopeMetrics {
 		for _, mt := range sm.Metrics {
 			sum, ok := mt.Data.(metricdata.Sum[int64])
-			if !ok || strings.HasPrefix(mt.Name, "sluice.rule.") { // TestRuleStatistics
+			if !ok {
 				continue
 			}
 			for _, p := range sum.DataPoints {
@@ -103,13 +103,9 @@ func TestRuleStatistics(t *testing.T) {
 			wantNear int64
 		}{{0, 3}, {math.NaN(), 3}, {0.8, 3}, {0.5, 6}} {
 			t.Run(fmt.Sprintf("%s/ratio=%v", backend, tc.ratio), func(t *testing.T) {
-				reader := sdkmetric.NewManualReader()
-				m, err := otelmetric.New(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
-				if err != nil {
-					t.Fatal(err)
-				}
+				stats := &ruleStats{}
 				clock := limitertest.NewClock(limitertest.Start)
-				opts := []envoyrls.Option{envoyrls.WithClock(clock), envoyrls.WithMetrics(m), envoyrls.WithNearLimitRatio(tc.ratio)}
+				opts := []envoyrls.Option{envoyrls.WithClock(clock), envoyrls.WithRuleStats(stats.record), envoyrls.WithNearLimitRatio(tc.ratio)}
 				if backend == "redis" {
 					srv := redistest.Start(t)
 					opts = append(opts, envoyrls.WithBackend(redisBackend(t, srv.Addr, clock, "stats")))
@@ -126,13 +122,13 @@ func TestRuleStatistics(t *testing.T) {
 					}
 				}
 				want := map[string]map[string]int64{
-					otelmetric.RuleTotalHits:   {"stats.k": 14, "stats.s": 14, "wide": 28},
-					otelmetric.RuleWithinLimit: {"stats.k": 10, "stats.s": 10, "wide": 28},
-					otelmetric.RuleOverLimit:   {"stats.k": 3, "stats.s": 3, "wide": 0},
-					otelmetric.RuleNearLimit:   {"stats.k": tc.wantNear, "stats.s": tc.wantNear, "wide": 0},
-					otelmetric.RuleShadowMode:  {"stats.k": 0, "stats.s": 3, "wide": 0},
+					"total_hits":   {"stats.k": 14, "stats.s": 14, "wide": 28},
+					"within_limit": {"stats.k": 10, "stats.s": 10, "wide": 28},
+					"over_limit":   {"stats.k": 3, "stats.s": 3, "wide": 0},
+					"near_limit":   {"stats.k": tc.wantNear, "stats.s": tc.wantNear, "wide": 0},
+					"shadow_mode":  {"stats.k": 0, "stats.s": 3, "wide": 0},
 				}
-				got := ruleSums(t, reader)
+				got := stats.sums()
 				for name, w := range want {
 					for rule, v := range w {
 						if got[name][rule] != v {
@@ -148,29 +144,28 @@ func TestRuleStatistics(t *testing.T) {
 	}
 }
 
-// ruleSums returns the sluice.rule.* counters by name and rule id.
-func ruleSums(t *testing.T, reader *sdkmetric.ManualReader) map[string]map[string]int64 {
-	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
+// ruleStats sums what WithRuleStats hands out, by counter and rule id.
+type ruleStats struct {
+	mu sync.Mutex
+	n  map[string]map[string]int64
+}
+
+func (r *ruleStats) record(h envoyrls.RuleHits) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n == nil {
+		r.n = map[string]map[string]int64{}
 	}
-	out := map[string]map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, mt := range sm.Metrics {
-			if !strings.HasPrefix(mt.Name, "sluice.rule.") {
-				continue
-			}
-			sum, isSum := mt.Data.(metricdata.Sum[int64])
-			if !isSum {
-				t.Fatalf("%s is a %T", mt.Name, mt.Data)
-			}
-			out[mt.Name] = map[string]int64{}
-			for _, p := range sum.DataPoints {
-				id, _ := p.Attributes.Value("sluice.ratelimit.limit_key")
-				out[mt.Name][id.AsString()] = p.Value
-			}
+	for name, v := range map[string]int64{"total_hits": h.Total, "over_limit": h.Over, "near_limit": h.Near, "within_limit": h.Within, "shadow_mode": h.Shadow} {
+		if r.n[name] == nil {
+			r.n[name] = map[string]int64{}
 		}
+		r.n[name][h.ID] += v
 	}
-	return out
+}
+
+func (r *ruleStats) sums() map[string]map[string]int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n
 }

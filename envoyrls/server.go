@@ -86,6 +86,7 @@ type Server struct {
 	metrics    *otelmetric.Metrics
 	nearRatio  float64
 	onError    func(error)
+	ruleStats  func(RuleHits)
 }
 
 var _ rlsv3.RateLimitServiceServer = (*Server)(nil)
@@ -102,10 +103,11 @@ type options struct {
 	nearRatio  float64
 	onError    func(error)
 	maxBuckets int
+	ruleStats  func(RuleHits)
 }
 
 // DefaultNearLimitRatio is the share of a rule's limit past which hits
-// count as near the limit (sluice.rule.near_limit), envoyproxy/ratelimit's
+// count as near the limit (RuleHits.Near), envoyproxy/ratelimit's
 // NEAR_LIMIT_RATIO default.
 const DefaultNearLimitRatio = 0.8
 
@@ -164,11 +166,11 @@ func WithMetrics(m *otelmetric.Metrics) Option {
 }
 
 // WithNearLimitRatio sets the share of a rule's limit past which hits
-// count as near it in the per-rule statistics (otelmetric.RuleNearLimit),
+// count as near it in the per-rule statistics (RuleHits.Near),
 // as envoyproxy/ratelimit's NEAR_LIMIT_RATIO does: with a limit of 10 and
 // 0.8, the 9th and 10th units used are near. Zero, negative or NaN means
 // the default, DefaultNearLimitRatio; 1 or more counts nothing as near. It
-// has no effect without WithMetrics.
+// has no effect without WithRuleStats.
 func WithNearLimitRatio(r float64) Option {
 	return optionFunc(func(o *options) {
 		if r > 0 { // false for NaN too
@@ -211,7 +213,7 @@ func New(cfg *Config, opts ...Option) *Server {
 			opt.apply(&o)
 		}
 	}
-	s := &Server{backend: o.backend, now: o.now, failClosed: o.failClosed, metrics: o.metrics, nearRatio: o.nearRatio, onError: o.onError}
+	s := &Server{backend: o.backend, now: o.now, failClosed: o.failClosed, metrics: o.metrics, nearRatio: o.nearRatio, onError: o.onError, ruleStats: o.ruleStats}
 	if s.backend == nil {
 		s.backend = newMemoryBackend(o.maxBuckets)
 	}
@@ -255,6 +257,7 @@ func (s *Server) SetQuotaMode(on bool) { s.quota.Store(on) }
 // limitRef is one bucket a descriptor is checked against.
 type limitRef struct {
 	id       string // rule ID for headers, metrics and metadata
+	path     string // envoyproxy/ratelimit's stats key (Rule.Path)
 	name     string // rate_limit.name (for replaces); "" for none
 	replaces []string
 	rpu      uint32
@@ -459,7 +462,7 @@ func (s *Server) resolve(cfg *Config, req *rlsv3.RateLimitRequest) plan {
 			for _, e := range d.Entries {
 				id += "." + e.Key
 			}
-			p.refs = append(p.refs, limitRef{id: id, rpu: l.RequestsPerUnit, unit: u, mult: mult, quota: globalQuota,
+			p.refs = append(p.refs, limitRef{id: id, path: id, rpu: l.RequestsPerUnit, unit: u, mult: mult, quota: globalQuota,
 				period: time.Duration(mult) * u.Duration(), burst: int64(l.RequestsPerUnit),
 				key: bucketKey("o", lp(req.Domain)+"|"+strconv.FormatUint(uint64(l.RequestsPerUnit), 10)+"/"+strconv.FormatUint(uint64(mult), 10)+string(u), d.Entries), desc: i})
 			continue
@@ -475,7 +478,7 @@ func (s *Server) resolve(cfg *Config, req *rlsv3.RateLimitRequest) plan {
 						p.refs = append(p.refs, limitRef{id: r.ID(), name: r.Name, replaces: r.Replaces, desc: i, op: -2})
 					}
 				} else {
-					p.refs = append(p.refs, limitRef{id: r.ID(), name: r.Name, replaces: r.Replaces, rpu: r.RequestsPerUnit,
+					p.refs = append(p.refs, limitRef{id: r.ID(), path: r.Path, name: r.Name, replaces: r.Replaces, rpu: r.RequestsPerUnit,
 						unit: r.Unit, mult: r.UnitMultiplier, period: time.Duration(r.UnitMultiplier) * r.Unit.Duration(), burst: int64(r.RequestsPerUnit), shadow: r.Shadow,
 						quota: r.QuotaMode || globalQuota, meta: r.Metadata,
 						key: bucketKeyShared("y", r.scope, d.Entries, shared[:len(d.Entries)]), desc: i})
@@ -509,7 +512,7 @@ func (s *Server) resolve(cfg *Config, req *rlsv3.RateLimitRequest) plan {
 				if r.Rate == 0 {
 					burst = 0
 				}
-				p.refs = append(p.refs, limitRef{id: g.rl.RateLimitID, rpu: uint32(min(r.Rate, math.MaxUint32)), unit: r.Period, mult: 1, quota: globalQuota,
+				p.refs = append(p.refs, limitRef{id: g.rl.RateLimitID, path: g.rl.RateLimitID, rpu: uint32(min(r.Rate, math.MaxUint32)), unit: r.Period, mult: 1, quota: globalQuota,
 					period: r.Period.Duration(), burst: burst, shadow: g.rl.Shadow,
 					key: bucketKey("g", g.rl.RateLimitID+"|"+strconv.Itoa(ri), d.Entries), desc: i})
 			}
@@ -810,10 +813,14 @@ func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, 
 		}
 		var reset time.Duration
 		switch {
-		case over && r.op == out.Denied:
+		case over && r.op == out.Denied && out.RetryAfter > 0:
 			reset = out.RetryAfter
 		case over:
-			reset = refill(r, op.Cost-left)
+			// The wait until the bucket can give the cost, and at least
+			// one unit: a zero-cost check (hits_addend 0) over its limit,
+			// or a bucket in debt, is told when a unit comes back, never
+			// to retry now.
+			reset = refill(r, max(op.Cost, 1)-left)
 		default:
 			reset = refill(r, op.Burst-left)
 		}
@@ -855,16 +862,18 @@ func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, 
 				d.Shadowed = []string{r.id}
 			}
 			s.metrics.Record(d, nil)
-			if !p.negative[r.desc] {
-				// Nothing was taken from this bucket when the request was
-				// denied (remaining was given back for a quota denial) or
-				// when the rule was over in shadow: left is then what it
-				// held before.
-				took := !denied && !shadowDenied(r.op)
-				over := over || shadowDenied(r.op)
-				shadow := over && r.shadow
-				s.metrics.RecordRule(r.id, ruleHits(op.Burst, left, remaining != nil, took, op.Cost, over, shadow, s.nearRatio))
-			}
+		}
+		if s.ruleStats != nil && !p.negative[r.desc] {
+			// Nothing was taken from this bucket when the request was
+			// denied (remaining was given back for a quota denial) or
+			// when the rule was over in shadow: left is then what it
+			// held before.
+			took := !denied && !shadowDenied(r.op)
+			over := over || shadowDenied(r.op)
+			shadow := over && r.shadow
+			h := ruleHits(op.Burst, left, remaining != nil, took, op.Cost, over, shadow, s.nearRatio)
+			h.ID, h.Path = r.id, r.path
+			s.ruleStats(h)
 		}
 		q := slerrors.Quota{Policy: r.id, Limit: op.Burst, Remaining: left, Window: r.period, Reset: reset}
 		if q.Limit > 0 {
@@ -934,8 +943,8 @@ func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, 
 // and up to the burst, within the hits of a rule that allowed. When the
 // backend did not report what the bucket holds (known false), near is not
 // counted and over is all h.
-func ruleHits(burst, left int64, known, took bool, h int64, over, shadow bool, ratio float64) otelmetric.RuleHits {
-	st := otelmetric.RuleHits{Total: h}
+func ruleHits(burst, left int64, known, took bool, h int64, over, shadow bool, ratio float64) RuleHits {
+	st := RuleHits{Total: h}
 	if h <= 0 {
 		return st
 	}

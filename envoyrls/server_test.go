@@ -307,20 +307,21 @@ func TestWatcherStartAndClose(t *testing.T) {
 	srv := envoyrls.New(cfg)
 	var reported []error // written by the watcher's goroutine, read after a tick is taken
 	w := envoyrls.NewWatcher(srv, path, func(err error) { reported = append(reported, err) })
-	ticks, stopped := make(chan time.Time), make(chan struct{})
+	ticks, stopped, checked := make(chan time.Time), make(chan struct{}), make(chan struct{})
 	envoyrls.TickWith(w, ticks, stopped)
+	envoyrls.AfterCheck(w, func() { checked <- struct{}{} })
 	w.Start(time.Hour)
-	tick := func() { ticks <- time.Time{} }
+	// Each tick waits for its Check to end, so the test never writes the
+	// file while its own watcher reads it.
+	tick := func() { ticks <- time.Time{}; <-checked }
 	// A tick with nothing changed reloads nothing.
 	tick()
-	tick() // taken once the previous Check returned
 	if got := srv.Config().Domains(); len(got) != 1 || got[0] != "api" {
 		t.Fatalf("domains %v before any change, want [api]", got)
 	}
 	if err := os.WriteFile(path, []byte("domain: moved\ndescriptors: []\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tick()
 	tick()
 	if got := srv.Config().Domains(); len(got) != 1 || got[0] != "moved" {
 		t.Fatalf("domains %v after one tick on a changed file, want [moved]", got)
@@ -380,5 +381,58 @@ descriptors:
 	if r.OverallCode != over || meta(r, envoyrls.MetaPermanent) != nil || meta(r, envoyrls.MetaRetryAfterMs) != float64(30000) {
 		t.Errorf("refilling rule: %v permanent=%v retry_after_ms=%v, want OVER_LIMIT, a 30000 ms wait", r.OverallCode,
 			meta(r, envoyrls.MetaPermanent), meta(r, envoyrls.MetaRetryAfterMs))
+	}
+}
+
+// A file read empty (truncated by a writer) or changing under the read is
+// refused silently once: not reported when the next read is good, reported
+// when the next read is the same. The last good configuration stays.
+func TestWatcherMidWrite(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "api.yaml")
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(twoLimits)
+	cfg, err := envoyrls.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := envoyrls.New(cfg)
+	var reported []error
+	w := envoyrls.NewWatcher(srv, path, func(err error) { reported = append(reported, err) })
+	check := func(wantReloaded, wantErr bool) {
+		t.Helper()
+		reloaded, err := w.Check()
+		if reloaded != wantReloaded || (err != nil) != wantErr {
+			t.Fatalf("Check: %v %v, want reloaded %v, error %v", reloaded, err, wantReloaded, wantErr)
+		}
+	}
+	write("") // truncated, not yet written
+	check(false, false)
+	write("domain: moved\ndescriptors: []\n")
+	check(true, false)
+	if len(reported) != 0 {
+		t.Fatalf("reported %v for a file read mid-write", reported)
+	}
+	// Half-written, and finished between the two reads.
+	write("domain: half\ndescriptors:\n  - key")
+	envoyrls.BetweenReads(w, func() { write("domain: half\ndescriptors: []\n") })
+	check(false, false)
+	envoyrls.BetweenReads(w, nil)
+	check(true, false)
+	if got := srv.Config().Domains(); len(got) != 1 || got[0] != "half" || len(reported) != 0 {
+		t.Fatalf("domains %v, reported %v", got, reported)
+	}
+	// Empty and staying empty: reported at the second read, once.
+	write("")
+	check(false, false)
+	check(false, true)
+	check(false, false)
+	if len(reported) != 1 || srv.Config().Domains()[0] != "half" {
+		t.Fatalf("reported %v, domains %v", reported, srv.Config().Domains())
 	}
 }

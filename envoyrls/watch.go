@@ -19,8 +19,9 @@ type Watcher struct {
 	path    string
 	onError func(error)
 
-	mu   sync.Mutex
-	last [32]byte // digest of the files last seen, good or bad
+	mu      sync.Mutex
+	last    [32]byte // digest of the files last seen, good or bad
+	pending [32]byte // digest of files refused once as possibly mid-write; zero for none
 
 	stop chan struct{}
 	done chan struct{}
@@ -28,6 +29,9 @@ type Watcher struct {
 	// ticker makes Start's ticks: a real ticker, or the test's channel
 	// (export_test.go).
 	ticker func(d time.Duration) (ticks <-chan time.Time, stop func())
+	// afterCheck, when set (by a test), runs after each of Start's Checks;
+	// betweenReads runs between a refused read and the read that confirms it.
+	afterCheck, betweenReads func()
 }
 
 func realTicker(d time.Duration) (<-chan time.Time, func()) {
@@ -78,7 +82,11 @@ func digest(files map[string][]byte) [32]byte {
 // them and reloads the Server. It reports whether the configuration was
 // replaced; err is the reason a change was refused (the configuration in
 // force then stays). Unchanged files are not parsed again, so a bad file
-// is reported once, not at every Check.
+// is reported once, not at every Check. Files that do not parse and may be
+// caught mid-write (an empty file, or contents that change when read again)
+// are refused silently once: the error is reported, and returned, only when
+// the next Check reads them unchanged, so a file replaced in place is not
+// reported as bad when the next read is good.
 func (w *Watcher) Check() (reloaded bool, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -91,14 +99,38 @@ func (w *Watcher) Check() (reloaded bool, err error) {
 	if d == w.last {
 		return false, nil
 	}
-	w.last = d
 	cfg, err := Parse(files)
 	if err != nil {
+		if d != w.pending && w.unsettled(files, d) {
+			// Possibly a file read while it was being written (truncated,
+			// half-written): refused, but reported only if the next Check
+			// reads the same files.
+			w.pending = d
+			return false, nil
+		}
+		w.last, w.pending = d, [32]byte{}
 		w.report(err)
 		return false, err
 	}
+	w.last, w.pending = d, [32]byte{}
 	w.srv.Reload(cfg)
 	return true, nil
+}
+
+// unsettled reports whether files that did not parse may be caught in the
+// middle of a write: one of them is empty (os.WriteFile truncates before it
+// writes), or reading them again gives other contents.
+func (w *Watcher) unsettled(files map[string][]byte, d [32]byte) bool {
+	for _, data := range files {
+		if len(data) == 0 {
+			return true
+		}
+	}
+	if w.betweenReads != nil {
+		w.betweenReads()
+	}
+	again, err := readPath(w.path)
+	return err != nil || digest(again) != d
 }
 
 func (w *Watcher) report(err error) {
@@ -124,6 +156,9 @@ func (w *Watcher) Start(interval time.Duration) {
 				return
 			case <-ticks:
 				_, _ = w.Check()
+				if w.afterCheck != nil {
+					w.afterCheck()
+				}
 			}
 		}
 	}()

@@ -12,11 +12,6 @@
 //	sluice.config.generation       {generation} gauge     configurations a stack.Source applied
 //	sluice.config.refresh.age      s           gauge      time since a Source last fetched a valid configuration
 //	sluice.config.refresh.errors   {error}     counter    failed refreshes of a Source
-//	sluice.rule.total_hits         {hit}       counter    hits a rule saw (RecordRule)
-//	sluice.rule.over_limit         {hit}       counter    hits over a rule's limit
-//	sluice.rule.near_limit         {hit}       counter    hits past a rule's near-limit threshold, up to its limit
-//	sluice.rule.within_limit       {hit}       counter    hits of requests a rule allowed
-//	sluice.rule.shadow_mode        {hit}       counter    over_limit hits of a shadow-mode rule, let through
 //
 // Attributes reuse the span attributes of package otelattr, so that metrics
 // and traces correlate: sluice.ratelimit.decision ("allowed", "throttled",
@@ -24,12 +19,7 @@
 // rateLimitId: the denying limit, or on an allowed decision the tightest
 // one; never the request's values, so the cardinality is the number of
 // configured limits) and sluice.ratelimit.metric (the denying limit's
-// metric; absent on allowed decisions). The sluice.rule.* counters are
-// the per-rule statistics of envoyproxy/ratelimit (its total_hits,
-// over_limit, near_limit, within_limit and shadow_mode), counted in hits
-// (the cost of each request, its hits_addend) rather than in requests, with
-// the rule's id as sluice.ratelimit.limit_key; package envoyrls records
-// them (RecordRule), and so can any other server. The duration histogram has the
+// metric; absent on allowed decisions). The duration histogram has the
 // same attributes as sluice.decisions; sluice.shadow.denials has only the
 // shadow limit's id. Summed over its attributes, each metric stays
 // meaningful: sluice.decisions sums to the number of calls, so a shadow-mode
@@ -96,14 +86,6 @@ const (
 	ConfigGeneration     = "sluice.config.generation"
 	ConfigRefreshAge     = "sluice.config.refresh.age"
 	ConfigRefreshErrors  = "sluice.config.refresh.errors"
-
-	// The per-rule statistics of Envoy's rate limit service, named after
-	// envoyproxy/ratelimit's counters (see RuleHits).
-	RuleTotalHits   = "sluice.rule.total_hits"
-	RuleOverLimit   = "sluice.rule.over_limit"
-	RuleNearLimit   = "sluice.rule.near_limit"
-	RuleWithinLimit = "sluice.rule.within_limit"
-	RuleShadowMode  = "sluice.rule.shadow_mode"
 )
 
 // Attribute keys besides those of otelattr.
@@ -201,7 +183,6 @@ type Metrics struct {
 	refreshErrs metric.Int64ObservableCounter
 	denyHits    metric.Int64ObservableCounter
 	denyEvicts  metric.Int64ObservableCounter
-	rule        [ruleStats]metric.Int64ObservableCounter
 	reg         metric.Registration
 
 	limits   atomic.Pointer[map[string]*limitCells] // copy on write
@@ -265,45 +246,6 @@ type limitCells struct {
 	overflow bool
 	cells    [2][5]atomic.Pointer[cell] // [throttled?][metric slot]
 	shadow   atomic.Pointer[cell]
-	rule     atomic.Pointer[ruleCell]
-}
-
-// The per-rule statistics, in the order of RuleHits' fields.
-const (
-	statTotal = iota
-	statOver
-	statNear
-	statWithin
-	statShadow
-	ruleStats
-)
-
-var ruleNames = [ruleStats]string{RuleTotalHits, RuleOverLimit, RuleNearLimit, RuleWithinLimit, RuleShadowMode}
-
-var ruleDescriptions = [ruleStats]string{
-	"Hits (request costs) a rate-limit rule saw.",
-	"Hits over a rate-limit rule's limit.",
-	"Hits past a rate-limit rule's near-limit threshold, up to its limit.",
-	"Hits of requests a rate-limit rule allowed.",
-	"Hits over the limit of a shadow-mode rate-limit rule, let through.",
-}
-
-// ruleCell holds one rule's statistics.
-type ruleCell struct {
-	n   [ruleStats]atomic.Int64
-	set attribute.Set
-}
-
-// RuleHits is what one decision adds to a rule's statistics, in hits (the
-// request's cost), with envoyproxy/ratelimit's meanings: Total every hit
-// the rule saw; Within the hits of a decision the rule allowed; Over the
-// hits beyond its limit (a request that crosses the limit counts only the
-// part beyond it); Near the hits past the near-limit threshold (a ratio of
-// the limit) and up to the limit, in allowed and denied decisions alike;
-// Shadow, for a shadow-mode rule, the hits Over counts, which it let
-// through. Negative fields count as 0.
-type RuleHits struct {
-	Total, Over, Near, Within, Shadow int64
 }
 
 func (lc *limitCells) attrs(kvs ...attribute.KeyValue) []attribute.KeyValue {
@@ -363,12 +305,6 @@ func New(mp metric.MeterProvider, opts ...Option) (*Metrics, error) {
 		metric.WithDescription("Entries the rate-limit backend's near-cache of denials evicted to make room."))
 	err = errors.Join(err, e)
 	observed := []metric.Observable{m.decisions, m.shadow, m.fallback, m.generation, m.age, m.refreshErrs, m.denyHits, m.denyEvicts}
-	for i := range m.rule {
-		m.rule[i], e = meter.Int64ObservableCounter(ruleNames[i], metric.WithUnit("{hit}"),
-			metric.WithDescription(ruleDescriptions[i]))
-		err = errors.Join(err, e)
-		observed = append(observed, m.rule[i])
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -394,11 +330,6 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		}
 		if c := lc.shadow.Load(); c != nil {
 			o.ObserveInt64(m.shadow, c.n.Load(), metric.WithAttributeSet(c.set))
-		}
-		if rc := lc.rule.Load(); rc != nil {
-			for i := range rc.n {
-				o.ObserveInt64(m.rule[i], rc.n[i].Load(), metric.WithAttributeSet(rc.set))
-			}
 		}
 	}
 	for _, lc := range *m.limits.Load() {
@@ -514,29 +445,6 @@ func (m *Metrics) shadowCell(limitKey string) *cell {
 	c := newCell(lc.attrs()...)
 	lc.shadow.Store(c)
 	return c
-}
-
-// RecordRule adds h to the statistics of the rule id (the sluice.rule.*
-// counters, attribute sluice.ratelimit.limit_key). Rules share the bound
-// of MaxLimitIDs with the decisions' limit ids; beyond it their hits are
-// counted under the overflow series. Once a rule is recorded, all five
-// counters are reported for it, zeros included.
-func (m *Metrics) RecordRule(id string, h RuleHits) {
-	lc := m.limit(id)
-	rc := lc.rule.Load()
-	if rc == nil {
-		m.mu.Lock()
-		if rc = lc.rule.Load(); rc == nil {
-			rc = &ruleCell{set: attribute.NewSet(lc.attrs()...)}
-			lc.rule.Store(rc)
-		}
-		m.mu.Unlock()
-	}
-	for i, v := range [ruleStats]int64{h.Total, h.Over, h.Near, h.Within, h.Shadow} {
-		if v > 0 {
-			rc.n[i].Add(v)
-		}
-	}
 }
 
 // Record counts one decision (d, err) as Wrap does, without timing it.

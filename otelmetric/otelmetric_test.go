@@ -441,42 +441,6 @@ func TestBackendErrorsThroughStack(t *testing.T) {
 	}
 }
 
-// RecordRule adds each field to its counter under the rule's id, reports
-// all five once the rule is seen, ignores negative fields, and shares the
-// bound on limit ids with the decisions.
-func TestRecordRule(t *testing.T) {
-	reader := sdkmetric.NewManualReader()
-	m, err := otelmetric.New(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.RecordRule("edge.path", otelmetric.RuleHits{Total: 3, Within: 3, Near: 1})
-	m.RecordRule("edge.path", otelmetric.RuleHits{Total: 2, Over: 2, Near: -5})
-	m.RecordRule("edge.beta", otelmetric.RuleHits{Total: 1, Over: 1, Shadow: 1})
-	got := collect(t, reader)
-	want := map[string]map[string]int64{
-		otelmetric.RuleTotalHits:   {"sluice.ratelimit.limit_key=edge.path": 5, "sluice.ratelimit.limit_key=edge.beta": 1},
-		otelmetric.RuleOverLimit:   {"sluice.ratelimit.limit_key=edge.path": 2, "sluice.ratelimit.limit_key=edge.beta": 1},
-		otelmetric.RuleNearLimit:   {"sluice.ratelimit.limit_key=edge.path": 1, "sluice.ratelimit.limit_key=edge.beta": 0},
-		otelmetric.RuleWithinLimit: {"sluice.ratelimit.limit_key=edge.path": 3, "sluice.ratelimit.limit_key=edge.beta": 0},
-		otelmetric.RuleShadowMode:  {"sluice.ratelimit.limit_key=edge.path": 0, "sluice.ratelimit.limit_key=edge.beta": 1},
-	}
-	for name, w := range want {
-		if diff := cmp.Diff(w, sums(t, got[name])); diff != "" {
-			t.Errorf("%s (-want +got):\n%s", name, diff)
-		}
-	}
-
-	// Beyond MaxLimitIDs, rules are counted under the overflow series.
-	for i := range otelmetric.MaxLimitIDs + 5 {
-		m.RecordRule(fmt.Sprintf("r%d", i), otelmetric.RuleHits{Total: 1})
-	}
-	total := sums(t, collect(t, reader)[otelmetric.RuleTotalHits])
-	if len(total) != otelmetric.MaxLimitIDs+1 || total["otel.metric.overflow=true"] != 7 {
-		t.Errorf("%d series, overflow %d; want %d series, overflow 7", len(total), total["otel.metric.overflow=true"], otelmetric.MaxLimitIDs+1)
-	}
-}
-
 func TestObserveDenialCache(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	m, err := otelmetric.New(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))

@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/sluicehq/sluice/redis/internal/procs"
+	"github.com/sluicehq/sluice/internal/procs"
 )
 
 // TestMain fails the run when a redis-server a test started is still

@@ -13,8 +13,8 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/bucketkey"
+	"github.com/sluicehq/sluice/internal/faultproxy"
 	sluiceredis "github.com/sluicehq/sluice/redis"
-	"github.com/sluicehq/sluice/redis/internal/faultproxy"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
 )

@@ -10,8 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/faultproxy"
 	sluiceredis "github.com/sluicehq/sluice/redis"
-	"github.com/sluicehq/sluice/redis/internal/faultproxy"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
 )

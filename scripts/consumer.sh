@@ -63,6 +63,18 @@ fail() {
 
 go build -o "$tmp/release" ./internal/release
 mapfile -t released < <("$tmp/release" modules | awk '$1 == "tag" { print $3 }')
+# Commands (a tagged module whose root package is main) are installed with
+# go install PKG@VERSION, as their users do, not required by the program.
+libraries=()
+commands=()
+while read -r kind dir m; do
+	[ "$kind" = tag ] || continue
+	if grep -qx 'package main' $(ls "$dir"/*.go | grep -v '_test\.go$') 2>/dev/null; then
+		commands+=("$m")
+	else
+		libraries+=("$m")
+	fi
+done < <("$tmp/release" modules)
 [ "${#released[@]}" -gt 0 ] || fail "scripts/modules.txt tags no module"
 # Module paths are lower case here: the cache's escaped paths are the paths.
 for m in "${released[@]}"; do
@@ -95,7 +107,7 @@ cd "$tmp/consumer"
 go mod init sluice-consumer >/dev/null 2>&1 || fail "go mod init"
 go mod edit -go=1.26.0
 
-for m in "${released[@]}"; do
+for m in "${libraries[@]}"; do
 	echo "== consumer: go get $m@$version"
 	go get "$m@$version" || fail "go get $m@$version"
 done
@@ -103,14 +115,14 @@ echo "== consumer: go mod tidy (the program's other imports)"
 go mod tidy || fail "go mod tidy"
 
 echo "== consumer: the build list"
-for m in "${released[@]}"; do
+for m in "${libraries[@]}"; do
 	got=$(go list -m -f '{{.Version}}{{with .Replace}} replaced by {{.Path}} {{.Version}}{{end}}' "$m") ||
 		fail "go list -m $m"
 	echo "$m $got"
 	[ "$got" = "$version" ] || fail "$m is at \"$got\", want $version"
 done
 echo "== consumer: every module zip holds the license"
-for m in "${released[@]}"; do
+for m in "${libraries[@]}"; do
 	dir=$(go list -m -f '{{.Dir}}' "$m") || fail "go list -m -f {{.Dir}} $m"
 	[ -f "$dir/LICENSE" ] || fail "$m@$version: the module zip has no LICENSE"
 	cmp -s "$dir/LICENSE" "$root/LICENSE" || fail "$m@$version: its LICENSE is not the repository's"
@@ -119,9 +131,22 @@ if go list -m all | grep -q 'sluicehq/sluice.* v0\.0\.0'; then
 	fail "a v0.0.0 of a sluice module is in the build list"
 fi
 
+for m in "${commands[@]}"; do
+	echo "== consumer: go install $m@$version"
+	GOBIN="$tmp/bin" go install "$m@$version" || fail "go install $m@$version"
+	[ -f "$modcache/$m@$version/LICENSE" ] || fail "$m@$version: the module zip has no LICENSE"
+	name=${m##*/}
+	# A configuration directory that does not exist: one line naming it, exit 1.
+	out=$(env -i PATH="$PATH" BACKEND_TYPE=memory USE_STATSD=false RUNTIME_ROOT="$tmp/none" "$tmp/bin/$name" 2>&1) &&
+		fail "$name started without a configuration"
+	case "$out" in
+	"$name: configuration $tmp/none/config: "*) ;;
+	*) fail "$name without a configuration said: $out" ;;
+	esac
+done
 echo "== consumer: go vet, go build, run"
 go vet . || fail "go vet"
 go build -o consumer . || fail "go build"
 ./consumer -version "$version" || fail "the consumer program"
 cd "$root"
-echo "consumer test passed: ${#released[@]} modules installed at $version with go get and used"
+echo "consumer test passed: ${#released[@]} modules at $version: ${#libraries[@]} installed with go get and used, ${#commands[@]} with go install and run"

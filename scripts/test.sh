@@ -141,7 +141,7 @@ test_args=("$@")
 # goes to a log printed whole, in module order, when both lanes are done;
 # the "== step (seconds)" lines are printed live. SLUICE_TEST_SERIAL=1 runs
 # the modules one after another instead.
-lane2_modules=" ./examples ./redis ./envoyrls "
+lane2_modules=" ./examples ./redis ./envoyrls ./envoyrls/cmd/sluice-rls "
 status=0
 exec {live}>&1
 run_lane() {

@@ -211,12 +211,49 @@ func rewriteGoMod(m repoModule, mods []repoModule, v string) (out []byte, change
 			changed = true
 		}
 	}
+	if m.Tagged && isCommand(m.Dir) {
+		// go install PKG@VERSION refuses a module whose go.mod holds any
+		// replace directive; a command's replaces of this repository's
+		// modules (there for development, as in every module) go.
+		for _, r := range f.Replace {
+			if _, ours := byPath[r.Old.Path]; ours {
+				if err := f.DropReplace(r.Old.Path, r.Old.Version); err != nil {
+					return nil, false, err
+				}
+				changed = true
+			}
+		}
+	}
 	if !changed {
 		return data, false, nil
 	}
 	f.Cleanup()
 	out, err = f.Format()
 	return out, true, err
+}
+
+// isCommand reports whether the module in dir is a command: a non-test Go
+// file at its root declares package main.
+func isCommand(dir string) bool {
+	names, _ := filepath.Glob(filepath.Join(filepath.FromSlash(dir), "*.go"))
+	for _, n := range names {
+		if strings.HasSuffix(n, "_test.go") {
+			continue
+		}
+		data, err := os.ReadFile(n)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.HasPrefix(line, "package ") {
+				if strings.TrimSpace(strings.TrimPrefix(line, "package ")) == "main" {
+					return true
+				}
+				break
+			}
+		}
+	}
+	return false
 }
 
 func cmdSetreq(args []string) error {

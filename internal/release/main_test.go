@@ -107,3 +107,39 @@ func TestModuleZipFilesCarryTheLicense(t *testing.T) {
 		t.Errorf("a tree without a license: err = %v, want one naming LICENSE", err)
 	}
 }
+
+// A command's go.mod loses its replaces of this repository's modules (go
+// install PKG@VERSION refuses any replace); a library's keeps them.
+func TestRewriteGoModDropsACommandsReplaces(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	write := func(name, data string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(name), 0o777); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(name, []byte(data), 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("go.mod", "module example.com/lib\n\ngo 1.26.0\n")
+	write("cmd/x/go.mod", "module example.com/lib/cmd/x\n\ngo 1.26.0\n\nrequire example.com/lib v0.1.0\n\nreplace example.com/lib => ../../\n")
+	write("cmd/x/main.go", "// Command x.\npackage main\n\nfunc main() {}\n")
+	write("use/go.mod", "module example.com/lib/use\n\ngo 1.26.0\n\nrequire example.com/lib v0.1.0\n\nreplace example.com/lib => ../\n")
+	write("use/use.go", "package use\n")
+	mods := []repoModule{{Tagged: true, Dir: ".", Path: "example.com/lib"}, {Tagged: true, Dir: "cmd/x", Path: "example.com/lib/cmd/x"}, {Tagged: true, Dir: "use", Path: "example.com/lib/use"}}
+	out, _, err := rewriteGoMod(mods[1], mods, "v0.2.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(out); strings.Contains(s, "replace") || !strings.Contains(s, "example.com/lib v0.2.0") {
+		t.Errorf("command's go.mod:\n%s", s)
+	}
+	out, _, err = rewriteGoMod(mods[2], mods, "v0.2.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(out); !strings.Contains(s, "replace example.com/lib => ../") || !strings.Contains(s, "example.com/lib v0.2.0") {
+		t.Errorf("library's go.mod:\n%s", s)
+	}
+}

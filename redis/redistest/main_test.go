@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/sluicehq/sluice/redis/internal/procs"
+	"github.com/sluicehq/sluice/internal/procs"
 )
 
 func TestMain(m *testing.M) {

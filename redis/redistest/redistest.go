@@ -23,7 +23,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/redis/internal/procs"
+	"github.com/sluicehq/sluice/internal/procs"
 )
 
 // Server is a redis-server for one test.

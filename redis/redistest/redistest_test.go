@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/procs"
 	"github.com/sluicehq/sluice/internal/redisstat"
-	"github.com/sluicehq/sluice/redis/internal/procs"
 )
 
 // fatalRecorder is a testing.TB whose Fatalf records its message instead of

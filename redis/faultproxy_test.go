@@ -1,4 +1,4 @@
-package faultproxy
+package redis_test
 
 import (
 	"bufio"
@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/sluicehq/sluice/internal/faultproxy"
 	"github.com/sluicehq/sluice/redis/redistest"
 )
 
@@ -77,13 +78,13 @@ func direct(t *testing.T, srv *redistest.Server, key string) string {
 
 func TestProxyPassStallDelay(t *testing.T) {
 	srv := redistest.Start(t)
-	p := NewProxy(t, srv.Addr)
+	p := faultproxy.NewProxy(t, srv.Addr)
 	c := dialRaw(t, p.Addr)
 	c.send("PING")
 	c.expect("+PONG")
 
-	// Stall: the request does not reach the server until released.
-	p.SetMode(Stall)
+	// faultproxy.Stall: the request does not reach the server until released.
+	p.SetMode(faultproxy.Stall)
 	c.send("SET", "k", "stalled")
 	p.WaitHeld(1)
 	if v := direct(t, srv, "k"); v != "<none>" {
@@ -95,8 +96,8 @@ func TestProxyPassStallDelay(t *testing.T) {
 		t.Fatalf("the released SET: k = %q", v)
 	}
 
-	// Delay: the server acts, the reply waits.
-	p.SetMode(Delay)
+	// faultproxy.Delay: the server acts, the reply waits.
+	p.SetMode(faultproxy.Delay)
 	c.send("SET", "k", "delayed")
 	p.WaitHeld(1)
 	if v := direct(t, srv, "k"); v != "delayed" {
@@ -105,7 +106,7 @@ func TestProxyPassStallDelay(t *testing.T) {
 	if p.Held() != 1 {
 		t.Fatalf("held %d, want the one reply", p.Held())
 	}
-	p.SetMode(Pass)
+	p.SetMode(faultproxy.Pass)
 	c.expect("+OK")
 	if p.Held() != 0 {
 		t.Fatalf("held %d after the release", p.Held())
@@ -116,8 +117,8 @@ func TestProxyPassStallDelay(t *testing.T) {
 // reply delayed when its client gives up is lost, its request done.
 func TestProxyGivenUpWhileHeld(t *testing.T) {
 	srv := redistest.Start(t)
-	p := NewProxy(t, srv.Addr)
-	p.SetMode(Stall)
+	p := faultproxy.NewProxy(t, srv.Addr)
+	p.SetMode(faultproxy.Stall)
 	c := dialRaw(t, p.Addr)
 	c.send("SET", "s", "x")
 	p.WaitHeld(1)
@@ -130,7 +131,7 @@ func TestProxyGivenUpWhileHeld(t *testing.T) {
 	c2.send("GET", "s")
 	c2.expect("$-1")
 
-	p.SetMode(Delay)
+	p.SetMode(faultproxy.Delay)
 	c3 := dialRaw(t, p.Addr)
 	c3.send("SET", "d", "y")
 	p.WaitHeld(1)
@@ -144,31 +145,31 @@ func TestProxyGivenUpWhileHeld(t *testing.T) {
 
 func TestProxyDropAndRefuse(t *testing.T) {
 	srv := redistest.Start(t)
-	p := NewProxy(t, srv.Addr)
+	p := faultproxy.NewProxy(t, srv.Addr)
 	c := dialRaw(t, p.Addr)
 	c.send("PING")
 	c.expect("+PONG")
-	p.SetMode(Drop)
+	p.SetMode(faultproxy.Drop)
 	if _, err := c.line(); err == nil {
 		t.Fatal("a dropped connection still reads")
 	}
 	// New connections are accepted and closed at once.
 	c2 := dialRaw(t, p.Addr)
 	if _, err := c2.line(); err == nil {
-		t.Fatal("a connection accepted under Drop reads")
+		t.Fatal("a connection accepted under faultproxy.Drop reads")
 	}
 	if n := p.Accepted(); n != 2 {
 		t.Errorf("accepted %d, want 2", n)
 	}
 
-	p.SetMode(Refuse)
+	p.SetMode(faultproxy.Refuse)
 	if c, err := net.Dial("tcp", p.Addr); !errors.Is(err, syscall.ECONNREFUSED) {
 		if c != nil {
 			c.Close()
 		}
 		t.Fatalf("dialling a refusing proxy: %v, want connection refused", err)
 	}
-	p.SetMode(Pass) // listens again on the same address
+	p.SetMode(faultproxy.Pass) // listens again on the same address
 	c3 := dialRaw(t, p.Addr)
 	c3.send("PING")
 	c3.expect("+PONG")
@@ -179,19 +180,19 @@ func TestProxyDropAndRefuse(t *testing.T) {
 func TestProxyPerConnection(t *testing.T) {
 	srv := redistest.Start(t)
 	rec := &fatalRecorder{TB: t}
-	p := NewProxy(rec, srv.Addr)
+	p := faultproxy.NewProxy(rec, srv.Addr)
 	a, b := dialRaw(t, p.Addr), dialRaw(t, p.Addr)
 	p.WaitAccepted(2)
 	a.send("PING") // the order of acceptance is the order of dialling
 	a.expect("+PONG")
-	p.Conn(1).SetMode(Stall)
+	p.Conn(1).SetMode(faultproxy.Stall)
 	b.send("SET", "b", "1")
 	p.WaitHeld(1)
 	a.send("GET", "b")
 	a.expect("$-1")
-	p.Conn(1).SetMode(Pass)
+	p.Conn(1).SetMode(faultproxy.Pass)
 	b.expect("+OK")
-	p.Conn(0).SetMode(Drop)
+	p.Conn(0).SetMode(faultproxy.Drop)
 	if _, err := a.line(); err == nil {
 		t.Fatal("connection 0 dropped still reads")
 	}
@@ -204,7 +205,7 @@ func TestProxyPerConnection(t *testing.T) {
 		t.Errorf("Conn(7) of 2: %v, failed with %q", c, rec.msg)
 	}
 	rec.msg = ""
-	p.Conn(0).SetMode(Stall)
+	p.Conn(0).SetMode(faultproxy.Stall)
 	if !strings.Contains(rec.msg, "closed") {
 		t.Errorf("SetMode on a closed connection failed with %q", rec.msg)
 	}
@@ -220,19 +221,19 @@ func TestProxyDeadTargetAndClose(t *testing.T) {
 	}
 	dead := l.Addr().String()
 	l.Close()
-	p := NewProxy(t, dead)
+	p := faultproxy.NewProxy(t, dead)
 	c := dialRaw(t, p.Addr)
 	if _, err := c.line(); err == nil {
 		t.Fatal("a connection to a dead target reads")
 	}
 	c.c.Close()
 	srv := redistest.Start(t)
-	q := NewProxy(t, srv.Addr)
+	q := faultproxy.NewProxy(t, srv.Addr)
 	held := dialRaw(t, q.Addr)
-	q.SetMode(Stall)
+	q.SetMode(faultproxy.Stall)
 	held.send("PING")
 	q.WaitHeld(1)
-	for _, x := range []*Proxy{p, q} {
+	for _, x := range []*faultproxy.Proxy{p, q} {
 		if err := x.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
