@@ -58,21 +58,9 @@ func putCall(c *batchCall) {
 	callPool.Put(c)
 }
 
-// takeBatched is takeRedis through the batcher.
-func (b *Backend) takeBatched(ctx context.Context, keys []string, args []any, nops int) (stack.Outcome, error) {
-	if b.maxBatch <= 1 {
-		return b.takeRedis(ctx, keys, args, nops)
-	}
-	c := getCall()
-	c.ctx, c.keys, c.args, c.nops = ctx, keys, args, nops
-	out, err := b.takeVia(&b.batch, c)
-	putCall(c)
-	return out, err
-}
-
-// takeBatchedAt is takeBatched that also returns the instant of the call
-// that decided (callInstant): what the near-cache of denials measures an
-// entry from.
+// takeBatchedAt is takeRedis through the batcher, returning also the
+// instant of the call that decided (callInstant): what the near-cache of
+// denials measures an entry from.
 func (b *Backend) takeBatchedAt(ctx context.Context, keys []string, args []any, nops int) (stack.Outcome, int64, error) {
 	if b.maxBatch <= 1 {
 		at := b.callInstant(args[1])
