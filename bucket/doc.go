@@ -1,5 +1,6 @@
-// Package bucket is a token bucket, lock-free, and a keyed table of buckets,
-// sharded with a lock per shard.
+// Package bucket is an exact token bucket and a keyed table of buckets.
+//
+// The bucket is lock-free; the table is sharded with a lock per shard.
 //
 // A [Bucket] of capacity b refilled at r tokens per second is stored as one
 // int64, its GCRA "theoretical arrival time", updated by compare-and-swap:

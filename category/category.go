@@ -1,5 +1,7 @@
-// Package category limits API actions by category, the way the Amazon ECS API
-// throttles: actions are grouped into categories, and every action in a
+// Package category limits API actions by category, as the Amazon ECS API
+// throttles.
+//
+// Actions are grouped into categories, and every action in a
 // category draws from one token bucket with a burst capacity and a sustained
 // refill rate. 25 DescribeClusters plus 25 ListClusters fit in a cluster-read
 // bucket of 50; 50 of each at once do not.

@@ -1,5 +1,6 @@
-// Package envoyrls serves Envoy's rate limit service
-// (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit), the
+// Package envoyrls is Envoy's rate limit service, decided by sluice.
+//
+// It serves envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit, the
 // protocol envoy.filters.http.ratelimit, Istio and Envoy Gateway speak,
 // deciding with sluice's exact token buckets over any stack.Backend: in
 // memory by default, the Redis backend (or Redis Cluster) for a fleet.

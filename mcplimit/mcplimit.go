@@ -1,5 +1,7 @@
-// Package mcplimit rate-limits the tool calls of an MCP server built on the
-// official Go SDK (github.com/modelcontextprotocol/go-sdk), the way the
+// Package mcplimit rate-limits the tool calls of an MCP server.
+//
+// It is middleware for servers built on the
+// official Go SDK (github.com/modelcontextprotocol/go-sdk), limiting the way the
 // gateway does: each tools/call is checked against a sluice.Limiter with
 // the keys targetName (the server) and toolName (the tool), and a throttled
 // call fails with the gateway's JSON-RPC error:

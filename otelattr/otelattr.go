@@ -1,5 +1,7 @@
-// Package otelattr records each rate-limit decision as OpenTelemetry span
-// attributes, with the names and values the gateway emits:
+// Package otelattr records each rate-limit decision on the request's
+// OpenTelemetry span.
+//
+// The attributes have the names and values the gateway emits:
 //
 //	<namespace>.decision         "allowed" or "throttled"
 //	<namespace>.limit_key        the denying rateLimitId          (throttled only)

@@ -1,17 +1,19 @@
-// Package otelmetric exports sluice's operational metrics through the
-// OpenTelemetry metric API:
+// Package otelmetric exports sluice's operational metrics through
+// OpenTelemetry.
 //
-//	sluice.decisions               {decision}  counter    decisions by outcome, limit and metric
-//	sluice.shadow.denials          {decision}  counter    requests a shadow-mode limit would have denied
-//	sluice.decision.duration       s           histogram  time Allow took (sampled, see WithDurationSampling)
-//	sluice.backend.errors          {error}     counter    backend failures, by error.type
-//	sluice.backend.fallback.active {state}     gauge      1 while the backend decides locally, else 0
-//	sluice.backend.fallbacks       {fallback}  counter    entries into the local fallback
-//	sluice.backend.denial_cache.hits      {decision} counter  denials a backend answered from its near-cache (ObserveDenialCache)
-//	sluice.backend.denial_cache.evictions {entry}    counter  entries a backend's near-cache of denials evicted for room
-//	sluice.config.generation       {generation} gauge     configurations a stack.Source applied
-//	sluice.config.refresh.age      s           gauge      time since a Source last fetched a valid configuration
-//	sluice.config.refresh.errors   {error}     counter    failed refreshes of a Source
+// It records, through the OpenTelemetry metric API:
+//
+//	sluice.decisions                      {decision}   counter   decisions by outcome, limit and metric
+//	sluice.shadow.denials                 {decision}   counter   requests a shadow-mode limit would have denied
+//	sluice.decision.duration              s            histogram time Allow took (sampled, see WithDurationSampling)
+//	sluice.backend.errors                 {error}      counter   backend failures, by error.type
+//	sluice.backend.fallback.active        {state}      gauge     1 while the backend decides locally, else 0
+//	sluice.backend.fallbacks              {fallback}   counter   entries into the local fallback
+//	sluice.backend.denial_cache.hits      {decision}   counter   denials a backend answered from its near-cache (ObserveDenialCache)
+//	sluice.backend.denial_cache.evictions {entry}      counter   entries a backend's near-cache of denials evicted for room
+//	sluice.config.generation              {generation} gauge     configurations a stack.Source applied
+//	sluice.config.refresh.age             s            gauge     time since a Source last fetched a valid configuration
+//	sluice.config.refresh.errors          {error}      counter   failed refreshes of a Source
 //
 // Attributes reuse the span attributes of package otelattr, so that metrics
 // and traces correlate: sluice.ratelimit.decision ("allowed", "throttled",

@@ -1,4 +1,7 @@
-// Package pace is the client half of rate limiting: an http.RoundTripper
+// Package pace keeps a program's outbound calls under the rate limits of
+// the APIs it calls.
+//
+// It is the client half of rate limiting: an http.RoundTripper
 // that paces the requests a program sends to rate-limited upstreams (LLM
 // APIs, cloud APIs, GitHub, internal services) so that it stays under
 // their limits instead of running into 429s and retrying in a herd.

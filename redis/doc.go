@@ -1,4 +1,7 @@
-// Package redis is a stack.Backend that computes sluice's GCRA
+// Package redis lets a fleet of processes share sluice's limits through
+// Redis or Redis Cluster.
+//
+// It is a stack.Backend that computes sluice's GCRA
 // decisions inside Redis, so that a fleet of N processes sharing one Redis
 // behaves as one limiter: the same configuration, the same decisions as the
 // in-memory stack (AND stacking in order, a denied request consumes

@@ -1,4 +1,6 @@
-// Package limitertest is a conformance suite for sluice.Limiter
+// Package limitertest tests that a stack.Backend decides as the in-memory stack does.
+//
+// It is a conformance suite for sluice.Limiter
 // implementations built from a stack.Config, in the spirit of
 // testing/slogtest. The in-memory stack runs it, and so does every other
 // backend (the Redis backend runs it unchanged), so that all of them make the
