@@ -201,8 +201,11 @@ local function flush()
 end
 
 local function fast(nops)
-  local H = {}
-  local HT = {} -- each bucket's latest take (nil: none stored)
+  -- S holds for op i: S[3i-2] the bucket's ticks at now, S[3i-1] its
+  -- latest take (false: none stored), S[3i] its ticks after the take (false:
+  -- nothing taken); one table, not three: each table a call allocates
+  -- costs it in Lua's garbage collection
+  local S = {}
   for i = 1, nops do
     local k = KEYS[KO + i]
     -- a key that comes twice goes to the general path (a decision has few
@@ -219,7 +222,7 @@ local function fast(nops)
     if c then
       if c.T ~= T or c.R ~= R or c.U ~= U or c.n ~= n then return nil end
       h = c.h
-      HT[i] = c.H
+      S[3 * i - 1] = c.H or false
     else
       local v = redis.call('GET', k)
       if v then
@@ -228,22 +231,23 @@ local function fast(nops)
         if #v == 57 then f, sT, sR, sU, sn, w, sh, sH = struct.unpack('<Bddddddd', v) end
         if f ~= 2 or sT ~= T or sR ~= R or sU ~= U or sn ~= n then return nil end
         h = sh
-        HT[i] = sH
+        S[3 * i - 1] = sH
         if R > 0 then h = h + (math.floor(now_us / U) - w) * R end
         if h > tau then h = tau elseif h < -MAXDEBT then h = -MAXDEBT end
       end
-      if cache then cache[k] = {T = T, R = R, U = U, n = n, h = h, H = HT[i], dirty = false} end
+      if cache then cache[k] = {T = T, R = R, U = U, n = n, h = h, H = S[3 * i - 1] or nil, dirty = false} end
     end
-    H[i] = h
+    S[3 * i - 2] = h
+    if not S[3 * i - 1] then S[3 * i - 1] = false end
+    S[3 * i] = false
   end
   local denied, retry, perm, over = -1, 0, false, false
-  local shadowed = {}
-  local newH = {}
+  local shadowed, ns = nil, 0 -- made when a shadow op fails
   for i = 1, nops do
     local b = AO + (i - 1) * NF
     local T, R, U, n = ARGV[b + 1] + 0, ARGV[b + 2] + 0, ARGV[b + 3] + 0, ARGV[b + 4] + 0
     local cost, shadow = ARGV[b + 5] + 0, ARGV[b + 6] == '1'
-    local h = H[i]
+    local h = S[3 * i - 2]
     local st, val = 0, h
     if cost <= 0 then
       -- a check: over unless the bucket holds a whole token (see try)
@@ -264,9 +268,10 @@ local function fast(nops)
     end
     if denied < 0 then
       if st == 0 then
-        if cost > 0 then newH[i] = val end
+        if cost > 0 then S[3 * i] = val end
       elseif shadow then
-        shadowed[#shadowed + 1] = i - 1 -- it holds H[i]: nothing was taken
+        ns = ns + 1 -- it holds S[3i-2]: nothing was taken
+        if ns == 1 then shadowed = {i - 1} else shadowed[ns] = i - 1 end
       else
         denied = i
         if st == 1 then perm = true elseif st == 2 then perm, over = true, val else retry = val end
@@ -287,16 +292,16 @@ local function fast(nops)
     -- a denial reports what every bucket holds (nothing was taken), so
     -- that the caller needs no second call to tell the client; computed
     -- here only, since only a denial needs it
-    out = {denied - 1, retry, perm and 1 or 0, over and 1 or 0, #shadowed}
-    for _, x in ipairs(shadowed) do out[#out + 1] = x end
-    for i = 1, nops do out[#out + 1] = math.floor(H[i] / (ARGV[AO + (i - 1) * NF + 1] + 0)) end
+    out = {denied - 1, retry, perm and 1 or 0, over and 1 or 0, ns}
+    for j = 1, ns do out[5 + j] = shadowed[j] end
+    for i = 1, nops do out[5 + ns + i] = math.floor(S[3 * i - 2] / (ARGV[AO + (i - 1) * NF + 1] + 0)) end
     return out
   end
   for i = 1, nops do
-    local held = newH[i]
+    local held = S[3 * i]
     if held then
       local k = KEYS[KO + i]
-      local ht = HT[i]
+      local ht = S[3 * i - 1]
       if not ht or ht < now_us then ht = now_us end -- this take is the latest
       if cache then
         local c = cache[k]
@@ -307,11 +312,11 @@ local function fast(nops)
       end
     end
   end
-  out = {-1, 0, 0, 0, #shadowed}
-  for _, x in ipairs(shadowed) do out[#out + 1] = x end
+  out = {-1, 0, 0, 0, ns}
+  for j = 1, ns do out[5 + j] = shadowed[j] end
   -- what each bucket holds now: after its take, or untouched (a check, a
   -- shadow op that could not pass)
-  for i = 1, nops do out[#out + 1] = math.floor((newH[i] or H[i]) / (ARGV[AO + (i - 1) * NF + 1] + 0)) end
+  for i = 1, nops do out[5 + ns + i] = math.floor((S[3 * i] or S[3 * i - 2]) / (ARGV[AO + (i - 1) * NF + 1] + 0)) end
   return out
 end
 
