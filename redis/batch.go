@@ -191,7 +191,7 @@ func (b *Backend) runBatch(bt *batcher, batch []*batchCall) {
 	}
 	var vals []int64
 	if err == nil {
-		if vals, err = cmd.Int64Slice(); err != nil {
+		if vals, err = replyInts(cmd); err != nil {
 			err = fmt.Errorf("sluice/redis: unexpected script reply: %w", err)
 		}
 	}

@@ -193,7 +193,7 @@ func (b *Backend) takePart(ctx context.Context, ops []stack.Op, keys []string, a
 }
 
 func parseCmd(cmd *goredis.Cmd, nops int) (stack.Outcome, error) {
-	vals, err := cmd.Int64Slice()
+	vals, err := replyInts(cmd)
 	if err != nil {
 		return stack.Outcome{}, fmt.Errorf("sluice/redis: unexpected script reply: %w", err)
 	}

@@ -57,7 +57,9 @@
 -- handed out again is counted against the part kept first.
 --
 -- Take returns {denied, retry_us, permanent, overburst, #shadow, shadow...,
--- remaining...} with 0-based indexes (denied = -1: all passed); a shadow op
+-- remaining...} with 0-based indexes (denied = -1: all passed), except that
+-- a take of one bucket the first fast path admits returns remaining alone,
+-- an integer (read as {-1, 0, 0, 0, 0, remaining}); a shadow op
 -- that could not pass reports what its bucket holds (0 for a slot). On a
 -- denial, remaining (what each bucket holds, nothing taken) is present when
 -- the fast paths decided, absent when the general path did. Adjust and pay
@@ -80,8 +82,9 @@ local MAXDEBT = 2251799813685248 -- 2^51 ticks
 local NF = 6
 
 -- Redis 3.2-4 need effects replication to write after TIME; later
--- versions always replicate effects.
-if redis.replicate_commands then pcall(redis.replicate_commands) end
+-- versions always replicate effects (7 and later say their version in
+-- REDIS_VERSION_NUM; the pcall costs each call on them for nothing).
+if not redis.REDIS_VERSION_NUM and redis.replicate_commands then pcall(redis.replicate_commands) end
 
 local mode = ARGV[1]
 if mode == 'a' then NF = 7 end -- an adjustment's ops carry taken too
@@ -134,7 +137,10 @@ if mode == 't' and #KEYS == 1 and ARGV[8] == '0' and ARGV[3] ~= '0' then
       else
         redis.call('SET', KEYS[1], struct.pack('<Bddddddd', 2, T, R, U, n, now, held, H))
       end
-      return {-1, 0, 0, 0, 0, math.floor(held / T)}
+      -- admitted: what the bucket holds, alone (a table costs the call an
+      -- eighth of its server time; the client reads it as
+      -- {-1, 0, 0, 0, 0, held})
+      return math.floor(held / T)
     end
     if R > 0 then
       return {0, math.ceil((need - h) / R) * U, 0, 0, 0, math.floor(h / T)}
@@ -159,7 +165,8 @@ local KO, AO = 0, 2
 -- what a successful take changed. It returns nil, having written nothing,
 -- in any other case.
 -- In a batch (mode "m") the fast path keeps each bucket it reads or
--- changes in cache (key -> {T, R, U, n, h = held at now, H, dirty}) and
+-- changes in cache (key -> {T, R, U, n, held at now, H (false: none),
+-- dirty}, an array: cheaper to make than a table of named fields) and
 -- writes it once, when the batch ends or before the general path runs:
 -- now is the same for the whole batch, so a hot bucket is read and written
 -- once per batch instead of once per decision.
@@ -188,15 +195,22 @@ end
 local function flush()
   if cache then
     for k, c in pairs(cache) do
-      if c.dirty then put(k, c.T, c.R, c.U, c.n, c.h, c.H) end
+      if c[7] then put(k, c[1], c[2], c[3], c[4], c[5], c[6]) end
     end
     cache = {}
   end
 end
 
 local function fast(nops)
-  local H = {}
-  local HT = {} -- each bucket's latest take (nil: none stored)
+  -- S holds for op i: S[3i-2] the bucket's ticks at now, S[3i-1] its
+  -- latest take (false: none stored), S[3i] its ticks after the take (false:
+  -- nothing taken); one table, not three: each table a call allocates
+  -- costs it in Lua's garbage collection
+  local S = {}
+  -- P holds op i's T R U n at P[4i-3 .. 4i], each converted once: a
+  -- conversion is glibc's strtod, about 400 instructions, and these were
+  -- converted three or four times per op
+  local P = {}
   for i = 1, nops do
     local k = KEYS[KO + i]
     -- a key that comes twice goes to the general path (a decision has few
@@ -207,13 +221,14 @@ local function fast(nops)
     local b = AO + (i - 1) * NF
     if ARGV[b + 1] == '0' then return nil end -- a connections slot
     local T, R, U, n = ARGV[b + 1] + 0, ARGV[b + 2] + 0, ARGV[b + 3] + 0, ARGV[b + 4] + 0
+    P[4 * i - 3], P[4 * i - 2], P[4 * i - 1], P[4 * i] = T, R, U, n
     local tau = n * T
     local h = tau
     local c = cache and cache[k]
     if c then
-      if c.T ~= T or c.R ~= R or c.U ~= U or c.n ~= n then return nil end
-      h = c.h
-      HT[i] = c.H
+      if c[1] ~= T or c[2] ~= R or c[3] ~= U or c[4] ~= n then return nil end
+      h = c[5]
+      S[3 * i - 1] = c[6]
     else
       local v = redis.call('GET', k)
       if v then
@@ -222,22 +237,23 @@ local function fast(nops)
         if #v == 57 then f, sT, sR, sU, sn, w, sh, sH = struct.unpack('<Bddddddd', v) end
         if f ~= 2 or sT ~= T or sR ~= R or sU ~= U or sn ~= n then return nil end
         h = sh
-        HT[i] = sH
+        S[3 * i - 1] = sH
         if R > 0 then h = h + (math.floor(now_us / U) - w) * R end
         if h > tau then h = tau elseif h < -MAXDEBT then h = -MAXDEBT end
       end
-      if cache then cache[k] = {T = T, R = R, U = U, n = n, h = h, H = HT[i], dirty = false} end
+      if cache then cache[k] = {T, R, U, n, h, S[3 * i - 1] or false, false} end
     end
-    H[i] = h
+    S[3 * i - 2] = h
+    if not S[3 * i - 1] then S[3 * i - 1] = false end
+    S[3 * i] = false
   end
   local denied, retry, perm, over = -1, 0, false, false
-  local shadowed = {}
-  local newH = {}
+  local shadowed, ns = nil, 0 -- made when a shadow op fails
   for i = 1, nops do
     local b = AO + (i - 1) * NF
-    local T, R, U, n = ARGV[b + 1] + 0, ARGV[b + 2] + 0, ARGV[b + 3] + 0, ARGV[b + 4] + 0
+    local T, R, U, n = P[4 * i - 3], P[4 * i - 2], P[4 * i - 1], P[4 * i]
     local cost, shadow = ARGV[b + 5] + 0, ARGV[b + 6] == '1'
-    local h = H[i]
+    local h = S[3 * i - 2]
     local st, val = 0, h
     if cost <= 0 then
       -- a check: over unless the bucket holds a whole token (see try)
@@ -258,9 +274,10 @@ local function fast(nops)
     end
     if denied < 0 then
       if st == 0 then
-        if cost > 0 then newH[i] = val end
+        if cost > 0 then S[3 * i] = val end
       elseif shadow then
-        shadowed[#shadowed + 1] = i - 1 -- it holds H[i]: nothing was taken
+        ns = ns + 1 -- it holds S[3i-2]: nothing was taken
+        if ns == 1 then shadowed = {i - 1} else shadowed[ns] = i - 1 end
       else
         denied = i
         if st == 1 then perm = true elseif st == 2 then perm, over = true, val else retry = val end
@@ -281,31 +298,30 @@ local function fast(nops)
     -- a denial reports what every bucket holds (nothing was taken), so
     -- that the caller needs no second call to tell the client; computed
     -- here only, since only a denial needs it
-    out = {denied - 1, retry, perm and 1 or 0, over and 1 or 0, #shadowed}
-    for _, x in ipairs(shadowed) do out[#out + 1] = x end
-    for i = 1, nops do out[#out + 1] = math.floor(H[i] / (ARGV[AO + (i - 1) * NF + 1] + 0)) end
+    out = {denied - 1, retry, perm and 1 or 0, over and 1 or 0, ns}
+    for j = 1, ns do out[5 + j] = shadowed[j] end
+    for i = 1, nops do out[5 + ns + i] = math.floor(S[3 * i - 2] / P[4 * i - 3]) end
     return out
   end
   for i = 1, nops do
-    local held = newH[i]
+    local held = S[3 * i]
     if held then
       local k = KEYS[KO + i]
-      local ht = HT[i]
+      local ht = S[3 * i - 1]
       if not ht or ht < now_us then ht = now_us end -- this take is the latest
       if cache then
         local c = cache[k]
-        c.h, c.H, c.dirty = held, ht, true
+        c[5], c[6], c[7] = held, ht, true
       else
-        local b = AO + (i - 1) * NF
-        put(k, ARGV[b + 1] + 0, ARGV[b + 2] + 0, ARGV[b + 3] + 0, ARGV[b + 4] + 0, held, ht)
+        put(k, P[4 * i - 3], P[4 * i - 2], P[4 * i - 1], P[4 * i], held, ht)
       end
     end
   end
-  out = {-1, 0, 0, 0, #shadowed}
-  for _, x in ipairs(shadowed) do out[#out + 1] = x end
+  out = {-1, 0, 0, 0, ns}
+  for j = 1, ns do out[5 + j] = shadowed[j] end
   -- what each bucket holds now: after its take, or untouched (a check, a
   -- shadow op that could not pass)
-  for i = 1, nops do out[#out + 1] = math.floor((newH[i] or H[i]) / (ARGV[AO + (i - 1) * NF + 1] + 0)) end
+  for i = 1, nops do out[5 + ns + i] = math.floor((S[3 * i] or S[3 * i - 2]) / P[4 * i - 3]) end
   return out
 end
 
