@@ -106,7 +106,7 @@ func TestScriptAB(t *testing.T) {
 					}()
 				}
 				wg.Wait()
-				st, err := redistest.CommandStats(ctx, client)
+				st, err := commandStats(ctx, client)
 				if err != nil {
 					t.Fatal(err)
 				}

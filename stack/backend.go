@@ -225,10 +225,12 @@ func (m *MemoryBackend) Take(ctx context.Context, at time.Time, ops []Op) (Outco
 		rb.shadow, rb.burst, rb.metric = op.Shadow, op.Burst, sluice.MetricRequests
 		if op.Conn {
 			rb.metric, rb.kind = sluice.MetricConnections, kindConnections
-			rb.memConn = &memConn{m: m, op: op}
-		} else {
-			rb.shared = m.get(at, *op)
 		}
+		// The op's bucket is looked up when the decider reaches it, not
+		// before: a bucket named under other parameters is converted to
+		// them only when taken or probed, as the Redis script does, so an
+		// op after a permanent denial leaves its bucket as it was.
+		rb.memConn = &memConn{m: m, op: op}
 		items[i].rb, items[i].cost = rb, int(op.Cost)
 	}
 	var d sluice.Decision
@@ -261,14 +263,19 @@ func (m *MemoryBackend) Take(ctx context.Context, at time.Time, ops []Op) (Outco
 	return out, nil
 }
 
-// memConn is a MemoryBackend's connections slot for one op, as the
-// decider takes and gives it back.
+// memConn is a MemoryBackend's bucket or connections slot for one op, as
+// the decider takes and gives it back.
 type memConn struct {
 	m  *MemoryBackend
 	op *Op
+	b  *bucket.Bucket // the op's bucket, once taken (not a connections op)
 }
 
 func (c *memConn) take(at time.Time, it *item) bucket.Result {
+	if !c.op.Conn {
+		c.b = c.m.get(at, *c.op)
+		return c.b.TakeN(at, it.cost)
+	}
 	ok, left := c.m.acquire(at, *c.op)
 	switch {
 	case ok:
@@ -279,7 +286,13 @@ func (c *memConn) take(at time.Time, it *item) bucket.Result {
 	return bucket.Result{RetryAfter: connRetryAfter}
 }
 
-func (c *memConn) release(*item) { c.m.release(*c.op) }
+func (c *memConn) release(it *item) {
+	if !c.op.Conn {
+		_ = c.b.GiveBack(&it.grant, int(it.grant.Outstanding())) // the item's own grant: never refused
+		return
+	}
+	c.m.release(*c.op)
+}
 
 // remember records g, taken at at, as key's latest take.
 func (m *MemoryBackend) remember(key string, at time.Time, g bucket.Grant) {
