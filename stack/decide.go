@@ -22,7 +22,11 @@ import (
 // the stack buffers with them.
 type decider struct {
 	s *Stack
-	t time.Time
+	// ns is the instant buckets are taken at (bucket.NsOf(t)); t is it as
+	// a Time, for connections slots, which only the general plan and a
+	// MemoryBackend take (the one-limit and ordered plans leave t zero).
+	ns int64
+	t  time.Time
 	// maxWindow is the RetryAfter of a Capacity denial (compiled.maxWindow).
 	maxWindow time.Duration
 	// tight and left describe an allowed decision (see tighter).
@@ -52,11 +56,11 @@ func (dc *decider) take(items []item, kb []byte, i int, d *sluice.Decision, keys
 		dc.refused(items, kb, i, d, keys) // a reservation keeps the full Result
 		return
 	case rb.shared != nil:
-		ok, left = rb.shared.TryTakeGrant(dc.t, it.cost, &it.grant)
+		ok, left = rb.shared.TryTakeGrantNs(dc.ns, it.cost, &it.grant)
 	case it.k1 > it.k0:
-		ok, left = rb.table.get().TryTakeGrantBytes(dc.t, kb[it.k0:it.k1], it.cost, &it.grant)
+		ok, left = rb.table.get().TryTakeGrantBytesNs(dc.ns, kb[it.k0:it.k1], it.cost, &it.grant)
 	default:
-		ok, left = rb.table.get().TryTakeGrant(dc.t, it.key, it.cost, &it.grant)
+		ok, left = rb.table.get().TryTakeGrantNs(dc.ns, it.key, it.cost, &it.grant)
 	}
 	if !ok {
 		dc.refused(items, kb, i, d, keys)
@@ -73,7 +77,7 @@ func (dc *decider) take(items []item, kb []byte, i int, d *sluice.Decision, keys
 // back, the last first.
 func (dc *decider) refused(items []item, kb []byte, i int, d *sluice.Decision, keys *sluice.Keys) {
 	it := &items[i]
-	res := it.take(kb, dc.t, dc.s)
+	res := it.take(kb, dc)
 	it.left = res.Remaining
 	if res.OK {
 		it.taken, it.grant = true, res.Grant
@@ -110,7 +114,7 @@ func (dc *decider) probe(o *item, kb []byte, d *sluice.Decision) {
 	if d.Permanent || o.rb.shadow || o.rb.metric == sluice.MetricConnections {
 		return // a probe cannot tell when a slot frees
 	}
-	res := o.take(kb, dc.t, dc.s)
+	res := o.take(kb, dc)
 	switch {
 	case res.OK:
 		o.grant = res.Grant
@@ -134,23 +138,24 @@ func (dc *decider) finish(items []item, d *sluice.Decision, keys *sluice.Keys) {
 	fillDenial(d, &items[dc.denied], keys)
 }
 
-// take takes the item's cost from its bucket, with the full Result. A
-// table's key is kb[it.k0:it.k1], or it.key when that is empty.
-func (it *item) take(kb []byte, t time.Time, s *Stack) bucket.Result {
+// take takes the item's cost from its bucket at dc's instant, with the
+// full Result. A table's key is kb[it.k0:it.k1], or it.key when that is
+// empty.
+func (it *item) take(kb []byte, dc *decider) bucket.Result {
 	rb := it.rb
 	if rb.shared != nil {
-		return rb.shared.TakeN(t, it.cost)
+		return rb.shared.TakeNs(dc.ns, it.cost)
 	}
 	if rb.table != nil {
 		if it.k1 > it.k0 {
-			return rb.table.get().TakeBytes(t, kb[it.k0:it.k1], it.cost)
+			return rb.table.get().TakeBytesNs(dc.ns, kb[it.k0:it.k1], it.cost)
 		}
-		return rb.table.get().TakeN(t, it.key, it.cost)
+		return rb.table.get().TakeNs(dc.ns, it.key, it.cost)
 	}
 	if rb.memConn != nil {
-		return rb.memConn.take(t, it)
+		return rb.memConn.take(dc.t, it)
 	}
-	return it.takeConn(kb, t, s)
+	return it.takeConn(kb, dc.t, dc.s)
 }
 
 // takeConn takes a slot of a connections limit.

@@ -40,9 +40,16 @@ import (
 // does). A Table's key is the value itself. The admitted path tries each
 // take; at the first refusal the loop stops and orderedRefused hands that
 // bucket and the rest of the plan's to the decider.
-func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, r *reservation, d *sluice.Decision) error {
+//
+// The instant is ns, as bucket.NsOf gives it, and at, the same instant as
+// a Time, or nil when the Stack's default clock was read as ns
+// (bucket.NowNs): the one-limit and ordered plans take their buckets at
+// ns, and no Time is built on their path; the general plan, whose backend
+// and reservations take a Time, gets at (or, for nil, bucket.TimeOfNs(ns),
+// the Time monoclock.Now would have given).
+func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, ns int64, at *time.Time, tokens int, r *reservation, d *sluice.Decision) error {
 	if r != nil || c.ordered == nil || sluice.EvaluatedRequested(ctx) {
-		return s.evaluateGeneral(ctx, c, keys, t, tokens, r, d)
+		return s.evaluateGeneral(ctx, c, keys, ns, at, tokens, r, d)
 	}
 	if sl := c.single; sl != nil {
 		// The request's first pair is usually the limit's (a one-pair
@@ -62,12 +69,12 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 			return nil
 		}
 		if len(v) > rawMax { // its bucket key is a digest
-			return s.evaluateGeneral(ctx, c, keys, t, tokens, nil, d)
+			return s.evaluateGeneral(ctx, c, keys, ns, at, tokens, nil, d)
 		}
 		rb := sl.rb
-		ok, rem := rb.table.get().TryTakeN(t, v, rb.cost(tokens))
+		ok, rem := rb.table.get().TryTakeGrantNs(ns, v, rb.cost(tokens), nil)
 		if !ok {
-			s.singleRefused(c, keys, t, tokens, d, v)
+			s.singleRefused(c, keys, ns, tokens, d, v)
 			return nil
 		}
 		tight, left := tighter(nil, 0, rb, rem)
@@ -115,7 +122,7 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 		}
 		bit := uint64(1) << uint(di)
 		if len(v) > rawMax && c.keyDims&bit != 0 {
-			return s.evaluateGeneral(ctx, c, keys, t, tokens, nil, d) // its bucket key would be a digest
+			return s.evaluateGeneral(ctx, c, keys, ns, at, tokens, nil, d) // its bucket key would be a digest
 		}
 		dv[di&(inlineDims-1)] = v
 		present |= bit
@@ -125,7 +132,7 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 		n     int
 		tight *rateBucket
 		left  int64
-		at    [2]int // where a refusal stopped the loop: step, rate
+		stop  [2]int // where a refusal stopped the loop: step, rate
 	)
 	steps := c.ordered
 	for si := range steps {
@@ -142,9 +149,9 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 			if si == len(steps)-1 {
 				g = nil // nothing after the last can refuse: no give-back
 			}
-			ok, rem := rb.table.get().TryTakeGrant(t, k, cost, g)
+			ok, rem := rb.table.get().TryTakeGrantNs(ns, k, cost, g)
 			if !ok {
-				at = [2]int{si, -1}
+				stop = [2]int{si, -1}
 				goto refused
 			}
 			// tighter, knowing rb is no connections bucket.
@@ -189,12 +196,12 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 			var ok bool
 			var rem int64
 			if rb.shared != nil {
-				ok, rem = rb.shared.TryTakeGrant(t, cost, &it.grant)
+				ok, rem = rb.shared.TryTakeGrantNs(ns, cost, &it.grant)
 			} else {
-				ok, rem = rb.table.get().TryTakeGrant(t, key, cost, &it.grant)
+				ok, rem = rb.table.get().TryTakeGrantNs(ns, key, cost, &it.grant)
 			}
 			if !ok {
-				at = [2]int{si, j}
+				stop = [2]int{si, j}
 				goto refused
 			}
 			tight, left = tighter(tight, left, rb, rem)
@@ -203,7 +210,7 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 	allowed(d, tight, left)
 	return nil
 refused:
-	s.orderedRefused(c, keys, t, tokens, d, &dv, present, &items, n, at[0], at[1], tight, left)
+	s.orderedRefused(c, keys, ns, tokens, d, &dv, present, &items, n, stop[0], stop[1], tight, left)
 	return nil
 }
 
@@ -241,11 +248,11 @@ func (st *orderedStep) entry(dv *[inlineDims]string) (*hotEntry, string, bool) {
 // it would slow).
 //
 //go:noinline
-func (s *Stack) singleRefused(c *compiled, keys *sluice.Keys, t time.Time, tokens int, d *sluice.Decision, v string) {
+func (s *Stack) singleRefused(c *compiled, keys *sluice.Keys, ns int64, tokens int, d *sluice.Decision, v string) {
 	var items [1]item
 	it := &items[0]
 	it.rb, it.key, it.cost = c.single.rb, v, c.single.rb.cost(tokens)
-	dc := decider{s: s, t: t, maxWindow: c.maxWindow, denied: -1}
+	dc := decider{s: s, ns: ns, maxWindow: c.maxWindow, denied: -1} // no connections slot: t unused
 	dc.refused(items[:], nil, 0, d, keys)
 	dc.finish(items[:], d, keys)
 }
@@ -258,9 +265,9 @@ func (s *Stack) singleRefused(c *compiled, keys *sluice.Keys, t time.Time, token
 // for a single step's), then the steps after si.
 //
 //go:noinline
-func (s *Stack) orderedRefused(c *compiled, keys *sluice.Keys, t time.Time, tokens int, d *sluice.Decision,
+func (s *Stack) orderedRefused(c *compiled, keys *sluice.Keys, ns int64, tokens int, d *sluice.Decision,
 	dv *[inlineDims]string, present uint64, items *[inlineItems]item, n, si, j int, tight *rateBucket, left int64) {
-	dc := decider{s: s, t: t, maxWindow: c.maxWindow, tight: tight, left: left, denied: -1}
+	dc := decider{s: s, ns: ns, maxWindow: c.maxWindow, tight: tight, left: left, denied: -1}
 	var he *hotEntry
 	var key string
 	if st := &c.ordered[si]; st.rb == nil {

@@ -93,7 +93,7 @@ func WithTicks(c <-chan time.Time) SourceOption {
 // context of Refresh or Run and should honour it; it is never called
 // concurrently with itself. Nothing is fetched before Refresh or Run.
 func NewSource(st *Stack, fetch func(ctx context.Context) ([]byte, error), opts ...SourceOption) *Source {
-	s := &Source{st: st, fetch: fetch, interval: DefaultRefreshInterval, created: st.now()}
+	s := &Source{st: st, fetch: fetch, interval: DefaultRefreshInterval, created: st.clockNow()}
 	for _, o := range opts {
 		if o != nil {
 			o.applySource(s)
@@ -213,7 +213,7 @@ type SourceStatus struct {
 // Status returns the Source's counters. It is cheap enough to be read by a
 // metrics callback.
 func (s *Source) Status() SourceStatus {
-	now := s.st.now()
+	now := s.st.clockNow()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	since := s.lastSuccess
@@ -249,7 +249,7 @@ func (s *Source) Refresh(ctx context.Context) error {
 		}
 		s.applied = bytes.Clone(data)
 	}
-	now := s.st.now()
+	now := s.st.clockNow()
 	s.mu.Lock()
 	if changed {
 		s.generation++

@@ -179,8 +179,16 @@ func (b *Bucket) TryTakeGrant(t time.Time, n int, g *Grant) (ok bool, remaining 
 	return b.tryTake(t, n, g)
 }
 
+// TryTakeGrantNs is TryTakeGrant at the instant ns (NowNs, NsOf).
+func (b *Bucket) TryTakeGrantNs(ns int64, n int, g *Grant) (ok bool, remaining int64) {
+	return b.tryTakeNs(ns, n, g)
+}
+
 func (b *Bucket) tryTake(t time.Time, n int, g *Grant) (ok bool, remaining int64) {
-	ns := nsOf(t)
+	return b.tryTakeNs(nsOf(t), n, g)
+}
+
+func (b *Bucket) tryTakeNs(ns int64, n int, g *Grant) (ok bool, remaining int64) {
 	for {
 		c := b.c.Load()
 		q := c.given.Load() // before the state: see Grant.bound
@@ -197,8 +205,10 @@ func (b *Bucket) tryTake(t time.Time, n int, g *Grant) (ok bool, remaining int64
 // TakeN takes n tokens at t if the bucket holds them, and reports the
 // outcome: on a denial, when to retry, or that no wait helps. On success
 // Result.Grant gives the tokens back (GiveBack).
-func (b *Bucket) TakeN(t time.Time, n int) Result {
-	ns := nsOf(t)
+func (b *Bucket) TakeN(t time.Time, n int) Result { return b.TakeNs(nsOf(t), n) }
+
+// TakeNs is TakeN at the instant ns (NowNs, NsOf).
+func (b *Bucket) TakeNs(ns int64, n int) Result {
 	for {
 		c := b.c.Load()
 		q := c.given.Load() // before the state: see Grant.bound

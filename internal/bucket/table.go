@@ -360,6 +360,28 @@ func (t *Table) TryTakeGrantBytes(at time.Time, key []byte, n int, g *Grant) (ok
 	return t.tryTake(t.digestBytes(key), nsOf(at), n, g)
 }
 
+// TakeNs is TakeN at the instant ns (NowNs, NsOf).
+func (t *Table) TakeNs(ns int64, key string, n int) Result {
+	return t.take(t.digestString(key), ns, n)
+}
+
+// TakeBytesNs is TakeBytes at the instant ns (NowNs, NsOf).
+func (t *Table) TakeBytesNs(ns int64, key []byte, n int) Result {
+	return t.take(t.digestBytes(key), ns, n)
+}
+
+// TryTakeGrantNs is TryTakeGrant at the instant ns (NowNs, NsOf), for
+// engines that read the clock once as nanoseconds; g may be nil (nothing
+// to give back).
+func (t *Table) TryTakeGrantNs(ns int64, key string, n int, g *Grant) (ok bool, remaining int64) {
+	return t.tryTake(t.digestString(key), ns, n, g)
+}
+
+// TryTakeGrantBytesNs is TryTakeGrantNs with the key as bytes.
+func (t *Table) TryTakeGrantBytesNs(ns int64, key []byte, n int, g *Grant) (ok bool, remaining int64) {
+	return t.tryTake(t.digestBytes(key), ns, n, g)
+}
+
 func (t *Table) tryTake(d digest, ns int64, n int, g *Grant) (ok bool, remaining int64) {
 	// The commonest take, straight through: the key's bucket exists, its
 	// shard owes no maintenance on this operation, the take fits the
