@@ -40,8 +40,9 @@ type decider struct {
 }
 
 // take decides items[i], the request's next bucket in rank order: taken
-// (the allowed path asks the bucket for OK and Remaining only), or, after
-// a denial, probed.
+// (the allowed path asks the bucket for OK and Remaining only, and a
+// refusal for the rest of its Result at the same time, so the bucket is
+// asked once), or, after a denial, probed.
 func (dc *decider) take(items []item, kb []byte, i int, d *sluice.Decision, keys *sluice.Keys) {
 	it := &items[i]
 	if dc.denied >= 0 {
@@ -51,33 +52,40 @@ func (dc *decider) take(items []item, kb []byte, i int, d *sluice.Decision, keys
 	rb := it.rb
 	var ok bool
 	var left int64
+	var why bucket.Refusal
 	switch {
 	case dc.reserve || (rb.shared == nil && rb.table == nil):
 		dc.refused(items, kb, i, d, keys) // a reservation keeps the full Result
 		return
 	case rb.shared != nil:
-		ok, left = rb.shared.TryTakeGrantNs(dc.ns, it.cost, &it.grant)
+		ok, left, why = rb.shared.TryTakeGrantNs(dc.ns, it.cost, &it.grant)
 	case it.k1 > it.k0:
-		ok, left = rb.table.get().TryTakeGrantBytesNs(dc.ns, kb[it.k0:it.k1], it.cost, &it.grant)
+		ok, left, why = rb.table.get().TryTakeGrantBytesNs(dc.ns, kb[it.k0:it.k1], it.cost, &it.grant)
 	default:
-		ok, left = rb.table.get().TryTakeGrantNs(dc.ns, it.key, it.cost, &it.grant)
+		ok, left, why = rb.table.get().TryTakeGrantNs(dc.ns, it.key, it.cost, &it.grant)
 	}
 	if !ok {
-		dc.refused(items, kb, i, d, keys)
+		res := why.Result(left)
+		dc.decide(items, kb, i, d, keys, &res)
 		return
 	}
 	it.taken = true
 	dc.tight, dc.left = tighter(dc.tight, dc.left, rb, left)
 }
 
-// refused decides items[i] from its full Result: a bucket that refused a
-// try (which took nothing) is taken again for the Result, which may now
-// succeed and then has taken. A shadow limit's refusal is reported and
-// passes; any other refusal is the denial: what items[:i] took is given
-// back, the last first.
+// refused takes items[i] with the full Result (a reservation's take, a
+// connections slot) and decides it.
 func (dc *decider) refused(items []item, kb []byte, i int, d *sluice.Decision, keys *sluice.Keys) {
+	res := items[i].take(kb, dc)
+	dc.decide(items, kb, i, d, keys, &res)
+}
+
+// decide decides items[i] from res, the full Result of its one take (a
+// try's refusal, why.Result, or a take's): an OK take has taken. A shadow
+// limit's refusal is reported and passes; any other refusal is the
+// denial: what items[:i] took is given back, the last first.
+func (dc *decider) decide(items []item, kb []byte, i int, d *sluice.Decision, keys *sluice.Keys, res *bucket.Result) {
 	it := &items[i]
-	res := it.take(kb, dc)
 	it.left = res.Remaining
 	if res.OK {
 		it.taken, it.grant = true, res.Grant

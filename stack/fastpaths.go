@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/bucket"
 	"github.com/sluicehq/sluice/internal/words"
 )
 
@@ -72,9 +73,9 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, ns
 			return s.evaluateGeneral(ctx, c, keys, ns, at, tokens, nil, d)
 		}
 		rb := sl.rb
-		ok, rem := rb.table.get().TryTakeGrantNs(ns, v, rb.cost(tokens), nil)
+		ok, rem, why := rb.table.get().TryTakeGrantNs(ns, v, rb.cost(tokens), nil)
 		if !ok {
-			s.singleRefused(c, keys, ns, tokens, d, v)
+			s.singleRefused(c, keys, ns, tokens, d, v, rem, why)
 			return nil
 		}
 		tight, left := tighter(nil, 0, rb, rem)
@@ -133,6 +134,9 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, ns
 		tight *rateBucket
 		left  int64
 		stop  [2]int // where a refusal stopped the loop: step, rate
+		// The refusal's report (its one take: see decider.take).
+		stopRem int64
+		stopWhy bucket.Refusal
 	)
 	steps := c.ordered
 	for si := range steps {
@@ -149,9 +153,9 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, ns
 			if si == len(steps)-1 {
 				g = nil // nothing after the last can refuse: no give-back
 			}
-			ok, rem := rb.table.get().TryTakeGrantNs(ns, k, cost, g)
+			ok, rem, why := rb.table.get().TryTakeGrantNs(ns, k, cost, g)
 			if !ok {
-				stop = [2]int{si, -1}
+				stop, stopRem, stopWhy = [2]int{si, -1}, rem, why
 				goto refused
 			}
 			// tighter, knowing rb is no connections bucket.
@@ -195,13 +199,14 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, ns
 			it.rb, it.key = rb, key
 			var ok bool
 			var rem int64
+			var why bucket.Refusal
 			if rb.shared != nil {
-				ok, rem = rb.shared.TryTakeGrantNs(ns, cost, &it.grant)
+				ok, rem, why = rb.shared.TryTakeGrantNs(ns, cost, &it.grant)
 			} else {
-				ok, rem = rb.table.get().TryTakeGrantNs(ns, key, cost, &it.grant)
+				ok, rem, why = rb.table.get().TryTakeGrantNs(ns, key, cost, &it.grant)
 			}
 			if !ok {
-				stop = [2]int{si, j}
+				stop, stopRem, stopWhy = [2]int{si, j}, rem, why
 				goto refused
 			}
 			tight, left = tighter(tight, left, rb, rem)
@@ -210,7 +215,7 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, ns
 	allowed(d, tight, left)
 	return nil
 refused:
-	s.orderedRefused(c, keys, ns, tokens, d, &dv, present, &items, n, stop[0], stop[1], tight, left)
+	s.orderedRefused(c, keys, ns, tokens, d, &dv, present, &items, n, stop[0], stop[1], tight, left, stopRem, stopWhy)
 	return nil
 }
 
@@ -244,29 +249,32 @@ func (st *orderedStep) entry(dv *[inlineDims]string) (*hotEntry, string, bool) {
 }
 
 // singleRefused decides, through the decider, the request whose one
-// bucket refused evaluate's try (kept out of evaluate, whose admitted path
-// it would slow).
+// bucket refused evaluate's try, from that try's report (rem, why): the
+// bucket is not asked again. (Kept out of evaluate, whose admitted path
+// it would slow.)
 //
 //go:noinline
-func (s *Stack) singleRefused(c *compiled, keys *sluice.Keys, ns int64, tokens int, d *sluice.Decision, v string) {
+func (s *Stack) singleRefused(c *compiled, keys *sluice.Keys, ns int64, tokens int, d *sluice.Decision, v string, rem int64, why bucket.Refusal) {
 	var items [1]item
 	it := &items[0]
 	it.rb, it.key, it.cost = c.single.rb, v, c.single.rb.cost(tokens)
 	dc := decider{s: s, ns: ns, maxWindow: c.maxWindow, denied: -1} // no connections slot: t unused
-	dc.refused(items[:], nil, 0, d, keys)
+	res := why.Result(rem)
+	dc.decide(items[:], nil, 0, d, keys, &res)
 	dc.finish(items[:], d, keys)
 }
 
 // orderedRefused decides, through the decider, the request whose try of
 // items[n-1] an ordered plan's evaluate refused, having taken items[:n-1]
-// (tight and left describe them): that item, then every bucket the plan
+// (tight and left describe them): that item, from the try's report (rem,
+// why; the bucket is not asked again), then every bucket the plan
 // reaches after it — the rates after rate j of step si's entry (matched
 // again here, which keeps the entry out of evaluate's live values; none
 // for a single step's), then the steps after si.
 //
 //go:noinline
 func (s *Stack) orderedRefused(c *compiled, keys *sluice.Keys, ns int64, tokens int, d *sluice.Decision,
-	dv *[inlineDims]string, present uint64, items *[inlineItems]item, n, si, j int, tight *rateBucket, left int64) {
+	dv *[inlineDims]string, present uint64, items *[inlineItems]item, n, si, j int, tight *rateBucket, left int64, rem int64, why bucket.Refusal) {
 	dc := decider{s: s, ns: ns, maxWindow: c.maxWindow, tight: tight, left: left, denied: -1}
 	var he *hotEntry
 	var key string
@@ -277,7 +285,8 @@ func (s *Stack) orderedRefused(c *compiled, keys *sluice.Keys, ns int64, tokens 
 		items[i].taken = true // the admitted path sets neither taken nor cost: refund needs only the grant
 	}
 	items[n-1].cost = items[n-1].rb.cost(tokens)
-	dc.refused(items[:n], nil, n-1, d, keys)
+	res := why.Result(rem)
+	dc.decide(items[:n], nil, n-1, d, keys, &res)
 	steps := c.ordered
 	for {
 		if he != nil {

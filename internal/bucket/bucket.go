@@ -179,24 +179,26 @@ func (b *Bucket) TryTakeGrant(t time.Time, n int, g *Grant) (ok bool, remaining 
 	return b.tryTake(t, n, g)
 }
 
-// TryTakeGrantNs is TryTakeGrant at the instant ns (NowNs, NsOf).
-func (b *Bucket) TryTakeGrantNs(ns int64, n int, g *Grant) (ok bool, remaining int64) {
+// TryTakeGrantNs is TryTakeGrant at the instant ns (NowNs, NsOf),
+// reporting a refusal's Result in why (see Table.TryTakeGrantNs).
+func (b *Bucket) TryTakeGrantNs(ns int64, n int, g *Grant) (ok bool, remaining int64, why Refusal) {
 	return b.tryTakeNs(ns, n, g)
 }
 
 func (b *Bucket) tryTake(t time.Time, n int, g *Grant) (ok bool, remaining int64) {
-	return b.tryTakeNs(nsOf(t), n, g)
+	ok, remaining, _ = b.tryTakeNs(nsOf(t), n, g)
+	return ok, remaining
 }
 
-func (b *Bucket) tryTakeNs(ns int64, n int, g *Grant) (ok bool, remaining int64) {
+func (b *Bucket) tryTakeNs(ns int64, n int, g *Grant) (ok bool, remaining int64, why Refusal) {
 	for {
 		c := b.c.Load()
 		q := c.given.Load() // before the state: see Grant.bound
-		if ok, remaining, retry := c.tryTake(&c.tat, &c.high, ns, n, g); !retry {
+		if ok, remaining, why, retry := c.tryTake(&c.tat, &c.high, ns, n, g); !retry {
 			if ok && g != nil {
 				g.q, g.key = q, b.id
 			}
-			return ok, remaining
+			return ok, remaining, why
 		}
 		runtime.Gosched() // a setter is between seal and publish
 	}
