@@ -234,7 +234,7 @@ func (m *MemoryBackend) Take(ctx context.Context, at time.Time, ops []Op) (Outco
 		items[i].rb, items[i].cost = rb, int(op.Cost)
 	}
 	var d sluice.Decision
-	dc := decider{t: at, denied: -1, reserve: true} // reserve: every take's full Result, for Remaining
+	dc := decider{t: at, ns: bucket.NsOf(at), denied: -1, reserve: true} // reserve: every take's full Result, for Remaining
 	for i := range items {
 		dc.take(items, nil, i, &d, nil)
 	}

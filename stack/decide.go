@@ -22,7 +22,11 @@ import (
 // the stack buffers with them.
 type decider struct {
 	s *Stack
-	t time.Time
+	// ns is the instant buckets are taken at (bucket.NsOf(t)); t is it as
+	// a Time, for connections slots, which only the general plan and a
+	// MemoryBackend take (the one-limit and ordered plans leave t zero).
+	ns int64
+	t  time.Time
 	// maxWindow is the RetryAfter of a Capacity denial (compiled.maxWindow).
 	maxWindow time.Duration
 	// tight and left describe an allowed decision (see tighter).
@@ -36,8 +40,9 @@ type decider struct {
 }
 
 // take decides items[i], the request's next bucket in rank order: taken
-// (the allowed path asks the bucket for OK and Remaining only), or, after
-// a denial, probed.
+// (the allowed path asks the bucket for OK and Remaining only, and a
+// refusal for the rest of its Result at the same time, so the bucket is
+// asked once), or, after a denial, probed.
 func (dc *decider) take(items []item, kb []byte, i int, d *sluice.Decision, keys *sluice.Keys) {
 	it := &items[i]
 	if dc.denied >= 0 {
@@ -47,33 +52,40 @@ func (dc *decider) take(items []item, kb []byte, i int, d *sluice.Decision, keys
 	rb := it.rb
 	var ok bool
 	var left int64
+	var why bucket.Refusal
 	switch {
 	case dc.reserve || (rb.shared == nil && rb.table == nil):
 		dc.refused(items, kb, i, d, keys) // a reservation keeps the full Result
 		return
 	case rb.shared != nil:
-		ok, left = rb.shared.TryTakeGrant(dc.t, it.cost, &it.grant)
+		ok, left, why = rb.shared.TryTakeGrantNs(dc.ns, it.cost, &it.grant)
 	case it.k1 > it.k0:
-		ok, left = rb.table.get().TryTakeGrantBytes(dc.t, kb[it.k0:it.k1], it.cost, &it.grant)
+		ok, left, why = rb.table.get().TryTakeGrantBytesNs(dc.ns, kb[it.k0:it.k1], it.cost, &it.grant)
 	default:
-		ok, left = rb.table.get().TryTakeGrant(dc.t, it.key, it.cost, &it.grant)
+		ok, left, why = rb.table.get().TryTakeGrantNs(dc.ns, it.key, it.cost, &it.grant)
 	}
 	if !ok {
-		dc.refused(items, kb, i, d, keys)
+		res := why.Result(left)
+		dc.decide(items, kb, i, d, keys, &res)
 		return
 	}
 	it.taken = true
 	dc.tight, dc.left = tighter(dc.tight, dc.left, rb, left)
 }
 
-// refused decides items[i] from its full Result: a bucket that refused a
-// try (which took nothing) is taken again for the Result, which may now
-// succeed and then has taken. A shadow limit's refusal is reported and
-// passes; any other refusal is the denial: what items[:i] took is given
-// back, the last first.
+// refused takes items[i] with the full Result (a reservation's take, a
+// connections slot) and decides it.
 func (dc *decider) refused(items []item, kb []byte, i int, d *sluice.Decision, keys *sluice.Keys) {
+	res := items[i].take(kb, dc)
+	dc.decide(items, kb, i, d, keys, &res)
+}
+
+// decide decides items[i] from res, the full Result of its one take (a
+// try's refusal, why.Result, or a take's): an OK take has taken. A shadow
+// limit's refusal is reported and passes; any other refusal is the
+// denial: what items[:i] took is given back, the last first.
+func (dc *decider) decide(items []item, kb []byte, i int, d *sluice.Decision, keys *sluice.Keys, res *bucket.Result) {
 	it := &items[i]
-	res := it.take(kb, dc.t, dc.s)
 	it.left = res.Remaining
 	if res.OK {
 		it.taken, it.grant = true, res.Grant
@@ -110,7 +122,7 @@ func (dc *decider) probe(o *item, kb []byte, d *sluice.Decision) {
 	if d.Permanent || o.rb.shadow || o.rb.metric == sluice.MetricConnections {
 		return // a probe cannot tell when a slot frees
 	}
-	res := o.take(kb, dc.t, dc.s)
+	res := o.take(kb, dc)
 	switch {
 	case res.OK:
 		o.grant = res.Grant
@@ -134,23 +146,24 @@ func (dc *decider) finish(items []item, d *sluice.Decision, keys *sluice.Keys) {
 	fillDenial(d, &items[dc.denied], keys)
 }
 
-// take takes the item's cost from its bucket, with the full Result. A
-// table's key is kb[it.k0:it.k1], or it.key when that is empty.
-func (it *item) take(kb []byte, t time.Time, s *Stack) bucket.Result {
+// take takes the item's cost from its bucket at dc's instant, with the
+// full Result. A table's key is kb[it.k0:it.k1], or it.key when that is
+// empty.
+func (it *item) take(kb []byte, dc *decider) bucket.Result {
 	rb := it.rb
 	if rb.shared != nil {
-		return rb.shared.TakeN(t, it.cost)
+		return rb.shared.TakeNs(dc.ns, it.cost)
 	}
 	if rb.table != nil {
 		if it.k1 > it.k0 {
-			return rb.table.get().TakeBytes(t, kb[it.k0:it.k1], it.cost)
+			return rb.table.get().TakeBytesNs(dc.ns, kb[it.k0:it.k1], it.cost)
 		}
-		return rb.table.get().TakeN(t, it.key, it.cost)
+		return rb.table.get().TakeNs(dc.ns, it.key, it.cost)
 	}
 	if rb.memConn != nil {
-		return rb.memConn.take(t, it)
+		return rb.memConn.take(dc.t, it)
 	}
-	return it.takeConn(kb, t, s)
+	return it.takeConn(kb, dc.t, dc.s)
 }
 
 // takeConn takes a slot of a connections limit.

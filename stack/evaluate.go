@@ -50,13 +50,21 @@ type item struct {
 //
 // With r non-nil (Reserve), connections limits are evaluated too, and on an
 // allowed decision the buckets taken are recorded in r for settlement.
-func (s *Stack) evaluateGeneral(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, r *reservation, d *sluice.Decision) error {
+//
+// ns and at are the instant as evaluate takes it.
+func (s *Stack) evaluateGeneral(ctx context.Context, c *compiled, keys *sluice.Keys, ns int64, at *time.Time, tokens int, r *reservation, d *sluice.Decision) error {
+	var t time.Time
+	if at != nil {
+		t = *at
+	} else {
+		t = bucket.TimeOfNs(ns)
+	}
 	if c.big {
 		// More than the stack buffers hold: pooled buffers, so that large
 		// configurations do not allocate per request either.
 		sc := scratchPool.Get().(*scratch)
 		b := bufs{items: sc.items[:0], kb: sc.kb[:0], dims: dimCache{val: sc.dimVal[:], hash: sc.dimHash[:]}, vals: sc.vals[:], hashes: sc.hashes[:]}
-		items, kb, err := s.evaluateInto(ctx, c, keys, t, tokens, r, d, &b)
+		items, kb, err := s.evaluateInto(ctx, c, keys, t, ns, tokens, r, d, &b)
 		clear(items) // drop pointers into the configuration and the request
 		clear(sc.dimVal[:])
 		clear(sc.vals[:])
@@ -77,7 +85,7 @@ func (s *Stack) evaluateGeneral(ctx context.Context, c *compiled, keys *sluice.K
 	b.items, b.kb = items[:0], kb[:0]
 	b.dims.val, b.dims.hash = dimVal[:], dimHash[:]
 	b.vals, b.hashes = vals[:], hashes[:]
-	_, _, err := s.evaluateInto(ctx, c, keys, t, tokens, r, d, &b)
+	_, _, err := s.evaluateInto(ctx, c, keys, t, ns, tokens, r, d, &b)
 	return err
 }
 
@@ -118,7 +126,7 @@ var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
 // evaluateInto is evaluate with its buffers given; it returns items and kb
 // as grown.
-func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, r *reservation, d *sluice.Decision, b *bufs) ([]item, []byte, error) {
+func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, ns int64, tokens int, r *reservation, d *sluice.Decision, b *bufs) ([]item, []byte, error) {
 	items, kb := b.items, b.kb
 	dc := &b.dims
 	// The encoding buffer stays a local: stored through a pointer (in
@@ -178,7 +186,7 @@ func (s *Stack) evaluateInto(ctx context.Context, c *compiled, keys *sluice.Keys
 		return items, kb, s.decideBackend(ctx, items, keys, t, r, d)
 	}
 
-	dec := decider{s: s, t: t, maxWindow: c.maxWindow, denied: -1, reserve: r != nil}
+	dec := decider{s: s, t: t, ns: ns, maxWindow: c.maxWindow, denied: -1, reserve: r != nil}
 	for i := range items {
 		dec.take(items, kb, i, d, keys)
 	}

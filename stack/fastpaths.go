@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/bucket"
 	"github.com/sluicehq/sluice/internal/enginekit"
 	"github.com/sluicehq/sluice/internal/words"
 )
@@ -41,9 +42,16 @@ import (
 // does). A Table's key is the value itself. The admitted path tries each
 // take; at the first refusal the loop stops and orderedRefused hands that
 // bucket and the rest of the plan's to the decider.
-func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t time.Time, tokens int, r *reservation, d *sluice.Decision) error {
+//
+// The instant is ns, as bucket.NsOf gives it, and at, the same instant as
+// a Time, or nil when the Stack's default clock was read as ns
+// (bucket.NowNs): the one-limit and ordered plans take their buckets at
+// ns, and no Time is built on their path; the general plan, whose backend
+// and reservations take a Time, gets at (or, for nil, bucket.TimeOfNs(ns),
+// the Time monoclock.Now would have given).
+func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, ns int64, at *time.Time, tokens int, r *reservation, d *sluice.Decision) error {
 	if r != nil || c.ordered == nil || enginekit.EvaluatedRequested(ctx) {
-		return s.evaluateGeneral(ctx, c, keys, t, tokens, r, d)
+		return s.evaluateGeneral(ctx, c, keys, ns, at, tokens, r, d)
 	}
 	if sl := c.single; sl != nil {
 		// The request's first pair is usually the limit's (a one-pair
@@ -63,12 +71,12 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 			return nil
 		}
 		if len(v) > rawMax { // its bucket key is a digest
-			return s.evaluateGeneral(ctx, c, keys, t, tokens, nil, d)
+			return s.evaluateGeneral(ctx, c, keys, ns, at, tokens, nil, d)
 		}
 		rb := sl.rb
-		ok, rem := rb.table.get().TryTakeN(t, v, rb.cost(tokens))
+		ok, rem, why := rb.table.get().TryTakeGrantNs(ns, v, rb.cost(tokens), nil)
 		if !ok {
-			s.singleRefused(c, keys, t, tokens, d, v)
+			s.singleRefused(c, keys, ns, tokens, d, v, rem, why)
 			return nil
 		}
 		tight, left := tighter(nil, 0, rb, rem)
@@ -116,7 +124,7 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 		}
 		bit := uint64(1) << uint(di)
 		if len(v) > rawMax && c.keyDims&bit != 0 {
-			return s.evaluateGeneral(ctx, c, keys, t, tokens, nil, d) // its bucket key would be a digest
+			return s.evaluateGeneral(ctx, c, keys, ns, at, tokens, nil, d) // its bucket key would be a digest
 		}
 		dv[di&(inlineDims-1)] = v
 		present |= bit
@@ -126,7 +134,10 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 		n     int
 		tight *rateBucket
 		left  int64
-		at    [2]int // where a refusal stopped the loop: step, rate
+		stop  [2]int // where a refusal stopped the loop: step, rate
+		// The refusal's report (its one take: see decider.take).
+		stopRem int64
+		stopWhy bucket.Refusal
 	)
 	steps := c.ordered
 	for si := range steps {
@@ -143,9 +154,9 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 			if si == len(steps)-1 {
 				g = nil // nothing after the last can refuse: no give-back
 			}
-			ok, rem := rb.table.get().TryTakeGrant(t, k, cost, g)
+			ok, rem, why := rb.table.get().TryTakeGrantNs(ns, k, cost, g)
 			if !ok {
-				at = [2]int{si, -1}
+				stop, stopRem, stopWhy = [2]int{si, -1}, rem, why
 				goto refused
 			}
 			// tighter, knowing rb is no connections bucket.
@@ -189,13 +200,14 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 			it.rb, it.key = rb, key
 			var ok bool
 			var rem int64
+			var why bucket.Refusal
 			if rb.shared != nil {
-				ok, rem = rb.shared.TryTakeGrant(t, cost, &it.grant)
+				ok, rem, why = rb.shared.TryTakeGrantNs(ns, cost, &it.grant)
 			} else {
-				ok, rem = rb.table.get().TryTakeGrant(t, key, cost, &it.grant)
+				ok, rem, why = rb.table.get().TryTakeGrantNs(ns, key, cost, &it.grant)
 			}
 			if !ok {
-				at = [2]int{si, j}
+				stop, stopRem, stopWhy = [2]int{si, j}, rem, why
 				goto refused
 			}
 			tight, left = tighter(tight, left, rb, rem)
@@ -204,7 +216,7 @@ func (s *Stack) evaluate(ctx context.Context, c *compiled, keys *sluice.Keys, t 
 	allowed(d, tight, left)
 	return nil
 refused:
-	s.orderedRefused(c, keys, t, tokens, d, &dv, present, &items, n, at[0], at[1], tight, left)
+	s.orderedRefused(c, keys, ns, tokens, d, &dv, present, &items, n, stop[0], stop[1], tight, left, stopRem, stopWhy)
 	return nil
 }
 
@@ -238,30 +250,33 @@ func (st *orderedStep) entry(dv *[inlineDims]string) (*hotEntry, string, bool) {
 }
 
 // singleRefused decides, through the decider, the request whose one
-// bucket refused evaluate's try (kept out of evaluate, whose admitted path
-// it would slow).
+// bucket refused evaluate's try, from that try's report (rem, why): the
+// bucket is not asked again. (Kept out of evaluate, whose admitted path
+// it would slow.)
 //
 //go:noinline
-func (s *Stack) singleRefused(c *compiled, keys *sluice.Keys, t time.Time, tokens int, d *sluice.Decision, v string) {
+func (s *Stack) singleRefused(c *compiled, keys *sluice.Keys, ns int64, tokens int, d *sluice.Decision, v string, rem int64, why bucket.Refusal) {
 	var items [1]item
 	it := &items[0]
 	it.rb, it.key, it.cost = c.single.rb, v, c.single.rb.cost(tokens)
-	dc := decider{s: s, t: t, maxWindow: c.maxWindow, denied: -1}
-	dc.refused(items[:], nil, 0, d, keys)
+	dc := decider{s: s, ns: ns, maxWindow: c.maxWindow, denied: -1} // no connections slot: t unused
+	res := why.Result(rem)
+	dc.decide(items[:], nil, 0, d, keys, &res)
 	dc.finish(items[:], d, keys)
 }
 
 // orderedRefused decides, through the decider, the request whose try of
 // items[n-1] an ordered plan's evaluate refused, having taken items[:n-1]
-// (tight and left describe them): that item, then every bucket the plan
+// (tight and left describe them): that item, from the try's report (rem,
+// why; the bucket is not asked again), then every bucket the plan
 // reaches after it — the rates after rate j of step si's entry (matched
 // again here, which keeps the entry out of evaluate's live values; none
 // for a single step's), then the steps after si.
 //
 //go:noinline
-func (s *Stack) orderedRefused(c *compiled, keys *sluice.Keys, t time.Time, tokens int, d *sluice.Decision,
-	dv *[inlineDims]string, present uint64, items *[inlineItems]item, n, si, j int, tight *rateBucket, left int64) {
-	dc := decider{s: s, t: t, maxWindow: c.maxWindow, tight: tight, left: left, denied: -1}
+func (s *Stack) orderedRefused(c *compiled, keys *sluice.Keys, ns int64, tokens int, d *sluice.Decision,
+	dv *[inlineDims]string, present uint64, items *[inlineItems]item, n, si, j int, tight *rateBucket, left int64, rem int64, why bucket.Refusal) {
+	dc := decider{s: s, ns: ns, maxWindow: c.maxWindow, tight: tight, left: left, denied: -1}
 	var he *hotEntry
 	var key string
 	if st := &c.ordered[si]; st.rb == nil {
@@ -271,7 +286,8 @@ func (s *Stack) orderedRefused(c *compiled, keys *sluice.Keys, t time.Time, toke
 		items[i].taken = true // the admitted path sets neither taken nor cost: refund needs only the grant
 	}
 	items[n-1].cost = items[n-1].rb.cost(tokens)
-	dc.refused(items[:n], nil, n-1, d, keys)
+	res := why.Result(rem)
+	dc.decide(items[:n], nil, n-1, d, keys, &res)
 	steps := c.ordered
 	for {
 		if he != nil {

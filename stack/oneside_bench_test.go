@@ -38,3 +38,34 @@ func BenchmarkOneLimitSide(b *testing.B) {
 		op(i)
 	}
 }
+
+// BenchmarkOneLimitSideDefault is BenchmarkOneLimitSide on the Stack's
+// default clock (no WithClock): the path a real server takes. The limit
+// refills a token a second and no caller empties or refills its bucket
+// within a run, so every decision takes the same path and the count is
+// deterministic but for the clock read itself:
+//
+//	GOGC=off bash scripts/cgcount.sh stack 'OneLimitSideDefault$' 200000
+func BenchmarkOneLimitSideDefault(b *testing.B) {
+	callers := newBenchKeys().callers[:10_000]
+	s, err := stack.New(stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "per-caller", DimensionKeys: []string{"caller"},
+		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 60, Period: "minute", Burst: 1_000_000}}}}}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var l sluice.Limiter = s
+	ctx := context.Background()
+	op := func(i int) {
+		if d, _ := l.Allow(ctx, sluice.NewKeys("caller", callers[(i*7919)%len(callers)])); !d.Allowed {
+			b.Fatal("denied")
+		}
+	}
+	for i := range len(callers) {
+		op(i)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		op(i)
+	}
+}

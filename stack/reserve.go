@@ -177,7 +177,7 @@ func hasConnections(c *compiled) bool {
 // from; those are the buckets in force when the limit and entry were kept,
 // and detached ones (limit removed) when not.
 func (s *Stack) Reserve(ctx context.Context, keys sluice.Keys, estimate int) (sluice.Reservation, sluice.Decision, error) {
-	return s.reserve(ctx, s.now(), &keys, estimate, false)
+	return s.reserve(ctx, s.clockNow(), &keys, estimate, false)
 }
 
 // ReserveAt is Reserve at an explicit instant t (settling still reads the
@@ -201,11 +201,16 @@ func (s *Stack) ReserveSlots(ctx context.Context, keys sluice.Keys) (r sluice.Re
 	if !c.conns {
 		// Decided into the result itself, as Allow does: no Decision copied.
 		if err = ctx.Err(); err == nil {
-			err = s.evaluate(ctx, c, &keys, s.now(), 0, nil, &d)
+			if s.now == nil {
+				err = s.evaluate(ctx, c, &keys, bucket.NowNs(), nil, 0, nil, &d)
+			} else {
+				t := s.now()
+				err = s.evaluate(ctx, c, &keys, bucket.NsOf(t), &t, 0, nil, &d)
+			}
 		}
 		return sluice.NoReservation, d, err
 	}
-	return s.reserve(ctx, s.now(), &keys, 0, true)
+	return s.reserve(ctx, s.clockNow(), &keys, 0, true)
 }
 
 // ReserveSlotsAt is ReserveSlots at an explicit instant t (settling still
@@ -217,7 +222,7 @@ func (s *Stack) ReserveSlotsAt(ctx context.Context, t time.Time, keys sluice.Key
 	if !c.conns {
 		// Decided into the result itself, as Allow does: no Decision copied.
 		if err = ctx.Err(); err == nil {
-			err = s.evaluate(ctx, c, &keys, t, 0, nil, &d)
+			err = s.evaluate(ctx, c, &keys, bucket.NsOf(t), &t, 0, nil, &d)
 		}
 		return sluice.NoReservation, d, err
 	}
@@ -233,7 +238,7 @@ func (s *Stack) reserve(ctx context.Context, t time.Time, keys *sluice.Keys, est
 		return sluice.NoReservation, d, errNegativeCost
 	}
 	r := newReservation(s, estimate, slotsOnly)
-	err := s.evaluate(ctx, s.cfg.Load(), keys, t, estimate, r, &d)
+	err := s.evaluate(ctx, s.cfg.Load(), keys, bucket.NsOf(t), &t, estimate, r, &d)
 	if err != nil || !d.Allowed || (slotsOnly && !r.holdsSlots()) {
 		r.free()
 		return sluice.NoReservation, d, err
@@ -286,7 +291,7 @@ func (r *reservation) settle(delta int64, cancel bool) error {
 		if len(adj) == 0 {
 			return nil
 		}
-		err := r.s.backend.Adjust(context.Background(), r.s.now(), adj)
+		err := r.s.backend.Adjust(context.Background(), r.s.clockNow(), adj)
 		if err != nil && r.s.onError != nil {
 			r.s.onError(err) // a middleware's deferred release ignores it
 		}
@@ -311,9 +316,9 @@ func (r *reservation) settle(delta int64, cancel bool) error {
 			giveBack(rb, key, &ri.grant, ri.grant.Outstanding())
 		case rb.metric == sluice.MetricTokens && delta > 0:
 			if rb.shared != nil {
-				rb.shared.ChargeN(r.s.now(), int(delta))
+				rb.shared.ChargeN(r.s.clockNow(), int(delta))
 			} else {
-				rb.table.ChargeBytes(r.s.now(), key, int(delta))
+				rb.table.ChargeBytes(r.s.clockNow(), key, int(delta))
 			}
 		case rb.metric == sluice.MetricTokens && delta < 0:
 			giveBack(rb, key, &ri.grant, min(-delta, ri.grant.Outstanding()))

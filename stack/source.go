@@ -101,7 +101,7 @@ func NewSource(st *Stack, fetch func(ctx context.Context) ([]byte, error), opts 
 	if fetch == nil {
 		panic("stack: NewSource with a nil fetch function")
 	}
-	s := &Source{st: st, fetch: fetch, interval: DefaultRefreshInterval, created: st.now()}
+	s := &Source{st: st, fetch: fetch, interval: DefaultRefreshInterval, created: st.clockNow()}
 	for _, o := range opts {
 		if o != nil {
 			o.applySource(s)
@@ -222,7 +222,7 @@ type SourceStatus struct {
 // Status returns the Source's counters. It is cheap enough to be read by a
 // metrics callback.
 func (s *Source) Status() SourceStatus {
-	now := s.st.now()
+	now := s.st.clockNow()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	since := s.lastSuccess
@@ -258,7 +258,7 @@ func (s *Source) Refresh(ctx context.Context) error {
 		}
 		s.applied = bytes.Clone(data)
 	}
-	now := s.st.now()
+	now := s.st.clockNow()
 	s.mu.Lock()
 	if changed {
 		s.generation++

@@ -88,8 +88,8 @@ import (
 // not usable: make one with New or Load.
 type Stack struct {
 	cfg        atomic.Pointer[compiled]
-	now        func() time.Time
-	mu         sync.Mutex // serializes Reload
+	now        func() time.Time // WithClock; nil: monoclock, read as ns (bucket.NowNs)
+	mu         sync.Mutex       // serializes Reload
 	backend    Backend
 	failClosed bool
 	onError    func(error)
@@ -219,7 +219,7 @@ func New(cfg Config, opts ...Option) (*Stack, error) {
 }
 
 func newValid(cfg Config, opts []Option) (*Stack, error) {
-	s := &Stack{now: monoclock.Now, leaseTTL: DefaultLeaseTTL}
+	s := &Stack{leaseTTL: DefaultLeaseTTL}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(s)
@@ -228,7 +228,7 @@ func newValid(cfg Config, opts []Option) (*Stack, error) {
 	if err := checkBackendConfig(s.backend, &cfg); err != nil {
 		return nil, err
 	}
-	s.cfg.Store(compileValid(cfg, nil, s.now(), s.backend != nil, s.budget))
+	s.cfg.Store(compileValid(cfg, nil, s.clockNow(), s.backend != nil, s.budget))
 	return s, nil
 }
 
@@ -266,7 +266,7 @@ func (s *Stack) reloadValid(cfg Config) error {
 	if err := checkBackendConfig(s.backend, &cfg); err != nil {
 		return err
 	}
-	s.cfg.Store(compileValid(cfg, s.cfg.Load(), s.now(), s.backend != nil, s.budget))
+	s.cfg.Store(compileValid(cfg, s.cfg.Load(), s.clockNow(), s.backend != nil, s.budget))
 	return nil
 }
 
@@ -328,15 +328,32 @@ func (c *compiled) config() Config {
 // is done; httplimit, grpclimit and mcplimit do that for you.
 func (s *Stack) Allow(ctx context.Context, keys sluice.Keys) (d sluice.Decision, err error) {
 	if err = ctx.Err(); err == nil {
-		err = s.evaluate(ctx, s.cfg.Load(), &keys, s.now(), 0, nil, &d)
+		if s.now == nil { // the default clock, read as ns: no Time built
+			err = s.evaluate(ctx, s.cfg.Load(), &keys, bucket.NowNs(), nil, 0, nil, &d)
+		} else {
+			t := s.now()
+			err = s.evaluate(ctx, s.cfg.Load(), &keys, bucket.NsOf(t), &t, 0, nil, &d)
+		}
 	}
 	return d, err
+}
+
+// clockNow reads the Stack's clock as a Time (the default: monoclock.Now).
+func (s *Stack) clockNow() time.Time {
+	if s.now == nil {
+		return monoclock.Now()
+	}
+	return s.now()
 }
 
 // AllowN decides one request that costs one unit of every "requests" limit
 // and tokens units of every "tokens" limit.
 func (s *Stack) AllowN(ctx context.Context, keys sluice.Keys, tokens int) (sluice.Decision, error) {
-	return s.decide(ctx, &keys, s.now(), tokens)
+	if s.now == nil { // the default clock, read as ns: no Time built
+		return s.decide(ctx, &keys, bucket.NowNs(), nil, tokens)
+	}
+	t := s.now()
+	return s.decide(ctx, &keys, bucket.NsOf(t), &t, tokens)
 }
 
 // AllowAt is AllowN at the explicit instant t. Like every explicit-time
@@ -345,11 +362,13 @@ func (s *Stack) AllowN(ctx context.Context, keys sluice.Keys, tokens int) (sluic
 // instant as its first argument after the context; see the package
 // documentation, "Explicit time".
 func (s *Stack) AllowAt(ctx context.Context, t time.Time, keys sluice.Keys, tokens int) (sluice.Decision, error) {
-	return s.decide(ctx, &keys, t, tokens)
+	return s.decide(ctx, &keys, bucket.NsOf(t), &t, tokens)
 }
 
-// decide takes the Keys by pointer so that each entry point copies them once.
-func (s *Stack) decide(ctx context.Context, keys *sluice.Keys, t time.Time, tokens int) (sluice.Decision, error) {
+// decide takes the Keys by pointer so that each entry point copies them
+// once. ns is the instant as bucket.NsOf gives it; at is that instant as a
+// Time, or nil when the default clock was read as ns (see evaluate).
+func (s *Stack) decide(ctx context.Context, keys *sluice.Keys, ns int64, at *time.Time, tokens int) (sluice.Decision, error) {
 	var d sluice.Decision
 	if err := ctx.Err(); err != nil {
 		return d, err
@@ -357,6 +376,6 @@ func (s *Stack) decide(ctx context.Context, keys *sluice.Keys, t time.Time, toke
 	if tokens < 0 {
 		return d, errNegativeCost
 	}
-	err := s.evaluate(ctx, s.cfg.Load(), keys, t, tokens, nil, &d)
+	err := s.evaluate(ctx, s.cfg.Load(), keys, ns, at, tokens, nil, &d)
 	return d, err
 }

@@ -179,16 +179,26 @@ func (b *Bucket) TryTakeGrant(t time.Time, n int, g *Grant) (ok bool, remaining 
 	return b.tryTake(t, n, g)
 }
 
+// TryTakeGrantNs is TryTakeGrant at the instant ns (NowNs, NsOf),
+// reporting a refusal's Result in why (see Table.TryTakeGrantNs).
+func (b *Bucket) TryTakeGrantNs(ns int64, n int, g *Grant) (ok bool, remaining int64, why Refusal) {
+	return b.tryTakeNs(ns, n, g)
+}
+
 func (b *Bucket) tryTake(t time.Time, n int, g *Grant) (ok bool, remaining int64) {
-	ns := nsOf(t)
+	ok, remaining, _ = b.tryTakeNs(nsOf(t), n, g)
+	return ok, remaining
+}
+
+func (b *Bucket) tryTakeNs(ns int64, n int, g *Grant) (ok bool, remaining int64, why Refusal) {
 	for {
 		c := b.c.Load()
 		q := c.given.Load() // before the state: see Grant.bound
-		if ok, remaining, retry := c.tryTake(&c.tat, &c.high, ns, n, g); !retry {
+		if ok, remaining, why, retry := c.tryTake(&c.tat, &c.high, ns, n, g); !retry {
 			if ok && g != nil {
 				g.q, g.key = q, b.id
 			}
-			return ok, remaining
+			return ok, remaining, why
 		}
 		runtime.Gosched() // a setter is between seal and publish
 	}
@@ -197,8 +207,10 @@ func (b *Bucket) tryTake(t time.Time, n int, g *Grant) (ok bool, remaining int64
 // TakeN takes n tokens at t if the bucket holds them, and reports the
 // outcome: on a denial, when to retry, or that no wait helps. On success
 // Result.Grant gives the tokens back (GiveBack).
-func (b *Bucket) TakeN(t time.Time, n int) Result {
-	ns := nsOf(t)
+func (b *Bucket) TakeN(t time.Time, n int) Result { return b.TakeNs(nsOf(t), n) }
+
+// TakeNs is TakeN at the instant ns (NowNs, NsOf).
+func (b *Bucket) TakeNs(ns int64, n int) Result {
 	for {
 		c := b.c.Load()
 		q := c.given.Load() // before the state: see Grant.bound

@@ -76,3 +76,18 @@ func newConfig(opts []Option) config {
 	}
 	return cfg
 }
+
+// NowNs is the default clock (internal/monoclock) read as the instant the
+// …Ns methods take: nanoseconds since this package's epoch, from one
+// monotonic read, without building a time.Time. NsOf(monoclock.Now())
+// would give the same instant.
+func NowNs() int64 { return sysNow() }
+
+// NsOf converts t to the instant the …Ns methods take; a take at NsOf(t)
+// is the take at t (TakeN, TryTakeGrant…), which convert the same way.
+func NsOf(t time.Time) int64 { return nsOf(t) }
+
+// TimeOfNs is the instant ns (from NowNs, or NsOf of a time within about
+// 285 years of 2000) as a Time without a monotonic reading: for NowNs's,
+// exactly what monoclock.Now returns at that reading.
+func TimeOfNs(ns int64) time.Time { return time.Unix(0, ns+epochUnixNs) }

@@ -375,26 +375,26 @@ func (p *params) take(s, h *atomic.Int64, ns int64, n int) (res Result, retry bo
 // key and the give-back counter, which the caller fills in) and a refusal
 // zeroes it; a Grant returned by value would cost the hot path more than
 // the take (it goes through the stack frames of every caller).
-func (p *params) tryTake(s, h *atomic.Int64, ns int64, n int, g *Grant) (ok bool, remaining int64, retry bool) {
+func (p *params) tryTake(s, h *atomic.Int64, ns int64, n int, g *Grant) (ok bool, remaining int64, why Refusal, retry bool) {
 	if p.inf {
 		if g != nil {
 			*g = Grant{p: p, n: int64(max(n, 0))}
 		}
-		return true, p.n, false
+		return true, p.n, Refusal{}, false
 	}
 	if n <= 0 || int64(n) > p.n || n > p.burst {
 		r, retry := p.take(s, h, ns, n)
 		if g != nil {
 			*g = r.Grant
 		}
-		return r.OK, r.Remaining, retry
+		return r.OK, r.Remaining, refusalOf(&r), retry
 	}
 	now := p.nsToTicks(ns)
 	inc := int64(n) * p.unit
 	tat := s.Load()
 	for {
 		if tat == sealed {
-			return false, 0, true
+			return false, 0, Refusal{}, true
 		}
 		base := max(tat, now)
 		newTat := base + inc
@@ -402,17 +402,70 @@ func (p *params) tryTake(s, h *atomic.Int64, ns int64, n int, g *Grant) (ok bool
 			if g != nil {
 				*g = Grant{}
 			}
-			return false, p.divUnit(p.tau - (base - now)), false
+			return false, p.divUnit(p.tau - (base - now)), p.refusal(ns, newTat), false
 		}
 		raise(h, ns)
 		if s.CompareAndSwap(tat, newTat) {
 			if g != nil {
 				*g = Grant{p: p, at: ns, end: newTat, n: int64(n)}
 			}
-			return true, p.divUnit(p.tau - (newTat - now)), false
+			return true, p.divUnit(p.tau - (newTat - now)), Refusal{}, false
 		}
 		tat = reread(s)
 	}
+}
+
+// A Refusal is the rest of the Result of a take that a try
+// (Table.TryTakeGrantNs, Bucket.TryTakeGrantNs) refused, besides OK and
+// Remaining: with it the refusal is decided once, without asking the
+// bucket again for its Result. The zero Refusal is a success's.
+type Refusal struct {
+	retryAfter time.Duration
+	flags      uint8 // refusedPermanent, refusedOverBurst, refusedBudgetFull
+}
+
+const (
+	refusedPermanent = 1 << iota
+	refusedOverBurst
+	refusedBudgetFull
+)
+
+// Result returns the refused take's Result: OK false, Remaining remaining
+// (the try's), and the RetryAfter, Permanent, OverBurst and BudgetFull the
+// take reported.
+func (r Refusal) Result(remaining int64) Result {
+	return Result{Remaining: remaining, RetryAfter: r.retryAfter,
+		Permanent: r.flags&refusedPermanent != 0, OverBurst: r.flags&refusedOverBurst != 0,
+		BudgetFull: r.flags&refusedBudgetFull != 0}
+}
+
+// refusalOf is r's Refusal (zero when r is OK).
+func refusalOf(r *Result) Refusal {
+	if r.OK {
+		return Refusal{}
+	}
+	var f uint8
+	if r.Permanent {
+		f |= refusedPermanent
+	}
+	if r.OverBurst {
+		f |= refusedOverBurst
+	}
+	if r.BudgetFull {
+		f |= refusedBudgetFull
+	}
+	return Refusal{retryAfter: r.RetryAfter, flags: f}
+}
+
+// refusal is take's report of a take of a count within the burst refused
+// at ns, that would have left the state at newTat (as take decides it).
+//
+//go:noinline
+func (p *params) refusal(ns, newTat int64) Refusal {
+	if p.zero {
+		return Refusal{flags: refusedPermanent}
+	}
+	return Refusal{retryAfter: p.waitUntil(ns, newTat-p.tau)}
 }
 
 // allow is take without the report: ok says whether n tokens were taken.

@@ -338,7 +338,8 @@ func stale(i int, full, create bool, p *params, n int) bool {
 // TryTakeN is TakeN reporting only Result.OK and Result.Remaining (see
 // TryTakeBytes). What it takes cannot be given back: use TryTakeGrant.
 func (t *Table) TryTakeN(at time.Time, key string, n int) (ok bool, remaining int64) {
-	return t.tryTake(t.digestString(key), nsOf(at), n, nil)
+	ok, remaining, _ = t.tryTake(t.digestString(key), nsOf(at), n, nil)
+	return ok, remaining
 }
 
 // TryTakeBytes is TakeBytes reporting only Result.OK and Result.Remaining
@@ -346,21 +347,48 @@ func (t *Table) TryTakeN(at time.Time, key string, n int) (ok bool, remaining in
 // Budget is full, takes nothing, and TakeBytes then gives the full Result.
 // What it takes cannot be given back: use TryTakeGrantBytes.
 func (t *Table) TryTakeBytes(at time.Time, key []byte, n int) (ok bool, remaining int64) {
-	return t.tryTake(t.digestBytes(key), nsOf(at), n, nil)
+	ok, remaining, _ = t.tryTake(t.digestBytes(key), nsOf(at), n, nil)
+	return ok, remaining
 }
 
 // TryTakeGrant is TryTakeN that also writes the take's Grant to *g (zero
 // on a denial), for hot paths that may give back (GiveBack).
 func (t *Table) TryTakeGrant(at time.Time, key string, n int, g *Grant) (ok bool, remaining int64) {
-	return t.tryTake(t.digestString(key), nsOf(at), n, g)
+	ok, remaining, _ = t.tryTake(t.digestString(key), nsOf(at), n, g)
+	return ok, remaining
 }
 
 // TryTakeGrantBytes is TryTakeGrant with the key as bytes.
 func (t *Table) TryTakeGrantBytes(at time.Time, key []byte, n int, g *Grant) (ok bool, remaining int64) {
-	return t.tryTake(t.digestBytes(key), nsOf(at), n, g)
+	ok, remaining, _ = t.tryTake(t.digestBytes(key), nsOf(at), n, g)
+	return ok, remaining
 }
 
-func (t *Table) tryTake(d digest, ns int64, n int, g *Grant) (ok bool, remaining int64) {
+// TakeNs is TakeN at the instant ns (NowNs, NsOf).
+func (t *Table) TakeNs(ns int64, key string, n int) Result {
+	return t.take(t.digestString(key), ns, n)
+}
+
+// TakeBytesNs is TakeBytes at the instant ns (NowNs, NsOf).
+func (t *Table) TakeBytesNs(ns int64, key []byte, n int) Result {
+	return t.take(t.digestBytes(key), ns, n)
+}
+
+// TryTakeGrantNs is TryTakeGrant at the instant ns (NowNs, NsOf), for
+// engines that read the clock once as nanoseconds, and deciding a refusal
+// once: a refused take reports the rest of its Result in why
+// (why.Result(remaining) is what TakeNs would have returned then), so the
+// bucket need not be asked again. g may be nil (nothing to give back).
+func (t *Table) TryTakeGrantNs(ns int64, key string, n int, g *Grant) (ok bool, remaining int64, why Refusal) {
+	return t.tryTake(t.digestString(key), ns, n, g)
+}
+
+// TryTakeGrantBytesNs is TryTakeGrantNs with the key as bytes.
+func (t *Table) TryTakeGrantBytesNs(ns int64, key []byte, n int, g *Grant) (ok bool, remaining int64, why Refusal) {
+	return t.tryTake(t.digestBytes(key), ns, n, g)
+}
+
+func (t *Table) tryTake(d digest, ns int64, n int, g *Grant) (ok bool, remaining int64, why Refusal) {
 	// The commonest take, straight through: the key's bucket exists, its
 	// shard owes no maintenance on this operation, the take fits the
 	// parameters in force under the lock. It does exactly what the path
@@ -383,14 +411,14 @@ func (t *Table) tryTake(d digest, ns int64, n int, g *Grant) (ok bool, remaining
 					if g != nil {
 						*g = Grant{}
 					}
-					return false, p.divUnit(p.tau - (base - now))
+					return false, p.divUnit(p.tau - (base - now)), p.refusal(ns, newTat)
 				}
 				*w = newTat
 				if g != nil {
 					*g = Grant{p: p, at: ns, end: newTat, n: int64(n), key: d.hi, q: s.given}
 				}
 				s.mu.Unlock()
-				return true, p.divUnit(p.tau - (newTat - now))
+				return true, p.divUnit(p.tau - (newTat - now)), Refusal{}
 			}
 		}
 		s.mu.Unlock()
@@ -400,7 +428,7 @@ func (t *Table) tryTake(d digest, ns int64, n int, g *Grant) (ok bool, remaining
 		if g != nil {
 			*g = Grant{p: p, key: d.hi, n: int64(max(n, 0))}
 		}
-		return true, p.n
+		return true, p.n, Refusal{}
 	}
 	create := fits(p, n)
 	s, i, p, _ := t.slotFor(d, ns, create)
@@ -413,29 +441,29 @@ func (t *Table) tryTake(d digest, ns int64, n int, g *Grant) (ok bool, remaining
 		if g != nil {
 			*g = r.Grant
 		}
-		return r.OK, r.Remaining
+		return r.OK, r.Remaining, refusalOf(&r)
 	}
 	if n > 0 {
 		s.raise(ns) // a take: see Grant
 	}
-	ok, remaining = p.tryTakeLocked(&s.slots[i].tat, ns, n, g)
+	ok, remaining, why = p.tryTakeLocked(&s.slots[i].tat, ns, n, g)
 	if ok && g != nil {
 		g.key, g.q = d.hi, s.given
 	}
 	s.mu.Unlock()
-	return ok, remaining
+	return ok, remaining, why
 }
 
 // tryTakeLocked is params.tryTake for the state of a Table's slot, which is
 // only ever read or written under its shard's lock: a plain read and write
 // instead of a compare-and-swap, one locked instruction fewer per take.
-func (p *params) tryTakeLocked(s *atomic.Int64, ns int64, n int, g *Grant) (ok bool, remaining int64) {
+func (p *params) tryTakeLocked(s *atomic.Int64, ns int64, n int, g *Grant) (ok bool, remaining int64, why Refusal) {
 	if p.inf || n <= 0 || int64(n) > p.n || n > p.burst {
 		r, _ := p.take(s, nil, ns, n)
 		if g != nil {
 			*g = r.Grant
 		}
-		return r.OK, r.Remaining
+		return r.OK, r.Remaining, refusalOf(&r)
 	}
 	now := p.nsToTicks(ns)
 	w := (*int64)(unsafe.Pointer(s)) // the lock orders every access
@@ -445,13 +473,13 @@ func (p *params) tryTakeLocked(s *atomic.Int64, ns int64, n int, g *Grant) (ok b
 		if g != nil {
 			*g = Grant{}
 		}
-		return false, p.divUnit(p.tau - (base - now))
+		return false, p.divUnit(p.tau - (base - now)), p.refusal(ns, newTat)
 	}
 	*w = newTat
 	if g != nil {
 		*g = Grant{p: p, at: ns, end: newTat, n: int64(n)}
 	}
-	return true, p.divUnit(p.tau - (newTat - now))
+	return true, p.divUnit(p.tau - (newTat - now)), Refusal{}
 }
 
 // allowLocked is tryTakeLocked reporting only whether the take succeeded,

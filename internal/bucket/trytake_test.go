@@ -63,3 +63,63 @@ func TestTryTakeDoesNotAllocate(t *testing.T) {
 		t.Fatalf("%v allocations per TryTakeN + TryTakeBytes, want 0", n)
 	}
 }
+
+// TestTryTakeNsReportsTheRefusal runs the same random takes on a Bucket
+// and two Tables through TakeNs/TakeBytesNs on one side and
+// TryTakeGrantNs/TryTakeGrantBytesNs on the other: a refused try's
+// why.Result(remaining) must be the whole Result the take gives (RetryAfter,
+// Permanent, OverBurst, BudgetFull included), so that an engine asks a
+// refusing bucket once; an admitted try's Grant gives back like the take's.
+func TestTryTakeNsReportsTheRefusal(t *testing.T) {
+	for _, c := range []struct {
+		r rate.Limit
+		b int
+	}{{10, 5}, {0, 3}, {rate.Inf, 0}, {1e6, 100}, {0.5, 1}, {3, 0}} {
+		t.Run(fmt.Sprint(c.r, "/", c.b), func(t *testing.T) {
+			rnd := rand.New(rand.NewPCG(5, 6))
+			full, try := bucket.New(c.r, c.b), bucket.New(c.r, c.b)
+			tfull, ttry := bucket.NewTable(c.r, c.b, bucket.WithBudget(bucket.NewBudget(3))), bucket.NewTable(c.r, c.b, bucket.WithBudget(bucket.NewBudget(3)))
+			ns := bucket.NsOf(time.Unix(1_000_000, 0))
+			refusals := 0
+			for i := range 5000 {
+				ns += int64(rnd.IntN(300)) * int64(time.Millisecond)
+				n := rnd.IntN(c.b+3) - 1
+				want := full.TakeNs(ns, n)
+				var g bucket.Grant
+				ok, left, why := try.TryTakeGrantNs(ns, n, &g)
+				got := why.Result(left)
+				got.OK = ok
+				got.Grant, want.Grant = bucket.Grant{}, bucket.Grant{} // compared by giving back below
+				if got != want {
+					t.Fatalf("call %d, n=%d: TryTakeGrantNs reports %+v; TakeNs = %+v", i, n, got, want)
+				}
+				if !ok {
+					refusals++
+				}
+				key := []byte(fmt.Sprint("k", rnd.IntN(5)))
+				wantT := tfull.TakeBytesNs(ns, key, n)
+				var tg bucket.Grant
+				ok, left, why = ttry.TryTakeGrantBytesNs(ns, key, n, &tg)
+				if i%2 == 1 {
+					ok, left, why = ttry.TryTakeGrantNs(ns, string(key), n, &tg)
+					wantT = tfull.TakeNs(ns, string(key), n) // the same take again on both sides
+				}
+				gotT := why.Result(left)
+				gotT.OK = ok
+				wg := wantT.Grant
+				gotT.Grant, wantT.Grant = bucket.Grant{}, bucket.Grant{}
+				if gotT != wantT {
+					t.Fatalf("call %d, key %s, n=%d: Table's try reports %+v; take = %+v", i, key, n, gotT, wantT)
+				}
+				if ok && rnd.IntN(4) == 0 && tg.Outstanding() > 0 { // give back on both sides
+					if err, werr := ttry.GiveBackBytes(key, &tg, 1), tfull.GiveBackBytes(key, &wg, 1); (err == nil) != (werr == nil) {
+						t.Fatalf("call %d: give-back %v, the take's %v", i, err, werr)
+					}
+				}
+			}
+			if c.b > 0 && refusals == 0 {
+				t.Fatal("no refusal was tried")
+			}
+		})
+	}
+}
