@@ -35,9 +35,9 @@
 // denials, which answers a bucket's repeated denials in this process until
 // the instant Redis would admit it: a positive size in bytes, or 0 for no
 // cache, as theirs. Unset, the cache is on with 1 MiB (theirs is off):
-// it is exact, a cached denial only denies, so it changes no decision
-// this process makes from what Redis would answer; the startup log says
-// so once.
+// it is exact, a cached denial only denies, and only until the instant
+// Redis would admit the bucket as this process last saw it; the startup
+// log says so once.
 //
 // Variables that only tune envoyproxy/ratelimit's implementation (pool
 // size, pipeline window and limit, expiration jitter) are accepted and
@@ -68,8 +68,7 @@
 //	-shadow        global shadow mode (as SHADOW_MODE=true)
 //	-fail-closed   answer OVER_LIMIT when Redis cannot decide (default: OK)
 //	-reload D      how often to read the configuration again (1s; 0: never)
-//	-denial-cache N  bytes of the Redis backend's near-cache of denials; 0: off
-//	               (instead of LOCAL_CACHE_SIZE_IN_BYTES)
+//	-denial-cache N  bytes of the near-cache of denials, 0: off (instead of LOCAL_CACHE_SIZE_IN_BYTES)
 package main
 
 import (
