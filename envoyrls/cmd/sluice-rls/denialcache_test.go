@@ -121,3 +121,22 @@ func grepLines(text, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// In memory there is no Redis to spare: a set LOCAL_CACHE_SIZE_IN_BYTES is
+// said to be not needed, once, and nothing else about a denial cache.
+func TestDenialCacheInMemory(t *testing.T) {
+	p := startProc(t, []string{"USE_STATSD=false", "LOG_LEVEL=info", "BACKEND_TYPE=memory", "LOCAL_CACHE_SIZE_IN_BYTES=1048576",
+		"RUNTIME_ROOT=testdata/runtime", "RUNTIME_SUBDIRECTORY=ratelimit",
+		"HOST=127.0.0.1", "PORT=0", "GRPC_HOST=127.0.0.1", "GRPC_PORT=0", "DEBUG_HOST=127.0.0.1", "DEBUG_PORT=0"})
+	eventually(t, "the configuration is loaded", func() bool {
+		stderrMu <- struct{}{}
+		defer func() { <-stderrMu }()
+		return strings.Contains(p.stderr.String(), "configuration loaded")
+	})
+	stderrMu <- struct{}{}
+	log := p.stderr.String()
+	<-stderrMu
+	if strings.Count(log, "LOCAL_CACHE_SIZE_IN_BYTES is not needed in memory") != 1 || strings.Contains(log, "denial cache") {
+		t.Errorf("log:\n%s", log)
+	}
+}
