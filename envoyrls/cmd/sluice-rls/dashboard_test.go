@@ -50,7 +50,9 @@ var (
 
 // Every query of dashboard.json names metrics, labels and label values
 // that the exporter serves after a short load: allowed and denied
-// decisions, a shadow-mode would-denial, a Redis outage, a refused reload.
+// decisions, a flood of denials on one descriptor (answered by the
+// near-cache of denials), a shadow-mode would-denial, a Redis outage, a
+// refused reload.
 func TestDashboardQueriesMatchTheExporter(t *testing.T) {
 	srv := redistest.Start(t)
 	proxy := faultproxy.NewProxy(t, srv.Addr)
@@ -77,6 +79,9 @@ func TestDashboardQueriesMatchTheExporter(t *testing.T) {
 		ask("rl", desc("foo", "x", "baz", "shady"))                               // shadow, 3 a minute
 		ask("mongo_cps", desc("database", "users"))
 	}
+	for range 20 { // a flood over the limit: the near-cache of denials answers it
+		ask("rl", desc("source_cluster", "proxy", "destination_cluster", "mock"))
+	}
 	proxy.SetMode(faultproxy.Refuse)
 	ask("mongo_cps", desc("database", "users")) // fail-open: OK, a backend error
 	proxy.SetMode(faultproxy.Pass)
@@ -90,6 +95,12 @@ func TestDashboardQueriesMatchTheExporter(t *testing.T) {
 		got = series(text)
 		return len(got["ratelimit_service_config_load_error"]) > 0
 	})
+	// The flood's denials after the first were answered from the cache
+	// (the mock bucket refills in a minute); the panels on the cache show
+	// something, not an empty series.
+	if _, text := get(t, "http://"+p.addrs["prometheus"]+"/metrics"); !regexp.MustCompile(`(?m)^sluice_backend_denial_cache_hits [1-9]`).MatchString(text) {
+		t.Errorf("no denial cache hits after the flood:\n%s", grepLines(text, "denial_cache"))
+	}
 
 	data, err := os.ReadFile("dashboard.json")
 	if err != nil {

@@ -31,9 +31,17 @@
 // OpenTelemetry metrics (package otelmetric: sluice_decisions and the rest,
 // see dashboard.json). Series are per configured rule, never per value.
 //
+// LOCAL_CACHE_SIZE_IN_BYTES sizes the Redis backend's near-cache of
+// denials, which answers a bucket's repeated denials in this process until
+// the instant Redis would admit it: a positive size in bytes, or 0 for no
+// cache, as theirs. Unset, the cache is on with 1 MiB (theirs is off):
+// it is exact, a cached denial only denies, and only until the instant
+// Redis would admit the bucket as this process last saw it; the startup
+// log says so once.
+//
 // Variables that only tune envoyproxy/ratelimit's implementation (pool
-// size, pipeline window and limit, the local cache, expiration jitter) are
-// accepted and logged once as not needed. Variables asking for what is not
+// size, pipeline window and limit, expiration jitter) are accepted and
+// logged once as not needed. Variables asking for what is not
 // offered (BACKEND_TYPE=memcache, CONFIG_TYPE=GRPC_XDS_SOTW,
 // REDIS_PERSECOND*, MERGE_DOMAIN_CONFIG=true, TRACING_ENABLED=true,
 // USE_DOG_STATSD=true, PROMETHEUS_MAPPER_YAML) stop the start with an error
@@ -60,6 +68,7 @@
 //	-shadow        global shadow mode (as SHADOW_MODE=true)
 //	-fail-closed   answer OVER_LIMIT when Redis cannot decide (default: OK)
 //	-reload D      how often to read the configuration again (1s; 0: never)
+//	-denial-cache N  bytes of the near-cache of denials, 0: off (instead of LOCAL_CACHE_SIZE_IN_BYTES)
 package main
 
 import (
@@ -98,6 +107,7 @@ type flags struct {
 	config, redis, addr, http, debug string
 	shadow, failClosed               bool
 	reload                           time.Duration
+	denialCache                      int
 	set                              map[string]bool
 }
 
@@ -112,6 +122,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.debug, "debug", "", "debug address host:port (default: DEBUG_HOST:DEBUG_PORT)")
 	fs.BoolVar(&f.shadow, "shadow", false, "global shadow mode: decide and report, always answer OK (as SHADOW_MODE)")
 	fs.BoolVar(&f.failClosed, "fail-closed", false, "answer OVER_LIMIT when Redis cannot decide (default: OK)")
+	fs.IntVar(&f.denialCache, "denial-cache", 0, "bytes of the Redis backend's near-cache of denials, 0: off (instead of LOCAL_CACHE_SIZE_IN_BYTES; default: 1 MiB)")
 	fs.DurationVar(&f.reload, "reload", time.Second, "how often to read the configuration again, 0 (never) or 100ms to 1h")
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -122,6 +133,8 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 		return f, fmt.Errorf("unexpected argument %q: configure with environment variables or flags", fs.Arg(0))
 	case f.reload != 0 && (f.reload < 100*time.Millisecond || f.reload > time.Hour):
 		return f, fmt.Errorf("-reload %v: must be 0 (never) or between 100ms and 1h", f.reload)
+	case f.denialCache < 0:
+		return f, fmt.Errorf("-denial-cache %d: must be 0 (off) or a size in bytes", f.denialCache)
 	}
 	for _, name := range []string{"config", "addr", "http", "debug"} {
 		if f.set[name] && strings.TrimSpace(map[string]string{"config": f.config, "addr": f.addr, "http": f.http, "debug": f.debug}[name]) == "" {

@@ -87,6 +87,28 @@ func newLogger(s settings, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, o))
 }
 
+// denialCacheOption maps LOCAL_CACHE_SIZE_IN_BYTES (or -denial-cache) to
+// the Redis backend's near-cache of denials, with their meaning of a size
+// and of 0 (no cache), and logs once what was chosen.
+func denialCacheOption(s settings, f flags, log *slog.Logger) sluiceredis.Option {
+	from := "LOCAL_CACHE_SIZE_IN_BYTES"
+	if f.set["denial-cache"] {
+		from = "-denial-cache"
+	}
+	switch {
+	case s.DenialCache == denialCacheUnset:
+		log.Info("denial cache on with 1 MiB, sluice's default (LOCAL_CACHE_SIZE_IN_BYTES is not set; 0 turns it off): " +
+			"it is exact, a cached denial only denies, until the instant Redis would admit the bucket")
+		return nil // a nil Option is ignored: the backend's default
+	case s.DenialCache == 0:
+		log.Info("denial cache off: every decision is a call to Redis", "from", from)
+		return sluiceredis.WithoutDenialCache()
+	default:
+		log.Info("denial cache on: a cached denial only denies, until the instant Redis would admit the bucket", "bytes", s.DenialCache, "from", from)
+		return sluiceredis.WithDenialCache(s.DenialCache)
+	}
+}
+
 // start applies the flags over the settings, connects to Redis, loads the
 // configuration and listens.
 func start(ctx context.Context, s settings, f flags, notes []string, stderr io.Writer) (_ *service, err error) {
@@ -118,6 +140,12 @@ func start(ctx context.Context, s settings, f flags, notes []string, stderr io.W
 		} else {
 			s.Backend, s.RedisSocketType, s.RedisType, s.RedisURL = "redis", "tcp", "single", f.redis
 		}
+	}
+	if f.set["denial-cache"] {
+		s.DenialCache = f.denialCache
+	}
+	if s.Backend == "memory" && s.DenialCache != denialCacheUnset {
+		v.log.Info("LOCAL_CACHE_SIZE_IN_BYTES is not needed in memory: every decision is made in this process")
 	}
 	v.cfgPath = s.ConfigPath()
 	if f.set["config"] {
@@ -181,12 +209,12 @@ func start(ctx context.Context, s settings, f flags, notes []string, stderr io.W
 	if len(sinks) > 0 {
 		opts = append(opts, envoyrls.WithRuleStats(sinks.record))
 	}
+	var metrics *otelmetric.Metrics
 	if mp != nil {
-		m, err := otelmetric.New(mp)
-		if err != nil {
+		if metrics, err = otelmetric.New(mp); err != nil {
 			return nil, fmt.Errorf("USE_PROMETHEUS: %w", err)
 		}
-		opts = append(opts, envoyrls.WithMetrics(m))
+		opts = append(opts, envoyrls.WithMetrics(metrics))
 	}
 	if f.failClosed {
 		opts = append(opts, envoyrls.WithFailClosed())
@@ -213,9 +241,13 @@ func start(ctx context.Context, s settings, f flags, notes []string, stderr io.W
 		if s.RedisTimeout > 0 {
 			bopts = append(bopts, sluiceredis.WithTimeout(s.RedisTimeout))
 		}
+		bopts = append(bopts, denialCacheOption(s, f, v.log))
 		rb, err := sluiceredis.New(client, bopts...)
 		if err != nil {
 			return nil, fmt.Errorf("REDIS_URL=%q: %w", s.RedisURL, err)
+		}
+		if metrics != nil {
+			metrics.ObserveDenialCache(rb.DenialCacheStats)
 		}
 		opts = append(opts, envoyrls.WithBackend(rb))
 		v.where = fmt.Sprintf("on Redis %s (%s, %s)", s.RedisURL, s.RedisType, s.RedisSocketType)

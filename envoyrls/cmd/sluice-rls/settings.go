@@ -45,7 +45,12 @@ type settings struct {
 
 	NearLimitRatio float64
 	CacheKeyPrefix string
-	Backend        string // redis, or memory (sluice's addition)
+	// DenialCache is LOCAL_CACHE_SIZE_IN_BYTES, the size of the Redis
+	// backend's near-cache of denials: denialCacheUnset when the variable
+	// is not set (sluice's default, on with 1 MiB), 0 for off (their 0:
+	// no local cache), else the size in bytes.
+	DenialCache int
+	Backend     string // redis, or memory (sluice's addition)
 
 	LimitHeaders                              bool
 	HeaderLimit, HeaderRemaining, HeaderReset string
@@ -69,6 +74,10 @@ type settings struct {
 	DynamicMetadata bool
 }
 
+// denialCacheUnset is settings.DenialCache when LOCAL_CACHE_SIZE_IN_BYTES
+// is not set: the Redis backend's default denial cache (1 MiB).
+const denialCacheUnset = -1
+
 // ConfigPath is the directory the rules are read from: RUNTIME_ROOT,
 // RUNTIME_SUBDIRECTORY, RUNTIME_APPDIRECTORY, as their runtime loader
 // composes it.
@@ -86,7 +95,6 @@ var notNeeded = map[string]string{
 	"REDIS_POOL_ON_EMPTY_BEHAVIOR":             "go-redis waits for a connection within REDIS_TIMEOUT",
 	"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION":     "/healthcheck always follows a Redis probe",
 	"EXPIRATION_JITTER_MAX_SECONDS":            "a bucket expires a second after it would be full again",
-	"LOCAL_CACHE_SIZE_IN_BYTES":                "a denied request reads its bucket in the one script call",
 	"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT":  "a denied request never consumes",
 	"RUNTIME_IGNOREDOTFILES":                   "names starting with . are always skipped",
 	"RUNTIME_WATCH_ROOT":                       "the directory is read through RUNTIME_ROOT at every check, so a swapped symlink is always seen",
@@ -325,7 +333,11 @@ func loadSettings(lookup func(string) (string, bool), environ []string) (setting
 	r.boolean("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", false)
 
 	r.integer("EXPIRATION_JITTER_MAX_SECONDS", 300, 0, 1<<31-1)
-	r.integer("LOCAL_CACHE_SIZE_IN_BYTES", 0, 0, 1<<62)
+	// Their default is 0 (no local cache); ours, when the variable is not
+	// set, is the denial cache on, because a cached denial only denies.
+	// An explicit 0 keeps their meaning. Set but empty counts as not set,
+	// as for every variable here.
+	s.DenialCache = r.integer("LOCAL_CACHE_SIZE_IN_BYTES", denialCacheUnset, 0, 1<<62)
 	nl := r.str("NEAR_LIMIT_RATIO", "0.8")
 	if f, err := strconv.ParseFloat(strings.TrimSpace(nl), 32); err != nil || !(f > 0) || f > 1 {
 		r.fail("NEAR_LIMIT_RATIO", nl, "not a number above 0 and at most 1")

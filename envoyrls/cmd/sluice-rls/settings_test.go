@@ -42,6 +42,7 @@ func TestSettingsDefaults(t *testing.T) {
 		{"NEAR_LIMIT_RATIO", s.NearLimitRatio, float64(float32(0.8))}, {"config path", s.ConfigPath(), "/srv/runtime_data/current/config"},
 		{"REDIS_STARTUP_INITIAL_INTERVAL", s.StartupInitial, time.Second}, {"REDIS_STARTUP_MAX_INTERVAL", s.StartupMax, 30 * time.Second},
 		{"LIMIT_RESET_HEADER", s.HeaderReset, "RateLimit-Reset"}, {"STATSD_PORT", s.StatsdPort, 8125},
+		{"LOCAL_CACHE_SIZE_IN_BYTES", s.DenialCache, denialCacheUnset},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, c.got, c.want)
@@ -75,6 +76,8 @@ func TestSettingsRefused(t *testing.T) {
 		{"EXTRA_TAGS", "a=b", `EXTRA_TAGS="a=b": not key:value`},
 		{"PROMETHEUS_PATH", "metrics", `PROMETHEUS_PATH="metrics": must start with /`},
 		{"REDIS_POOL_SIZE", "ten", `REDIS_POOL_SIZE="ten": not a number`},
+		{"LOCAL_CACHE_SIZE_IN_BYTES", "1MiB", `LOCAL_CACHE_SIZE_IN_BYTES="1MiB": not a number`},
+		{"LOCAL_CACHE_SIZE_IN_BYTES", "-1", `LOCAL_CACHE_SIZE_IN_BYTES="-1": out of range`},
 		{"CONFIG_TYPE", "CONSUL", `CONFIG_TYPE="CONSUL": not one of FILE`},
 		{"BACKEND_TYPE", "dynamo", `BACKEND_TYPE="dynamo": not one of redis, memory`},
 		// not offered
@@ -97,6 +100,25 @@ func TestSettingsRefused(t *testing.T) {
 	e := env{"REDIS_PERSECOND": "false", "MERGE_DOMAIN_CONFIG": "false", "TRACING_ENABLED": "false", "BACKEND_TYPE": "redis", "CONFIG_TYPE": "file"}
 	if _, _, err := loadSettings(e.lookup, e.environ()); err != nil {
 		t.Error(err)
+	}
+}
+
+// LOCAL_CACHE_SIZE_IN_BYTES: unset (or empty) is sluice's default, an
+// explicit 0 is theirs (no cache), a size is that size; none is a note.
+func TestSettingsLocalCache(t *testing.T) {
+	for _, c := range []struct {
+		env  env
+		want int
+	}{
+		{env{}, denialCacheUnset},
+		{env{"LOCAL_CACHE_SIZE_IN_BYTES": ""}, denialCacheUnset},
+		{env{"LOCAL_CACHE_SIZE_IN_BYTES": "0"}, 0},
+		{env{"LOCAL_CACHE_SIZE_IN_BYTES": " 16777216 "}, 16 << 20},
+	} {
+		s, notes, err := loadSettings(c.env.lookup, c.env.environ())
+		if err != nil || s.DenialCache != c.want || len(notes) != 0 {
+			t.Errorf("%v: DenialCache %d, notes %q, error %v; want %d", c.env, s.DenialCache, notes, err, c.want)
+		}
 	}
 }
 
@@ -128,6 +150,9 @@ func TestRunRefuses(t *testing.T) {
 		{nil, env{"PORT": "http"}, `PORT="http": not a number`},
 		{[]string{"extra"}, env{}, `unexpected argument "extra"`},
 		{[]string{"-reload", "5ms"}, env{}, "-reload 5ms"},
+		{[]string{"-denial-cache", "-1"}, env{}, "-denial-cache -1"},
+		{[]string{"-denial-cache", "1MiB"}, env{}, `invalid value "1MiB" for flag -denial-cache`},
+		{nil, env{"LOCAL_CACHE_SIZE_IN_BYTES": "lots"}, `LOCAL_CACHE_SIZE_IN_BYTES="lots": not a number`},
 		// -config wins over RUNTIME_*: the error names the flag's path
 		{[]string{"-config", "/nonexistent/sluice", "-redis", ""}, env{"RUNTIME_ROOT": "/data", "USE_STATSD": "false"}, "configuration /nonexistent/sluice"},
 	} {
