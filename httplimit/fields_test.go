@@ -95,8 +95,8 @@ func TestFieldCacheConcurrent(t *testing.T) {
 
 // BenchmarkFieldCache sets the fields of an allowed response from the
 // cache ("hit": remaining counts it keeps) and on a miss (each request a
-// remaining count not seen before), against slerrors' PolicyCache, which
-// renders every value.
+// remaining count not seen before), against internal/ratefield's Cache
+// (v0.1.0's errors.PolicyCache), which renders every value.
 func BenchmarkFieldCache(b *testing.B) {
 	const window = 16_000 * time.Second
 	h := http.Header{}
