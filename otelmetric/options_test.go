@@ -14,7 +14,7 @@ import (
 // TestOptionsNotGiven walks every option with the values the option rule
 // calls "not given" (zero, negative, nil) and an out-of-range one: none
 // panics, New succeeds, and decisions are timed on the default clock
-// (time.Now) one in DefaultDurationSampling.
+// (sluice's, the monotonic reading) one in DefaultDurationSampling.
 func TestOptionsNotGiven(t *testing.T) {
 	cases := map[string][]otelmetric.Option{
 		"no option":                        nil,
@@ -44,7 +44,7 @@ func TestOptionsNotGiven(t *testing.T) {
 			if dp.Count < 840 || dp.Count > 1160 {
 				t.Errorf("%d of %d decisions timed, want about 1 in %d", dp.Count, n, otelmetric.DefaultDurationSampling)
 			}
-			// Timed with time.Now: durations are real, not negative.
+			// Timed on the default clock: durations are real, not negative.
 			if dp.Sum < 0 {
 				t.Errorf("durations sum to %v s", dp.Sum)
 			}

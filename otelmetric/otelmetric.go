@@ -28,7 +28,7 @@
 // would-denial, an event in addition to the request's own decision, has its
 // own counter.
 //
-// Use it in three places:
+// Use it in four places:
 //
 //   - Wrap a Limiter to count and time its decisions.
 //   - Pass ErrorHandler to stack.WithErrorHandler to count backend errors and

@@ -305,7 +305,7 @@ func WithStore(s Store, refresh time.Duration) Option {
 	})
 }
 
-// Hooks are called as requests are paced, for metrics (otelmetric.Pace
+// Hooks are called as requests are paced, for metrics (otelmetric.PaceHooks
 // builds them). Any may be nil. They must be safe for concurrent use and
 // quick.
 type Hooks struct {

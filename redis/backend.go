@@ -258,7 +258,7 @@ func WithPin(pin func(Bucket) string) Option {
 // default: the server's TIME for a Backend, sluice's default clock (wall
 // time advanced by the monotonic clock) for a PaceStore.
 //
-// A Backend's own timers follow now too: the probe interval
+// A Backend's own timers follow c too: the probe interval
 // (WithProbeInterval), the rejoin period after an outage and the local
 // fallback's once-a-second reports are measured on it, so a test or a
 // simulation steps them as it steps decisions. A backend on a clock that

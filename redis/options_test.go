@@ -16,7 +16,7 @@ import (
 // calls "not given" (zero, negative, NaN, nil, empty): none panics, New and
 // NewPaceStore succeed, and each leaves the documented default: keys
 // "sluice:{sluice}:…", a 50 ms timeout, a 200 ms probe interval, no local
-// fallback, batches of 64, the server's clock (time.Now for a PaceStore).
+// fallback, batches of 64, the server's clock (sluice's default clock for a PaceStore).
 func TestOptionsNotGiven(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer c.Close()

@@ -85,8 +85,8 @@ var _ pace.Store = (*PaceStore)(nil)
 // NewPaceStore returns a PaceStore over client. Of the Options, three
 // apply, as they do to New: WithKeyPrefix (default "sluice"), WithTimeout
 // (default 50 ms per call; the client needs ContextTimeoutEnabled) and
-// WithClock (the clock a pause's expiry is measured on; default
-// time.Now); the others are ignored, except that an invalid value in any
+// WithClock (the clock a pause's expiry is measured on; default sluice's
+// clock, wall time advanced by the monotonic clock only); the others are ignored, except that an invalid value in any
 // of them is an error here as in New.
 func NewPaceStore(client goredis.UniversalClient, opts ...Option) (*PaceStore, error) {
 	if client == nil {

@@ -40,8 +40,8 @@
 // ReserveAt take the instant instead, as the first argument after the
 // context. The methods of every package of sluice follow that rule: the
 // explicit-time form of a method M is MAt, with the instant first after
-// the context (package bucket keeps x/time/rate's names, AllowN(t, n),
-// with the instant first too). A Backend's Take and Adjust take it in the
+// the context (package bucket too: x/time/rate's AllowN(t, n) is
+// AllowAt(t, n) there). A Backend's Take and Adjust take it in the
 // same place (see the sluice package documentation, "Explicit time").
 //
 // # Names of limits and buckets

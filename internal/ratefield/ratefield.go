@@ -1,14 +1,12 @@
 // Package ratefield renders the IETF RateLimit and RateLimit-Policy
 // response fields (draft-ietf-httpapi-ratelimit-headers-11) for package
-// errors, which documents them (errors.Quota, errors.SetRateLimitHeaders),
-// and keeps Cache, the rendered policies a middleware shares between its
-// responses (httplimit holds one).
+// errors, which documents them (errors.Quota, errors.SetRateLimitHeaders).
+// httplimit keeps its own cache of rendered values (its fieldCache).
 package ratefield
 
 import (
 	"net/http"
 	"strconv"
-	"sync/atomic"
 	"time"
 	"unsafe"
 )
@@ -134,7 +132,6 @@ const (
 // up to 112 bytes; more for longer ones): the two field values and their
 // one-element value slices share one allocation (each slice capped at its
 // element, so a later Add to one field never writes into the other).
-// Cache also spares the rendering of the policy.
 func Set(h http.Header, q Quota) {
 	if q.Limit <= 0 {
 		return
@@ -147,8 +144,7 @@ func Set(h http.Header, q Quota) {
 
 // fieldValues32, fieldValues48 and fieldValues112 hold the values of one
 // response's RateLimit fields in one allocation: the two value strings,
-// which the two header slices point into, and the bytes of the strings (or
-// of the RateLimit value alone, when the policy value is a cached string).
+// which the two header slices point into, and the bytes of the strings.
 // The bytes are written once, before the strings are made, and never again.
 // Each is a malloc size class (64, 80 and 144 bytes): the smallest that fits
 // is taken, since a response's garbage is what brings the next collection.
@@ -200,90 +196,4 @@ func setRateLimitFields(h http.Header, b []byte, split int) {
 	s := unsafe.String(unsafe.SliceData(dst), len(dst)) // dst is not written again
 	vals[0], vals[1] = s[:split], s[split:]
 	setFields(h, vals)
-}
-
-// putDecimal writes n (≥ 0) in decimal at the end of dst[:i] and returns
-// the index of its first digit.
-func putDecimal(dst *[rateLimitTail]byte, i int, n int64) int {
-	u := uint64(n)
-	for u >= 10 {
-		i--
-		q := u / 10
-		dst[i] = byte('0' + u - q*10)
-		u = q
-	}
-	i--
-	dst[i] = byte('0' + u)
-	return i
-}
-
-// rateLimitTail bounds the part of a RateLimit value after the cached
-// prefix: two Structured Field integers (15 digits at most) and ";t=".
-const rateLimitTail = 2*15 + 3
-
-// policyCacheSlots bounds a Cache: policies beyond it are rendered on
-// every response, as by Set.
-const policyCacheSlots = 16
-
-// Cache remembers the RateLimit-Policy values of the policies it has
-// rendered (a policy is its name, Limit and Window), so that responses of
-// the same policy share the value instead of rendering it again. It holds at
-// most 16 policies, the first ones seen; the zero value is ready to use, and
-// it is safe for concurrent use. Middleware keeps one for its lifetime.
-type Cache struct {
-	slots [policyCacheSlots]atomic.Pointer[renderedPolicy]
-}
-
-type renderedPolicy struct {
-	name   string
-	limit  int64
-	window time.Duration
-	policy string // the RateLimit-Policy value
-	prefix []byte // the start of every RateLimit value: the quoted name and ";r="
-}
-
-// Set is the package's Set, its output identical, with q's RateLimit-Policy value from c (shared by the
-// responses of the policy). For a cached policy it allocates once when the
-// RateLimit value fits in 112 bytes (a name of up to 74 bytes whatever the
-// values), 64 bytes in all when it fits in 32 (a name of up to 15 bytes with
-// 7-digit remaining units and a reset under 100 s).
-func (c *Cache) Set(h http.Header, q Quota) {
-	if q.Limit <= 0 {
-		return
-	}
-	p := c.lookup(q)
-	if p == nil {
-		Set(h, q)
-		return
-	}
-	// The digits are written from the end of tail, then the RateLimit value
-	// (the cached prefix and tail) is copied into its one allocation.
-	var tail [rateLimitTail]byte
-	i := putDecimal(&tail, len(tail), clampSF(ceilSecs(q.Reset)))
-	i -= 3
-	copy(tail[i:], ";t=")
-	i = putDecimal(&tail, i, clampSF(q.Remaining))
-	vals, dst := newFieldValues(len(p.prefix) + len(tail) - i)
-	copy(dst[copy(dst, p.prefix):], tail[i:])
-	vals[0], vals[1] = p.policy, unsafe.String(unsafe.SliceData(dst), len(dst)) // dst is not written again
-	setFields(h, vals)
-}
-
-// lookup returns q's rendered policy: the one c has, or a new one rendered
-// into a free slot; nil when c is full and q's policy is not in it.
-func (c *Cache) lookup(q Quota) *renderedPolicy {
-	for i := range c.slots {
-		p := c.slots[i].Load()
-		if p == nil {
-			p = &renderedPolicy{name: q.Policy, limit: q.Limit, window: q.Window, policy: string(q.AppendPolicy(nil))}
-			p.prefix = append(appendPolicyName(nil, q.Policy), ";r="...)
-			if !c.slots[i].CompareAndSwap(nil, p) {
-				p = c.slots[i].Load() // another request filled the slot first
-			}
-		}
-		if p.name == q.Policy && p.limit == q.Limit && p.window == q.Window {
-			return p
-		}
-	}
-	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,7 +13,7 @@ import (
 )
 
 // headerQuotas are quotas of many shapes: escaped names, the default name,
-// clamped values, and more policies than a Cache keeps.
+// clamped values, long names and many policies.
 func headerQuotas() []ratefield.Quota {
 	qs := []ratefield.Quota{
 		ratefield.NewQuota("", 10, 10, 10*time.Second),
@@ -39,69 +38,33 @@ func wantHeaders(q ratefield.Quota) http.Header {
 }
 
 func TestSetMatchesHeaderSet(t *testing.T) {
-	var cache ratefield.Cache
-	for round := 0; round < 2; round++ { // the second round reads the cache
-		for _, q := range headerQuotas() {
-			want := wantHeaders(q)
-			for name, set := range map[string]func(http.Header, ratefield.Quota){
-				"Set":       ratefield.Set,
-				"Cache.Set": cache.Set,
-			} {
-				h := http.Header{"Ratelimit": {"stale", "values"}, "Content-Type": {"text/plain"}}
-				set(h, q)
-				want.Set("Content-Type", "text/plain")
-				if !reflect.DeepEqual(h, want) {
-					t.Errorf("%s(%+v) = %q, want %q", name, q, h, want)
-				}
-			}
+	for _, q := range headerQuotas() {
+		want := wantHeaders(q)
+		h := http.Header{"Ratelimit": {"stale", "values"}, "Content-Type": {"text/plain"}}
+		ratefield.Set(h, q)
+		want.Set("Content-Type", "text/plain")
+		if !reflect.DeepEqual(h, want) {
+			t.Errorf("Set(%+v) = %q, want %q", q, h, want)
 		}
 	}
 }
 
-// The cached path writes the numbers itself: every value below 10,000,
-// every digit count, and the values around each power of ten come out as
-// strconv writes them.
-func TestCacheNumbers(t *testing.T) {
-	var cache ratefield.Cache
-	var values []int64
-	for v := int64(0); v < 10_000; v++ {
-		values = append(values, v)
-	}
-	for n := int64(1); n > 0 && n <= 1e16; n *= 10 {
-		values = append(values, n-1, n, n+1)
-	}
-	for _, v := range values {
-		q := ratefield.Quota{Policy: "p", Limit: 1e16, Remaining: v, Window: time.Minute, Reset: time.Duration(v) * time.Second}
-		if v > 1e9 {
-			q.Reset = time.Duration(v) // nanoseconds: rounded up to whole seconds
-		}
-		h := http.Header{}
-		cache.Set(h, q)
-		if want := wantHeaders(q); !reflect.DeepEqual(h, want) {
-			t.Errorf("%+v: %q, want %q", q, h, want)
-		}
-	}
-}
-
-// FuzzRateLimitHeaders checks both setters against Header.Set of the
-// rendered values.
+// FuzzRateLimitHeaders checks Set against Header.Set of the rendered
+// values.
 func FuzzRateLimitHeaders(f *testing.F) {
 	f.Add("per-caller", int64(100), int64(42), int64(time.Minute), int64(time.Second))
 	f.Add(`a"b\c`, int64(1<<62), int64(-1), int64(1), int64(1<<62))
 	f.Add(strings.Repeat("x", 100), int64(5), int64(5), int64(0), int64(0))
-	var cache ratefield.Cache
 	f.Fuzz(func(t *testing.T, name string, limit, remaining, window, reset int64) {
 		q := ratefield.Quota{Policy: name, Limit: limit, Remaining: remaining, Window: time.Duration(window), Reset: time.Duration(reset)}
 		want := http.Header{}
 		if limit > 0 {
 			want = wantHeaders(q)
 		}
-		for i, set := range []func(http.Header, ratefield.Quota){ratefield.Set, cache.Set} {
-			h := http.Header{}
-			set(h, q)
-			if !reflect.DeepEqual(h, want) {
-				t.Errorf("setter %d, %+v: %q, want %q", i, q, h, want)
-			}
+		h := http.Header{}
+		ratefield.Set(h, q)
+		if !reflect.DeepEqual(h, want) {
+			t.Errorf("%+v: %q, want %q", q, h, want)
 		}
 	})
 }
@@ -124,56 +87,16 @@ func TestSetAllocations(t *testing.T) {
 	if racecheck.Enabled || testing.CoverMode() != "" {
 		t.Skip("allocation counts differ under -race and coverage")
 	}
-	var cache ratefield.Cache
 	h := http.Header{}
 	q := ratefield.NewQuota("per-caller", 100, 42, time.Minute)
-	cache.Set(h, q) // renders the policy once
-	// The largest values a short name can carry still fit the cached path's
-	// one allocation.
+	// The largest values a short name can carry still fit one allocation.
 	big := ratefield.Quota{Policy: "per-caller", Limit: 1 << 62, Remaining: 1 << 62, Window: 1 << 62, Reset: 1 << 62}
-	cache.Set(h, big)
-	for name, set := range map[string]func(http.Header, ratefield.Quota){
-		"Set":       ratefield.Set,
-		"Cache.Set": cache.Set,
-	} {
-		// The two field values and their slices: one allocation.
-		for _, q := range []ratefield.Quota{q, big} {
-			if n := testing.AllocsPerRun(1000, func() { set(h, q) }); n > 1 {
-				t.Errorf("%s(%+v) allocates %.1f times per response, want at most 1", name, q, n)
-			}
+	// The two field values and their slices: one allocation.
+	for _, q := range []ratefield.Quota{q, big} {
+		if n := testing.AllocsPerRun(1000, func() { ratefield.Set(h, q) }); n > 1 {
+			t.Errorf("Set(%+v) allocates %.1f times per response, want at most 1", q, n)
 		}
 	}
-	// Past the cache's capacity, policies are rendered, still without
-	// more allocation.
-	for i := 0; i < 40; i++ {
-		cache.Set(h, ratefield.NewQuota(fmt.Sprint("p", i), 100, 1, time.Minute))
-	}
-	late := ratefield.NewQuota("late", 100, 1, time.Minute)
-	if n := testing.AllocsPerRun(1000, func() { cache.Set(h, late) }); n > 1 {
-		t.Errorf("an uncached policy allocates %.1f times per response, want at most 1", n)
-	}
-}
-
-func TestCacheConcurrent(t *testing.T) {
-	var cache ratefield.Cache
-	qs := headerQuotas()
-	var wg sync.WaitGroup
-	for g := 0; g < 8; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < 200; i++ {
-				q := qs[(g*7+i)%len(qs)]
-				h := http.Header{}
-				cache.Set(h, q)
-				if want := wantHeaders(q); !reflect.DeepEqual(h, want) {
-					t.Errorf("%+v: %q, want %q", q, h, want)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
 }
 
 func TestCeilSeconds(t *testing.T) {

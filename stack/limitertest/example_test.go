@@ -49,8 +49,8 @@ func ExampleNewPerValue() {
 	// true
 }
 
-// Code that sleeps through a function of its own (bucket.WithSleep,
-// pace.WithClock) sleeps on the Clock: the clock moves, nothing waits,
+// Code that sleeps on its clock (bucket.WithClock, pace.WithClock: a
+// sluice.Clock's Sleep) sleeps on the Clock: the clock moves, nothing waits,
 // and the test reads what was waited for.
 func ExampleClock_Sleep() {
 	c := limitertest.NewClock(limitertest.Start)

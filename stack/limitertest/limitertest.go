@@ -32,8 +32,8 @@ import (
 // safe for concurrent use and cheap to read (one atomic load).
 //
 // It is the one test clock of the repository's own tests too: its Sleep
-// advances it instead of sleeping, so code that takes a clock and a sleep
-// (bucket.WithClock and WithSleep, pace.WithClock) runs on
+// advances it instead of sleeping, so code that sleeps on its clock
+// (bucket's WaitN, pace's Transport, through their WithClock) runs on
 // it without waiting, and Slept tells the test what was waited for.
 type Clock struct {
 	ns atomic.Int64 // nanoseconds since clockBase
@@ -62,8 +62,8 @@ func (c *Clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // Sleep is a sleep on the clock that does not wait: it returns ctx's error
 // if ctx is done, and otherwise advances the clock by d (if d > 0) and
-// records d for Slept. Its signature is the one bucket.WithSleep takes,
-// and with Now it satisfies sluice.Clock (pace.WithClock).
+// records d for Slept. With Now it satisfies sluice.Clock, so every
+// WithClock option takes a *Clock.
 func (c *Clock) Sleep(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
