@@ -71,6 +71,11 @@ func result(r ib.Result) Result {
 // of every bucket under any interleaving of takes and give-backs: within
 // any window of instants Δt, at most burst + rate·Δt tokens are kept.
 //
+// A take running at the same moment as the give-back counts as one since:
+// a Bucket's take announces its instant before it takes, so a give-back
+// that overlaps a take at a later instant may return less, as it would
+// after it.
+//
 // The zero Grant records nothing (a denied take's). A Grant is a value:
 // copying it copies the count, so give back through one copy only.
 type Grant struct{ g ib.Grant }

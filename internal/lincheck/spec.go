@@ -82,6 +82,10 @@ type Give struct {
 	ChargeLo int64
 	ChargeHi int64
 	Last     bool
+	// Racing is the latest instant of a take or charge on the Give's
+	// Group whose interval overlaps the Give's (Fresh: none). Model sets
+	// it when the Spec is HighEarly; it is ignored otherwise.
+	Racing int64
 }
 
 // kept is a take the specification still counts: its instant, the tokens
@@ -167,6 +171,19 @@ type Spec struct {
 	// step (a Redis script): its denials and its Remaining are then
 	// checked exactly, and a denial leaves every bucket as it was.
 	Atomic bool
+	// HighEarly says that a take raises its Group's H before it takes
+	// effect, not at its linearization point: a Bucket's lock-free take
+	// raises its high-water instant before its compare-and-swap, so that a
+	// give-back that finds the take's state also finds its instant. A
+	// give-back that overlaps such a take (their intervals in the history
+	// overlap) may then see the take's instant in H although the take is
+	// linearized after it, and return less, as it would after the take
+	// (the take then finds the state that less-exact give-back left). Model
+	// bounds the exactness of each Give by the latest instant of the takes
+	// and charges overlapping it (Give.Racing) as well as by H. Only the
+	// amount a give-back must return at least is affected: what it may
+	// return at most (the ideal state) is not.
+	HighEarly bool
 	// Slack is how many ticks less than exact a give-back may return where
 	// the specification asks for exactness (or for its bound c − (H − a)):
 	// an implementation that keeps the high-water instant H at a coarser
@@ -432,8 +449,12 @@ func (s *Spec) give(st State, op Give) State {
 		tk := &b.kept[k]
 		n := min(it.N, tk.cost)
 		dlo := n * p.Unit
-		if tk.touched || tk.stale {
-			dlo = max(0, min(dlo, tk.cost*p.Unit-max(0, b.high-tk.at)))
+		h := b.high
+		if s.HighEarly {
+			h = max(h, op.Racing) // a take in flight has raised H already
+		}
+		if tk.touched || tk.stale || h > b.high {
+			dlo = max(0, min(dlo, tk.cost*p.Unit-max(0, h-tk.at)))
 		}
 		dlo = max(0, dlo-s.Slack)
 		tk.cost -= n
@@ -576,6 +597,9 @@ func (s *Spec) partition(h []porcupine.Operation) [][]porcupine.Operation {
 				}
 			}
 		case Give:
+			if s.HighEarly {
+				in.Racing = Fresh // set per Group below
+			}
 			gs := slices.Clone(reached[in.ID])
 			for _, it := range slices.Concat(in.Gives, in.Charges) {
 				if g := group(it.B); !slices.Contains(gs, g) {
@@ -587,6 +611,9 @@ func (s *Spec) partition(h []porcupine.Operation) [][]porcupine.Operation {
 				gv := in
 				gv.Gives = slices.DeleteFunc(slices.Clone(in.Gives), func(it Item) bool { return group(it.B) != g })
 				gv.Charges = slices.DeleteFunc(slices.Clone(in.Charges), func(it Item) bool { return group(it.B) != g })
+				if s.HighEarly {
+					gv.Racing = s.racing(h, op, g)
+				}
 				p.Input = gv
 				add(g, p)
 			}
@@ -599,6 +626,36 @@ func (s *Spec) partition(h []porcupine.Operation) [][]porcupine.Operation {
 		out = append(out, parts[g])
 	}
 	return out
+}
+
+// racing returns the latest instant of the takes and charges on Group g
+// whose intervals overlap op's (Fresh: none): those that may have raised
+// g's H before op read it, whatever order they are linearized in. A take
+// that returned before op was called is linearized before it and counted
+// in H already; one called after op returned cannot have touched it.
+func (s *Spec) racing(h []porcupine.Operation, op porcupine.Operation, g int) int64 {
+	inGroup := func(its []Item) bool {
+		return slices.ContainsFunc(its, func(it Item) bool {
+			return it.B >= 0 && it.B < len(s.Params) && s.Params[it.B].Group == g
+		})
+	}
+	r := Fresh
+	for _, o := range h {
+		if o.Call >= op.Return || o.Return <= op.Call {
+			continue
+		}
+		switch in := o.Input.(type) {
+		case Decide:
+			if inGroup(in.Items) {
+				r = max(r, in.At)
+			}
+		case Give:
+			if inGroup(in.Charges) {
+				r = max(r, in.ChargeHi)
+			}
+		}
+	}
+	return r
 }
 
 // Describe renders an operation for reports and visualizations.
@@ -634,6 +691,9 @@ func Describe(in, out any) string {
 		}
 		for _, it := range op.Charges {
 			fmt.Fprintf(&sb, " charge b%d:%d@[%d,%d]", it.B, it.N, op.ChargeLo, op.ChargeHi)
+		}
+		if op.Racing > op.At && len(op.Gives) > 0 {
+			fmt.Fprintf(&sb, " (beside a take @%d)", op.Racing)
 		}
 		if op.Last {
 			sb.WriteString(" (last)")

@@ -119,7 +119,9 @@ func parseHistory(text string) ([]porcupine.Operation, error) {
 			op.Input = Decide{ID: int(num(t[1])), At: num(t[2]), Items: items(t[3]), Holds: t[4] != "", Part: t[5] != ""}
 			switch {
 			case strings.HasPrefix(t[6], "ok"):
-				op.Output = Decision{OK: true, Remaining: num(t[7])}
+				// Describe renders an admission of unknown Remaining (AllowN's)
+				// with remainingUnknown as the count.
+				op.Output = takeDecision(true, num(t[7]))
 			case t[9] == "":
 				op.Output = Decision{Denied: int(num(t[8])), RemainingUnknown: true}
 			default:
