@@ -27,6 +27,7 @@ func TestStatsdNames(t *testing.T) {
 	defer lis.Close()
 	var mu sync.Mutex
 	var lines []string
+	arrived := make(chan struct{}, 1) // a line arrived since the test last looked
 	go func() {
 		for {
 			c, err := lis.Accept()
@@ -39,6 +40,10 @@ func TestStatsdNames(t *testing.T) {
 					mu.Lock()
 					lines = append(lines, sc.Text())
 					mu.Unlock()
+					select {
+					case arrived <- struct{}{}:
+					default:
+					}
 				}
 			}()
 		}
@@ -69,7 +74,9 @@ func TestStatsdNames(t *testing.T) {
 		"ratelimit.service.rate_limit.rl.source_cluster_proxy.destination_cluster_mock.within_limit": 1,
 		"ratelimit_server.ShouldRateLimit.total_requests":                                            3,
 	}
-	deadline := time.Now().Add(15 * time.Second)
+	// Each pass waits for the next line (no sleep), up to 15 s in all.
+	deadline := time.NewTimer(15 * time.Second)
+	defer deadline.Stop()
 	for {
 		got := map[string]uint64{}
 		mu.Lock()
@@ -91,9 +98,10 @@ func TestStatsdNames(t *testing.T) {
 		if missing == 0 {
 			return
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-arrived:
+		case <-deadline.C:
 			t.Fatalf("statsd lines %v not all seen in:\n%s", want, seen)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
