@@ -116,83 +116,30 @@ func (m *memoryBackend) table(at time.Time, op *stack.Op) (*bucket.Table, error)
 	return e.t, nil
 }
 
-// Take implements stack.Backend: all or nothing, in order. Units taken from
-// the ops before a denying one are given back through their takes' Grants
-// at once, which package bucket makes exact when no later take intervened.
+// Take implements stack.Backend: all or nothing, in order, decided by the
+// Stack's own in-memory decider (stack.DecideOps) on this backend's tables.
+// Units taken from the ops before a denying one are given back through
+// their takes' Grants at once, which package bucket makes exact when no
+// later take intervened. On a denial, Remaining holds what each bucket
+// holds, nothing taken.
 func (m *memoryBackend) Take(ctx context.Context, at time.Time, ops []stack.Op) (stack.Outcome, error) {
 	if err := ctx.Err(); err != nil {
 		return stack.Outcome{}, err
 	}
-	out := stack.Outcome{Denied: -1, Remaining: make([]int64, len(ops))}
-	tabs := make([]*bucket.Table, len(ops))
-	grants := make([]bucket.Grant, len(ops))
-	taken := make([]bool, len(ops))
-	giveBack := func(upto int) {
-		for j := upto - 1; j >= 0; j-- {
-			if taken[j] {
-				_ = tabs[j].GiveBack(ops[j].Key, &grants[j], int(ops[j].Cost))
-			}
-		}
+	out, err := stack.DecideOps(at, ops, func(op *stack.Op) (*bucket.Table, error) { return m.table(at, op) })
+	if err != nil || out.Denied < 0 {
+		return out, err
 	}
-	for i := range ops {
-		op := &ops[i]
-		t, err := m.table(at, op)
+	// What each bucket holds, nothing taken (a check takes nothing and
+	// creates no bucket).
+	out.Remaining = make([]int64, len(ops))
+	for j := range ops {
+		t, err := m.table(at, &ops[j])
 		if err != nil {
-			giveBack(i)
-			return stack.Outcome{}, err
+			out.Remaining = nil
+			break
 		}
-		tabs[i] = t
-		res := t.TakeN(at, op.Key, int(op.Cost))
-		if res.OK {
-			taken[i], grants[i] = op.Cost > 0, res.Grant
-			out.Remaining[i] = res.Remaining
-			continue
-		}
-		if op.Shadow {
-			out.ShadowDenied = append(out.ShadowDenied, i)
-			out.Remaining[i] = res.Remaining // what it holds: nothing was taken
-			continue
-		}
-		out.Denied = i
-		out.RetryAfter = res.RetryAfter
-		out.Permanent = res.Permanent || res.OverBurst
-		out.OverBurst = res.OverBurst && op.Burst > 0
-		giveBack(i)
-		// The wait after which every op would pass: probe the rest (take,
-		// then give back at once).
-		for j := i + 1; j < len(ops) && !out.Permanent; j++ {
-			if ops[j].Shadow {
-				continue
-			}
-			tj, err := m.table(at, &ops[j])
-			if err != nil {
-				break
-			}
-			r := tj.TakeN(at, ops[j].Key, int(ops[j].Cost))
-			switch {
-			case r.OK:
-				if ops[j].Cost > 0 {
-					_ = tj.GiveBack(ops[j].Key, &r.Grant, int(ops[j].Cost))
-				}
-			case r.Permanent || r.OverBurst:
-				out.Permanent, out.RetryAfter = true, 0
-				out.OverBurst = r.OverBurst && ops[j].Burst > 0
-			default:
-				out.RetryAfter = max(out.RetryAfter, r.RetryAfter)
-			}
-		}
-		// What each bucket holds, nothing taken (a check takes nothing and
-		// creates no bucket).
-		for j := range ops {
-			if tabs[j] == nil {
-				if tabs[j], err = m.table(at, &ops[j]); err != nil {
-					out.Remaining = nil
-					break
-				}
-			}
-			out.Remaining[j] = tabs[j].TakeN(at, ops[j].Key, 0).Remaining
-		}
-		return out, nil
+		out.Remaining[j] = t.TakeN(at, ops[j].Key, 0).Remaining
 	}
 	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -217,8 +218,55 @@ func (m *MemoryBackend) Take(ctx context.Context, at time.Time, ops []Op) (Outco
 	if err := ctx.Err(); err != nil {
 		return Outcome{}, err
 	}
+	out, items, _ := decideOps(at, ops, m, nil)
+	if out.Denied >= 0 {
+		for i := range ops[:out.Denied] {
+			if !ops[i].Conn && !items[i].shadowed { // taken, then given back
+				m.remember(ops[i].Key, time.Time{}, bucket.Grant{}) // given back: nothing to remember
+			}
+		}
+		return out, nil
+	}
+	for i := range items {
+		if items[i].taken && !ops[i].Conn {
+			m.remember(ops[i].Key, at, items[i].grant)
+		}
+	}
+	return out, nil
+}
+
+// DecideOps decides ops at at as a Backend's Take must (all or nothing, in
+// order; see Backend.Take), through the same in-memory decider as a
+// Stack's plans and MemoryBackend, on buckets the caller keeps: op's bucket
+// is the one keyed op.Key in the Table that table returns for op. It is
+// for backend implementers inside this repository (package bucket is
+// internal), so that an in-memory Backend with its own storage (envoyrls'
+// tables under one bucket bound) decides exactly as a Stack does.
+//
+// table is called when the decider reaches the op (taken, or probed after
+// a denial), not before. An error from it before the decision is made
+// gives back what was taken and is returned with a zero Outcome; an error
+// while probing after a denial ends the probing (RetryAfter covers the ops
+// probed until then). On a denial Outcome.Remaining is nil. Ops must not
+// be connections slots (Op.Conn): a Table holds no slots.
+func DecideOps(at time.Time, ops []Op, table func(op *Op) (*bucket.Table, error)) (Outcome, error) {
+	for i := range ops {
+		if ops[i].Conn {
+			return Outcome{}, errors.New("stack: DecideOps: op " + strconv.Itoa(i) + " is a connections slot (Op.Conn); a Table holds none")
+		}
+	}
+	out, _, err := decideOps(at, ops, nil, table)
+	return out, err
+}
+
+// decideOps decides ops through the decider on a MemoryBackend's buckets
+// (m) or on the Tables that table supplies, and returns the Outcome (its
+// Remaining nil on a denial) and the items decided.
+func decideOps(at time.Time, ops []Op, m *MemoryBackend, table func(*Op) (*bucket.Table, error)) (Outcome, []item, error) {
 	items := make([]item, len(ops))
 	rbs := make([]rateBucket, len(ops))
+	conns := make([]memConn, len(ops))
+	var lookupErr error
 	for i := range ops {
 		op := &ops[i]
 		rb := &rbs[i]
@@ -230,15 +278,32 @@ func (m *MemoryBackend) Take(ctx context.Context, at time.Time, ops []Op) (Outco
 		// before: a bucket named under other parameters is converted to
 		// them only when taken or probed, as the Redis script does, so an
 		// op after a permanent denial leaves its bucket as it was.
-		rb.memConn = &memConn{m: m, op: op}
+		conns[i] = memConn{m: m, table: table, err: &lookupErr, op: op}
+		rb.memConn = &conns[i]
 		items[i].rb, items[i].cost = rb, int(op.Cost)
 	}
 	var d sluice.Decision
 	dc := decider{t: at, ns: bucket.NsOf(at), denied: -1, reserve: true} // reserve: every take's full Result, for Remaining
 	for i := range items {
+		deciding := dc.denied < 0
 		dc.take(items, nil, i, &d, nil)
+		if lookupErr == nil {
+			continue
+		}
+		if !deciding {
+			break // probing: RetryAfter covers what was probed
+		}
+		// No decision: give back what was taken (a shadow op's failed
+		// lookup did not deny, so nothing was given back yet).
+		for j := i; j >= 0; j-- {
+			if items[j].taken {
+				items[j].refund(nil)
+				items[j].taken = false
+			}
+		}
+		return Outcome{}, items, lookupErr
 	}
-	out := Outcome{Denied: dc.denied, Remaining: make([]int64, len(ops))}
+	out := Outcome{Denied: dc.denied}
 	for i := range items {
 		if items[i].shadowed {
 			out.ShadowDenied = append(out.ShadowDenied, i)
@@ -246,32 +311,37 @@ func (m *MemoryBackend) Take(ctx context.Context, at time.Time, ops []Op) (Outco
 	}
 	if dc.denied >= 0 {
 		out.RetryAfter, out.Permanent, out.OverBurst = d.RetryAfter, d.Permanent, d.OverBurst
-		out.Remaining = nil
-		for i := range ops[:dc.denied] {
-			if !ops[i].Conn && !items[i].shadowed { // taken, then given back
-				m.remember(ops[i].Key, time.Time{}, bucket.Grant{}) // given back: nothing to remember
-			}
-		}
-		return out, nil
+		return out, items, nil
 	}
+	out.Remaining = make([]int64, len(ops))
 	for i := range items {
 		out.Remaining[i] = items[i].left // what a shadow op that could not pass holds: nothing was taken
-		if items[i].taken && !ops[i].Conn {
-			m.remember(ops[i].Key, at, items[i].grant)
-		}
 	}
-	return out, nil
+	return out, items, nil
 }
 
-// memConn is a MemoryBackend's bucket or connections slot for one op, as
-// the decider takes and gives it back.
+// memConn is the bucket or connections slot of one op of decideOps, as the
+// decider takes and gives it back: a MemoryBackend's (m), or one of the
+// Tables that table supplies.
 type memConn struct {
-	m  *MemoryBackend
-	op *Op
-	b  *bucket.Bucket // the op's bucket, once taken (not a connections op)
+	m     *MemoryBackend
+	table func(*Op) (*bucket.Table, error)
+	err   *error // where a failed table lookup is recorded
+	op    *Op
+	b     *bucket.Bucket // the op's bucket, once taken (m, not a connections op)
+	t     *bucket.Table  // the op's Table, once taken (table)
 }
 
 func (c *memConn) take(at time.Time, it *item) bucket.Result {
+	if c.table != nil {
+		t, err := c.table(c.op)
+		if err != nil {
+			*c.err = err
+			return bucket.Result{} // a denial without a wait; decideOps returns err
+		}
+		c.t = t
+		return t.TakeN(at, c.op.Key, it.cost)
+	}
 	if !c.op.Conn {
 		c.b = c.m.get(at, *c.op)
 		return c.b.TakeN(at, it.cost)
@@ -287,11 +357,14 @@ func (c *memConn) take(at time.Time, it *item) bucket.Result {
 }
 
 func (c *memConn) release(it *item) {
-	if !c.op.Conn {
-		_ = c.b.GiveBack(&it.grant, int(it.grant.Outstanding())) // the item's own grant: never refused
-		return
+	switch {
+	case c.t != nil:
+		_ = c.t.GiveBack(c.op.Key, &it.grant, int(it.grant.Outstanding())) // the item's own grant: never refused
+	case !c.op.Conn:
+		_ = c.b.GiveBack(&it.grant, int(it.grant.Outstanding()))
+	default:
+		c.m.release(*c.op)
 	}
-	c.m.release(*c.op)
 }
 
 // remember records g, taken at at, as key's latest take.
