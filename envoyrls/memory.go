@@ -3,6 +3,7 @@ package envoyrls
 import (
 	"context"
 	"errors"
+	"github.com/sluicehq/sluice/internal/stackhook"
 	"strconv"
 	"strings"
 	"sync"
@@ -117,7 +118,7 @@ func (m *memoryBackend) table(at time.Time, op *stack.Op) (*bucket.Table, error)
 }
 
 // Take implements stack.Backend: all or nothing, in order, decided by the
-// Stack's own in-memory decider (stack.DecideOps) on this backend's tables.
+// Stack's own in-memory decider (reached through internal/stackhook) on this backend's tables.
 // Units taken from the ops before a denying one are given back through
 // their takes' Grants at once, which package bucket makes exact when no
 // later take intervened. On a denial, Remaining holds what each bucket
@@ -126,7 +127,7 @@ func (m *memoryBackend) Take(ctx context.Context, at time.Time, ops []stack.Op) 
 	if err := ctx.Err(); err != nil {
 		return stack.Outcome{}, err
 	}
-	out, err := stack.DecideOps(at, ops, func(op *stack.Op) (*bucket.Table, error) { return m.table(at, op) })
+	out, err := decideOps(at, ops, func(op *stack.Op) (*bucket.Table, error) { return m.table(at, op) })
 	if err != nil || out.Denied < 0 {
 		return out, err
 	}
@@ -168,3 +169,7 @@ func (m *memoryBackend) Adjust(ctx context.Context, at time.Time, ops []stack.Op
 	}
 	return nil
 }
+
+// decideOps is the Stack's own in-memory decider on a caller's tables
+// (package stack sets the hook when it is initialized, before this package).
+var decideOps = stackhook.DecideOps.(func(time.Time, []stack.Op, func(*stack.Op) (*bucket.Table, error)) (stack.Outcome, error))

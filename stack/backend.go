@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/bucket"
+	"github.com/sluicehq/sluice/internal/stackhook"
 	"github.com/sluicehq/sluice/match"
 )
 
@@ -235,13 +236,13 @@ func (m *MemoryBackend) Take(ctx context.Context, at time.Time, ops []Op) (Outco
 	return out, nil
 }
 
-// DecideOps decides ops at at as a Backend's Take must (all or nothing, in
+// decideOnTables decides ops at at as a Backend's Take must (all or nothing, in
 // order; see Backend.Take), through the same in-memory decider as a
 // Stack's plans and MemoryBackend, on buckets the caller keeps: op's bucket
-// is the one keyed op.Key in the Table that table returns for op. It is
-// for backend implementers inside this repository (package bucket is
-// internal), so that an in-memory Backend with its own storage (envoyrls'
-// tables under one bucket bound) decides exactly as a Stack does.
+// is the one keyed op.Key in the Table that table returns for op. The
+// repository's other in-memory Backends (envoyrls', with its tables under
+// one bucket bound) reach it through internal/stackhook, so that they
+// decide exactly as a Stack does; it is not part of stack's API.
 //
 // table is called when the decider reaches the op (taken, or probed after
 // a denial), not before. An error from it before the decision is made
@@ -249,10 +250,12 @@ func (m *MemoryBackend) Take(ctx context.Context, at time.Time, ops []Op) (Outco
 // while probing after a denial ends the probing (RetryAfter covers the ops
 // probed until then). On a denial Outcome.Remaining is nil. Ops must not
 // be connections slots (Op.Conn): a Table holds no slots.
-func DecideOps(at time.Time, ops []Op, table func(op *Op) (*bucket.Table, error)) (Outcome, error) {
+func init() { stackhook.DecideOps = decideOnTables }
+
+func decideOnTables(at time.Time, ops []Op, table func(op *Op) (*bucket.Table, error)) (Outcome, error) {
 	for i := range ops {
 		if ops[i].Conn {
-			return Outcome{}, errors.New("stack: DecideOps: op " + strconv.Itoa(i) + " is a connections slot (Op.Conn); a Table holds none")
+			return Outcome{}, errors.New("stack: decideOnTables: op " + strconv.Itoa(i) + " is a connections slot (Op.Conn); a Table holds none")
 		}
 	}
 	out, _, err := decideOps(at, ops, nil, table)

@@ -3,6 +3,7 @@ package stack_test
 import (
 	"context"
 	"errors"
+	"github.com/sluicehq/sluice/internal/stackhook"
 	"sync"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ import (
 )
 
 // tableBackend is a Backend on its own Tables, one per op key, deciding
-// through stack.DecideOps, as envoyrls' in-memory backend does.
+// through stackhook.DecideOps, as envoyrls' in-memory backend does.
 type tableBackend struct {
 	mu     sync.Mutex
 	tables map[string]*bucket.Table
@@ -45,7 +46,7 @@ func (b *tableBackend) table(op *stack.Op) (*bucket.Table, error) {
 }
 
 func (b *tableBackend) Take(ctx context.Context, at time.Time, ops []stack.Op) (stack.Outcome, error) {
-	return stack.DecideOps(at, ops, b.table)
+	return decideOps(at, ops, b.table)
 }
 
 func (b *tableBackend) Adjust(ctx context.Context, at time.Time, ops []stack.Op) error {
@@ -115,7 +116,10 @@ func TestDecideOpsLookupErrors(t *testing.T) {
 		t.Fatalf("probe of a failing lookup: %+v, %v; want the denial of op 0, RetryAfter 1s", out, err)
 	}
 	// Connections slots are not a Table's.
-	if _, err := stack.DecideOps(at, []stack.Op{{Key: "k", Burst: 1, Cost: 1, Conn: true}}, b.table); err == nil {
+	if _, err := decideOps(at, []stack.Op{{Key: "k", Burst: 1, Cost: 1, Conn: true}}, b.table); err == nil {
 		t.Fatal("DecideOps took a connections op")
 	}
 }
+
+// decideOps is stack's decider on a caller's tables, as envoyrls reaches it.
+var decideOps = stackhook.DecideOps.(func(time.Time, []stack.Op, func(*stack.Op) (*bucket.Table, error)) (stack.Outcome, error))
