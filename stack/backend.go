@@ -258,17 +258,40 @@ func decideOnTables(at time.Time, ops []Op, table func(op *Op) (*bucket.Table, e
 			return Outcome{}, errors.New("stack: decideOnTables: op " + strconv.Itoa(i) + " is a connections slot (Op.Conn); a Table holds none")
 		}
 	}
-	out, _, err := decideOps(at, ops, nil, table)
+	sc := opsScratch.Get().(*opsBufs)
+	out, _, err := sc.decide(at, ops, nil, table)
+	clear(sc.items)
+	clear(sc.rbs)
+	clear(sc.conns)
+	opsScratch.Put(sc)
 	return out, err
 }
 
-// decideOps decides ops through the decider on a MemoryBackend's buckets
+// opsBufs are decideOps' buffers, reused by DecideOps (an in-memory
+// backend's hot path) so that a decision allocates no per-op state.
+type opsBufs struct {
+	items []item
+	rbs   []rateBucket
+	conns []memConn
+}
+
+var opsScratch = sync.Pool{New: func() any { return new(opsBufs) }}
+
+// decideOps decides ops on fresh buffers: the items it returns are the caller's.
+func decideOps(at time.Time, ops []Op, m *MemoryBackend, table func(*Op) (*bucket.Table, error)) (Outcome, []item, error) {
+	var sc opsBufs
+	return sc.decide(at, ops, m, table)
+}
+
+// decide decides ops through the decider on a MemoryBackend's buckets
 // (m) or on the Tables that table supplies, and returns the Outcome (its
 // Remaining nil on a denial) and the items decided.
-func decideOps(at time.Time, ops []Op, m *MemoryBackend, table func(*Op) (*bucket.Table, error)) (Outcome, []item, error) {
-	items := make([]item, len(ops))
-	rbs := make([]rateBucket, len(ops))
-	conns := make([]memConn, len(ops))
+func (sc *opsBufs) decide(at time.Time, ops []Op, m *MemoryBackend, table func(*Op) (*bucket.Table, error)) (Outcome, []item, error) {
+	if cap(sc.items) < len(ops) {
+		sc.items, sc.rbs, sc.conns = make([]item, len(ops)), make([]rateBucket, len(ops)), make([]memConn, len(ops))
+	}
+	items, rbs, conns := sc.items[:len(ops)], sc.rbs[:len(ops)], sc.conns[:len(ops)]
+	sc.items, sc.rbs, sc.conns = items, rbs, conns
 	var lookupErr error
 	for i := range ops {
 		op := &ops[i]
