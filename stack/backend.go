@@ -267,7 +267,7 @@ func decideOnTables(at time.Time, ops []Op, table func(op *Op) (*bucket.Table, e
 	return out, err
 }
 
-// opsBufs are decideOps' buffers, reused by DecideOps (an in-memory
+// opsBufs are decideOps' buffers, reused by decideOnTables (an in-memory
 // backend's hot path) so that a decision allocates no per-op state.
 type opsBufs struct {
 	items []item
