@@ -850,6 +850,13 @@ func (b *Backend) takeCached(ctx context.Context, at time.Time, ops []stack.Op, 
 		for {
 			mine, wait := b.dc.probeOrWait(&ops[0])
 			if mine != nil {
+				// The entry may have come back to life since the look
+				// above (the previous probe's reply made it, and its
+				// release cleared the probe): look again before asking.
+				if out, ok := b.dc.answer(ops, b.denyNow()); ok {
+					b.dc.release(ops[0].Key, mine)
+					return out, nil
+				}
 				defer b.dc.release(ops[0].Key, mine)
 				break
 			}
