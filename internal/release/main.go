@@ -24,6 +24,14 @@
 //	release allowed LATEST NEXT
 //	    exit 0 when NEXT may make incompatible API changes against LATEST
 //	    (v0: a minor bump; v1 and later: a major bump), 1 with the reason when not
+//	release commands
+//	    print the directory of every tagged command (a module whose root
+//	    package is main), one a line: setreq drops their replaces of this
+//	    repository's modules, so the release tidies them against a proxy
+//	release devreplace DIR ORIGINAL
+//	    after a release: put the replace directives of the go.mod file
+//	    ORIGINAL (with their comments) back into DIR/go.mod, so that the
+//	    command builds against the tree again
 //	release changelog VERSION DATE [CHANGELOG.md]
 //	    turn the Unreleased section into VERSION's, dated DATE, and open a new
 //	    Unreleased section whose next version is VERSION's patch successor
@@ -78,6 +86,10 @@ func main() {
 		err = cmdAllowed(args)
 	case "changelog":
 		err = cmdChangelog(args)
+	case "commands":
+		err = cmdCommands()
+	case "devreplace":
+		err = cmdDevReplace(args)
 	default:
 		usage()
 	}
@@ -88,7 +100,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: release modules | setreq V | proxy -version V -out DIR | checkversion V [LATEST] | latest | next [FILE] | allowed LATEST NEXT | changelog V DATE [FILE]")
+	fmt.Fprintln(os.Stderr, "usage: release modules | commands | devreplace DIR ORIGINAL | setreq V | proxy -version V -out DIR | checkversion V [LATEST] | latest | next [FILE] | allowed LATEST NEXT | changelog V DATE [FILE]")
 	os.Exit(2)
 }
 
@@ -177,6 +189,93 @@ func cmdModules() error {
 		fmt.Println(kind, m.Dir, m.Path)
 	}
 	return nil
+}
+
+func cmdCommands() error {
+	mods, err := loadModules()
+	if err != nil {
+		return err
+	}
+	for _, m := range mods {
+		if m.Tagged && isCommand(m.Dir) {
+			fmt.Println(m.Dir)
+		}
+	}
+	return nil
+}
+
+func cmdDevReplace(args []string) error {
+	if len(args) != 2 {
+		usage()
+	}
+	name := filepath.Join(filepath.FromSlash(args[0]), "go.mod")
+	cur, err := os.ReadFile(name)
+	if err != nil {
+		return err
+	}
+	orig, err := os.ReadFile(args[1])
+	if err != nil {
+		return err
+	}
+	out, err := devReplace(name, cur, orig)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(name, out, 0o666)
+}
+
+// devReplace returns the go.mod cur with the replace directives of orig put
+// back: the text of orig from its first replace directive (and the comment
+// above it) to its end, which is where this repository's go.mod files keep
+// them. cur must hold no replace directive of its own.
+func devReplace(name string, cur, orig []byte) ([]byte, error) {
+	c, err := modfile.Parse(name, cur, nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(c.Replace) > 0 {
+		return nil, fmt.Errorf("%s: has replace directives already", name)
+	}
+	o, err := modfile.Parse(name+" (original)", orig, nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(o.Replace) == 0 {
+		return cur, nil
+	}
+	start := -1
+	for _, stmt := range o.Syntax.Stmt {
+		var tok []string
+		switch x := stmt.(type) {
+		case *modfile.Line:
+			tok = x.Token
+		case *modfile.LineBlock:
+			tok = x.Token
+		}
+		if len(tok) == 0 || tok[0] != "replace" {
+			continue
+		}
+		first, _ := stmt.Span()
+		start = first.Byte
+		if com := stmt.Comment().Before; len(com) > 0 {
+			start = com[0].Start.Byte
+		}
+		break
+	}
+	if start < 0 {
+		return nil, fmt.Errorf("%s (original): no replace statement found", name)
+	}
+	text := append(bytes.TrimRight(slices.Clone(cur), "\n"), "\n\n"...)
+	text = append(text, orig[start:]...)
+	f, err := modfile.Parse(name, text, nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(f.Replace) != len(o.Replace) {
+		return nil, fmt.Errorf("%s: %d replace directives after the merge, want %d", name, len(f.Replace), len(o.Replace))
+	}
+	f.Cleanup()
+	return f.Format()
 }
 
 // rewriteGoMod returns the go.mod of m with every requirement on a module of

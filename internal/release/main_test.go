@@ -143,3 +143,35 @@ func TestRewriteGoModDropsACommandsReplaces(t *testing.T) {
 		t.Errorf("library's go.mod:\n%s", s)
 	}
 }
+
+func TestDevReplacePutsTheReplacesBack(t *testing.T) {
+	orig := "module example.com/lib/cmd/x\n\ngo 1.26.0\n\nrequire (\n\texample.com/lib v0.1.0\n\texample.com/other v1.0.0\n)\n\n// Why: the tree.\n// Second line.\nreplace example.com/lib => ../../\n\nreplace example.com/lib/use => ../../use\n"
+	released := "module example.com/lib/cmd/x\n\ngo 1.26.0\n\nrequire (\n\texample.com/lib v0.2.0\n\texample.com/other v1.1.0\n)\n"
+	out, err := devReplace("go.mod", []byte(released), []byte(orig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "module example.com/lib/cmd/x\n\ngo 1.26.0\n\nrequire (\n\texample.com/lib v0.2.0\n\texample.com/other v1.1.0\n)\n\n// Why: the tree.\n// Second line.\nreplace example.com/lib => ../../\n\nreplace example.com/lib/use => ../../use\n"
+	if string(out) != want {
+		t.Errorf("got:\n%s\nwant:\n%s", out, want)
+	}
+	if _, err := devReplace("go.mod", []byte(orig), []byte(orig)); err == nil {
+		t.Error("a go.mod with replaces of its own: no error")
+	}
+	out, err = devReplace("go.mod", []byte(released), []byte(released))
+	if err != nil || string(out) != released {
+		t.Errorf("an original without replaces: %q, %v", out, err)
+	}
+}
+
+func TestDevReplaceOfABlock(t *testing.T) {
+	orig := "module m\n\ngo 1.26.0\n\nrequire example.com/lib v0.1.0\n\n// Why.\nreplace (\n\texample.com/lib => ../\n\texample.com/b => ../b\n)\n"
+	out, err := devReplace("go.mod", []byte("module m\n\ngo 1.26.0\n\nrequire example.com/lib v0.2.0\n"), []byte(orig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "module m\n\ngo 1.26.0\n\nrequire example.com/lib v0.2.0\n\n// Why.\nreplace (\n\texample.com/lib => ../\n\texample.com/b => ../b\n)\n"
+	if string(out) != want {
+		t.Errorf("got:\n%s\nwant:\n%s", out, want)
+	}
+}
