@@ -97,15 +97,8 @@ func TestDenialCacheSparesRedis(t *testing.T) {
 			if want := "sluice_backend_denial_cache_hits " + strconv.Itoa(c.hits) + "\n"; (c.hits > 0 || strings.Contains(text, "sluice_backend_denial_cache_hits")) && !strings.Contains(text, want) {
 				t.Errorf("/metrics lacks %q:\n%s", want, grepLines(text, "denial_cache"))
 			}
-			eventually(t, "the startup log names the cache", func() bool {
-				stderrMu <- struct{}{}
-				defer func() { <-stderrMu }()
-				return strings.Contains(p.stderr.String(), c.log)
-			})
-			stderrMu <- struct{}{}
-			n := strings.Count(p.stderr.String(), "denial cache")
-			<-stderrMu
-			if n != 1 {
+			p.waitLog(t, c.log, 1)
+			if n, _ := p.stderr.count("denial cache"); n != 1 {
 				t.Errorf("the log names the denial cache %d times, want once", n)
 			}
 		})
@@ -128,14 +121,8 @@ func TestDenialCacheInMemory(t *testing.T) {
 	p := startProc(t, []string{"USE_STATSD=false", "LOG_LEVEL=info", "BACKEND_TYPE=memory", "LOCAL_CACHE_SIZE_IN_BYTES=1048576",
 		"RUNTIME_ROOT=testdata/runtime", "RUNTIME_SUBDIRECTORY=ratelimit",
 		"HOST=127.0.0.1", "PORT=0", "GRPC_HOST=127.0.0.1", "GRPC_PORT=0", "DEBUG_HOST=127.0.0.1", "DEBUG_PORT=0"})
-	eventually(t, "the configuration is loaded", func() bool {
-		stderrMu <- struct{}{}
-		defer func() { <-stderrMu }()
-		return strings.Contains(p.stderr.String(), "configuration loaded")
-	})
-	stderrMu <- struct{}{}
+	p.waitLog(t, "configuration loaded", 1)
 	log := p.stderr.String()
-	<-stderrMu
 	if strings.Count(log, "LOCAL_CACHE_SIZE_IN_BYTES is not needed in memory") != 1 || strings.Contains(log, "denial cache") {
 		t.Errorf("log:\n%s", log)
 	}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -53,7 +54,7 @@ func TestMain(m *testing.M) {
 // proc is the command running as a process.
 type proc struct {
 	cmd    *exec.Cmd
-	stderr *strings.Builder
+	stderr *logBuf
 	addrs  map[string]string // grpc, http, debug, prometheus → 127.0.0.1:port
 	exited chan error
 }
@@ -70,8 +71,8 @@ func startProc(t *testing.T, environ []string, args ...string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, stderr: &strings.Builder{}, addrs: map[string]string{}, exited: make(chan error, 1)}
-	cmd.Stderr = syncWriter{p.stderr}
+	p := &proc{cmd: cmd, stderr: newLogBuf(), addrs: map[string]string{}, exited: make(chan error, 1)}
+	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -106,16 +107,62 @@ func startProc(t *testing.T, environ []string, args ...string) *proc {
 	return p
 }
 
-// syncWriter serializes writes to a strings.Builder (the process's stderr
-// copier writes while the test may read).
-type syncWriter struct{ b *strings.Builder }
+// logBuf holds what the process writes on its standard error, and tells
+// waiters when more arrives.
+type logBuf struct {
+	mu      sync.Mutex
+	b       strings.Builder
+	changed chan struct{} // closed and replaced at each write
+}
 
-var stderrMu = make(chan struct{}, 1)
+func newLogBuf() *logBuf { return &logBuf{changed: make(chan struct{})} }
 
-func (w syncWriter) Write(p []byte) (int, error) {
-	stderrMu <- struct{}{}
-	defer func() { <-stderrMu }()
-	return w.b.Write(p)
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, err := l.b.Write(p)
+	close(l.changed)
+	l.changed = make(chan struct{})
+	return n, err
+}
+
+// String is everything written so far.
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// count is the number of times sub occurs so far, and a channel closed at the
+// next write.
+func (l *logBuf) count(sub string) (int, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.b.String(), sub), l.changed
+}
+
+// waitLog waits until the process has written sub on its standard error at
+// least n times: the process logs each change of state (a configuration
+// applied or refused, Redis lost or back, draining) after making it, so a
+// test waits on the line rather than polling for the effect. It fails the
+// test if the line has not come within 15 s or the process has exited.
+func (p *proc) waitLog(t *testing.T, sub string, n int) {
+	t.Helper()
+	deadline := time.After(15 * time.Second)
+	for {
+		got, changed := p.stderr.count(sub)
+		if got >= n {
+			return
+		}
+		select {
+		case <-changed:
+		case err := <-p.exited:
+			p.exited <- err // for the cleanup
+			t.Fatalf("sluice-rls exited (%v) before logging %q %d times", err, sub, n)
+		case <-deadline:
+			t.Fatalf("sluice-rls did not log %q %d times within 15 s (%d)", sub, n, got)
+		}
+	}
 }
 
 func get(t *testing.T, url string) (int, string) {
@@ -138,18 +185,6 @@ func post(t *testing.T, url, body string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
-}
-
-// eventually polls cond until it holds, failing after 15 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 15 s: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func desc(kv ...string) *ratelimitv3.RateLimitDescriptor {
@@ -299,11 +334,12 @@ func TestComposeEnvironment(t *testing.T) {
 	if err := os.WriteFile(ex, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	reloads, _ := p.stderr.count("configuration reloaded")
 	swapSymlink(t, filepath.Join(root, "v2"), filepath.Join(root, "current"))
-	eventually(t, "the swapped configuration is applied", func() bool {
-		_, rlconfig := get(t, debugURL+"/rlconfig")
-		return strings.Contains(rlconfig, "destination_cluster_mock: unit=MINUTE requests_per_unit=5")
-	})
+	p.waitLog(t, "configuration reloaded", reloads+1)
+	if _, rlconfig := get(t, debugURL+"/rlconfig"); !strings.Contains(rlconfig, "destination_cluster_mock: unit=MINUTE requests_per_unit=5") {
+		t.Fatalf("/rlconfig after the reload:\n%s", rlconfig)
+	}
 	// The rule kept its place, so its bucket keeps what was consumed
 	// (capped at the new burst); the new limit is the one answered.
 	resp, err := client.ShouldRateLimit(ctx, req)
@@ -338,9 +374,15 @@ func TestHealthFollowsRedis(t *testing.T) {
 		t.Fatalf("healthcheck %d", code)
 	}
 	proxy.SetMode(faultproxy.Refuse)
-	eventually(t, "unhealthy while Redis refuses", func() bool { code, _ := get(t, url); return code == 500 })
+	p.waitLog(t, "Redis does not answer: unhealthy", 1)
+	if code, _ := get(t, url); code != 500 {
+		t.Errorf("healthcheck %d while Redis refuses, want 500", code)
+	}
 	proxy.SetMode(faultproxy.Pass)
-	eventually(t, "healthy again", func() bool { code, _ := get(t, url); return code == 200 })
+	p.waitLog(t, "Redis answers again: healthy", 1)
+	if code, _ := get(t, url); code != 200 {
+		t.Errorf("healthcheck %d once Redis answers again, want 200", code)
+	}
 }
 
 // Redis down at startup: retried as REDIS_STARTUP_* say, then one line
@@ -390,7 +432,7 @@ func TestSigtermDrains(t *testing.T) {
 	proxy := faultproxy.NewProxy(t, srv.Addr)
 	root := t.TempDir()
 	copyTree(t, root)
-	p := startProc(t, []string{"USE_STATSD=false", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + proxy.Addr, "REDIS_TIMEOUT=30s",
+	p := startProc(t, []string{"USE_STATSD=false", "LOG_LEVEL=info", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + proxy.Addr, "REDIS_TIMEOUT=30s",
 		"RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=ratelimit",
 		"HOST=127.0.0.1", "PORT=0", "GRPC_HOST=127.0.0.1", "GRPC_PORT=0", "DEBUG_HOST=127.0.0.1", "DEBUG_PORT=0"})
 	conn, err := grpc.NewClient(p.addrs["grpc"], grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -416,14 +458,10 @@ func TestSigtermDrains(t *testing.T) {
 	proxy.WaitHeld(held + 1) // the request is at Redis
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	url := "http://" + p.addrs["http"] + "/healthcheck"
-	eventually(t, "unhealthy after SIGTERM", func() bool {
-		resp, err := http.Get(url)
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 500
-	})
+	p.waitLog(t, "stopping: draining requests in flight", 1)
+	if code, _ := get(t, url); code != 500 {
+		t.Errorf("healthcheck %d while draining, want 500", code)
+	}
 	select {
 	case err := <-p.exited:
 		t.Fatalf("exited with a request in flight: %v", err)

@@ -419,15 +419,14 @@ func (v *service) goProbe(client goredis.UniversalClient) {
 			ctx, cancel := context.WithTimeout(context.Background(), redisProbeEvery)
 			err := client.Ping(ctx).Err()
 			cancel()
-			if (err == nil) != up {
-				up = err == nil
-				if up {
-					v.log.Warn("Redis answers again: healthy", "url", v.s.RedisURL)
-				} else {
-					v.log.Error("Redis does not answer: unhealthy", "url", v.s.RedisURL, "error", err)
-				}
+			changed := (err == nil) != up
+			up = err == nil
+			v.health.set(healthRedis, up) // before the log line, which says it is done
+			if changed && up {
+				v.log.Warn("Redis answers again: healthy", "url", v.s.RedisURL)
+			} else if changed {
+				v.log.Error("Redis does not answer: unhealthy", "url", v.s.RedisURL, "error", err)
 			}
-			v.health.set(healthRedis, up)
 		}
 	}()
 }
