@@ -249,6 +249,9 @@ func start(ctx context.Context, s settings, f flags, notes []string, stderr io.W
 		if metrics != nil {
 			metrics.ObserveDenialCache(rb.DenialCacheStats)
 		}
+		if v.store != nil && s.DenialCache != 0 {
+			v.store.AddStatGenerator(newDenialCacheGauges(v.store, s.ExtraTags, rb.DenialCacheStats))
+		}
 		opts = append(opts, envoyrls.WithBackend(rb))
 		v.where = fmt.Sprintf("on Redis %s (%s, %s)", s.RedisURL, s.RedisType, s.RedisSocketType)
 		v.goProbe(client)

@@ -206,3 +206,27 @@ func (s *serverStats) load(ok bool) {
 		}
 	}
 }
+
+// denialCacheGauges reports the near-cache of denials to statsd at each
+// flush under the names envoyproxy/ratelimit gives its local cache's
+// counts (ratelimit.localcache.hitCount and evacuateCount: gauges holding
+// totals since the start), so that dashboards built on theirs keep working.
+type denialCacheGauges struct {
+	hits, evictions gostats.Gauge
+	read            func() (hits, evictions int64)
+}
+
+func newDenialCacheGauges(store gostats.Store, tags map[string]string, read func() (int64, int64)) denialCacheGauges {
+	return denialCacheGauges{
+		hits:      store.NewGaugeWithTags("ratelimit.localcache.hitCount", tags),
+		evictions: store.NewGaugeWithTags("ratelimit.localcache.evacuateCount", tags),
+		read:      read,
+	}
+}
+
+// GenerateStats implements gostats.StatGenerator.
+func (g denialCacheGauges) GenerateStats() {
+	h, e := g.read()
+	g.hits.Set(uint64(h))
+	g.evictions.Set(uint64(e))
+}
