@@ -431,7 +431,8 @@ func bucketKeyShared(kind, scope string, entries []*ratelimitv3.RateLimitDescrip
 // resolve finds the limits of every descriptor.
 func (s *Server) resolve(cfg *Config, req *rlsv3.RateLimitRequest) plan {
 	n := len(req.Descriptors)
-	p := plan{unlimited: make([]bool, n), cost: make([]int64, n), negative: make([]bool, n), debit: make([]bool, n), refs: make([]limitRef, 0, n)}
+	flags := make([]bool, 3*n) // one allocation for the three
+	p := plan{unlimited: flags[:n:n], cost: make([]int64, n), negative: flags[n : 2*n : 2*n], debit: flags[2*n:], refs: make([]limitRef, 0, n)}
 	root := cfg.domains[req.Domain]
 	known := root != nil || len(cfg.gateway) > 0
 	var path [maxEntries][2]string
