@@ -127,30 +127,38 @@ func startLoadServer(b *testing.B, redisAddr string) (string, int) {
 	return "", 0
 }
 
-// BenchmarkEnvoyLoad is sluice's side of item 4 of issue #35, in the eight
-// scenarios of the comparison with envoyproxy/ratelimit: 16 or 64
-// concurrent calls × 1 or 3 descriptors × every request allowed or half of
-// them denied. A load generator of its own makes b.N ShouldRateLimit calls
+// BenchmarkEnvoyLoad is sluice's side of item 4 of issue #35 (and the flood
+// of issue #39), in the scenarios of the comparison with
+// envoyproxy/ratelimit: 16 or 64 concurrent calls × 1 or 3 descriptors ×
+// every request allowed or half of them denied, and a flood: 16 or 64
+// concurrent calls whose every request names the one over-limit
+// descriptor. A load generator of its own makes b.N ShouldRateLimit calls
 // per scenario from that many goroutines over one loopback gRPC connection
 // to an envoyrls.Server in a process of its own (the test binary again,
 // TestEnvoyLoadServer), deciding on the Redis backend (default options:
-// batching, the server's clock) on a redis-server the benchmark starts.
-// Values cycle over 1,000 per descriptor; a denied request has "tight"
-// (one request an hour per value, every value used up before the
-// measurement) as its last descriptor. Reported per scenario: req/s, p50
-// and p99 latency (µs), the server process's CPU per request and the
-// redis-server's (µs, /proc/<pid>/stat utime + stime, in steps of 10 ms),
-// their sum, the commands the server sent to Redis per request and the
-// commands its scripts ran (INFO commandstats), and the share denied.
+// batching, the server's clock, the near-cache of denials) on a
+// redis-server the benchmark starts. Values cycle over 1,000 per
+// descriptor; a denied request has "tight" (one request an hour per value,
+// every value used up before the measurement) as its last descriptor; the
+// flood's requests are all "tight" with one value, used up before the
+// measurement. Reported per scenario: req/s, p50 and p99 latency (µs), the
+// server process's CPU per request and the redis-server's (µs,
+// /proc/<pid>/stat utime + stime, in steps of 10 ms), their sum, the
+// commands the server sent to Redis per request and the commands its
+// scripts ran (INFO commandstats), and the share denied.
 //
 //	cd envoyrls && go test -run '^$' -bench EnvoyLoad -benchtime 20000x
+//
+// With SLUICE_ENVOYLOAD_TARGET=host:port,pid and
+// SLUICE_ENVOYLOAD_TARGET_REDIS=host:port the same load goes to a service
+// already running (any implementation of envoy.service.ratelimit.v3, given
+// loadConfig as its configuration, e.g. cmd/sluice-rls or
+// envoyproxy/ratelimit) deciding on that local redis-server; its CPU is
+// read from /proc for pid and for the redis-server's process_id. Values
+// then carry a nonce, so that rounds run one after another on the same
+// Redis start afresh. Nothing here builds another implementation.
 func BenchmarkEnvoyLoad(b *testing.B) {
-	srv := redistest.Start(b)
-	readRedisCPU, ok := redisServerCPU(b, srv)
-	if !ok {
-		b.Skip("the redis-server's CPU time cannot be read (an external server, or no /proc)")
-	}
-	addr, pid := startLoadServer(b, srv.Addr)
+	addr, pid, redisAddr, readRedisCPU := loadTarget(b)
 	if _, ok := redisstat.ProcessCPUTime(pid); !ok {
 		b.Skip("the server process's CPU time cannot be read")
 	}
@@ -160,8 +168,12 @@ func BenchmarkEnvoyLoad(b *testing.B) {
 	}
 	b.Cleanup(func() { conn.Close() })
 	client := rlsv3.NewRateLimitServiceClient(conn)
-	rc := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	rc := redis.NewClient(&redis.Options{Addr: redisAddr})
 	b.Cleanup(func() { rc.Close() })
+	nonce := ""
+	if os.Getenv(loadTargetEnv) != "" {
+		nonce = strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
+	}
 
 	for _, conc := range []int{16, 64} {
 		for _, n := range []int{1, 3} {
@@ -172,27 +184,93 @@ func BenchmarkEnvoyLoad(b *testing.B) {
 				}
 				name := fmt.Sprintf("calls=%d/descriptors=%d/%s", conc, n, outcome)
 				b.Run(name, func(b *testing.B) {
-					loadScenario(b, client, readRedisCPU, rc, pid, strings.ReplaceAll(name, "/", "."), conc, n, denied)
+					loadScenario(b, client, readRedisCPU, rc, pid, nonce+strings.ReplaceAll(name, "/", "."), conc, n, loadMix(denied))
 				})
 			}
 		}
 	}
+	for _, conc := range []int{16, 64} {
+		name := fmt.Sprintf("calls=%d/flood", conc)
+		b.Run(name, func(b *testing.B) {
+			loadScenario(b, client, readRedisCPU, rc, pid, nonce+strings.ReplaceAll(name, "/", "."), conc, 1, loadFlood)
+		})
+	}
+}
+
+// loadTargetEnv and loadTargetRedisEnv name a service already running for
+// BenchmarkEnvoyLoad to load instead of its own: "host:port,pid" and the
+// redis-server's "host:port".
+const (
+	loadTargetEnv      = "SLUICE_ENVOYLOAD_TARGET"
+	loadTargetRedisEnv = "SLUICE_ENVOYLOAD_TARGET_REDIS"
+)
+
+// loadTarget returns the gRPC address and process id of the service
+// BenchmarkEnvoyLoad loads, its Redis address and a reader of the
+// redis-server's CPU time: the service and Redis the environment names, or
+// else a redis-server and a TestEnvoyLoadServer process it starts.
+func loadTarget(b *testing.B) (string, int, string, func() time.Duration) {
+	target := os.Getenv(loadTargetEnv)
+	if target == "" {
+		srv := redistest.Start(b)
+		readRedisCPU, ok := redisServerCPU(b, srv)
+		if !ok {
+			b.Skip("the redis-server's CPU time cannot be read (an external server, or no /proc)")
+		}
+		addr, pid := startLoadServer(b, srv.Addr)
+		return addr, pid, srv.Addr, readRedisCPU
+	}
+	addr, pidText, ok := strings.Cut(target, ",")
+	pid, err := strconv.Atoi(pidText)
+	redisAddr := os.Getenv(loadTargetRedisEnv)
+	if !ok || err != nil || redisAddr == "" {
+		b.Fatalf("%s=%q: want host:port,pid, and %s=host:port", loadTargetEnv, target, loadTargetRedisEnv)
+	}
+	readRedisCPU, ok := redisServerCPU(b, &redistest.Server{Addr: redisAddr})
+	if !ok {
+		b.Skip("the redis-server's CPU time cannot be read")
+	}
+	return addr, pid, redisAddr, readRedisCPU
+}
+
+// loadMode is what a scenario's requests ask: within their limits, every
+// other one denied by its last descriptor, or all of them the one
+// over-limit descriptor.
+type loadMode int
+
+const (
+	loadAllowed loadMode = iota
+	loadHalfDenied
+	loadFlood
+)
+
+func loadMix(halfDenied bool) loadMode {
+	if halfDenied {
+		return loadHalfDenied
+	}
+	return loadAllowed
 }
 
 func loadScenario(b *testing.B, client rlsv3.RateLimitServiceClient, readRedisCPU func() time.Duration, rc *redis.Client, pid int,
-	scenario string, conc, n int, halfDenied bool) {
-	// 1,000 requests, each of n descriptors; with halfDenied the odd ones
-	// end with "tight" instead of k(n-1).
+	scenario string, conc, n int, mode loadMode) {
+	// 1,000 requests, each of n descriptors; with loadHalfDenied the odd
+	// ones end with "tight" instead of k(n-1); with loadFlood every one is
+	// "tight" with the same value.
+	halfDenied := mode == loadHalfDenied
 	reqs := make([]*rlsv3.RateLimitRequest, benchValues)
 	for i := range reqs {
 		req := &rlsv3.RateLimitRequest{Domain: "load"}
 		for k := range n {
 			key := "k" + strconv.Itoa(k)
+			value := scenario + "-" + strconv.Itoa((i+k*7)%benchValues)
 			if halfDenied && i%2 == 1 && k == n-1 {
 				key = "tight"
 			}
+			if mode == loadFlood {
+				key, value = "tight", scenario
+			}
 			req.Descriptors = append(req.Descriptors, &ratelimitv3.RateLimitDescriptor{
-				Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: key, Value: scenario + "-" + strconv.Itoa((i+k*7)%benchValues)}}})
+				Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: key, Value: value}}})
 		}
 		reqs[i] = req
 	}
@@ -231,7 +309,7 @@ func loadScenario(b *testing.B, client rlsv3.RateLimitServiceClient, readRedisCP
 					break
 				}
 				want := rlsv3.RateLimitResponse_OK
-				if halfDenied && i%2 == 1 {
+				if halfDenied && i%2 == 1 || mode == loadFlood {
 					want = rlsv3.RateLimitResponse_OVER_LIMIT
 				}
 				if resp.OverallCode != want {

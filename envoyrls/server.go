@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -424,13 +425,14 @@ func bucketKeyShared(kind, scope string, entries []*ratelimitv3.RateLimitDescrip
 		b = append(b, ':')
 		b = append(b, v...)
 	}
-	return string(b)
+	return unsafe.String(unsafe.SliceData(b), len(b)) // b is not written again
 }
 
 // resolve finds the limits of every descriptor.
 func (s *Server) resolve(cfg *Config, req *rlsv3.RateLimitRequest) plan {
 	n := len(req.Descriptors)
-	p := plan{unlimited: make([]bool, n), cost: make([]int64, n), negative: make([]bool, n), debit: make([]bool, n), refs: make([]limitRef, 0, n)}
+	flags := make([]bool, 3*n) // one allocation for the three
+	p := plan{unlimited: flags[:n:n], cost: make([]int64, n), negative: flags[n : 2*n : 2*n], debit: flags[2*n:], refs: make([]limitRef, 0, n)}
 	root := cfg.domains[req.Domain]
 	known := root != nil || len(cfg.gateway) > 0
 	var path [maxEntries][2]string
@@ -583,8 +585,10 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 
 	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK,
 		Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(req.Descriptors))}
+	sts := make([]rlsv3.RateLimitResponse_DescriptorStatus, len(req.Descriptors)) // one allocation for all
 	for i := range resp.Statuses {
-		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		st := &sts[i]
+		st.Code = rlsv3.RateLimitResponse_OK
 		if p.unlimited[i] {
 			st.LimitRemaining = math.MaxUint32
 		}
@@ -727,11 +731,18 @@ func (s *Server) failed(resp *rlsv3.RateLimitResponse, p plan, err error) *rlsv3
 }
 
 func currentLimit(r *limitRef) *rlsv3.RateLimitResponse_RateLimit {
-	cl := &rlsv3.RateLimitResponse_RateLimit{Name: r.id, RequestsPerUnit: r.rpu, Unit: responseUnit(r.unit)}
+	cl := new(rlsv3.RateLimitResponse_RateLimit)
+	setCurrentLimit(cl, r)
+	return cl
+}
+
+// setCurrentLimit makes cl say r's limit, whatever it said before.
+func setCurrentLimit(cl *rlsv3.RateLimitResponse_RateLimit, r *limitRef) {
+	cl.Name, cl.RequestsPerUnit, cl.Unit = r.id, r.rpu, responseUnit(r.unit)
+	cl.UnitMultiplier = nil
 	if r.mult > 1 {
 		cl.UnitMultiplier = wrapperspb.UInt32(r.mult)
 	}
-	return cl
 }
 
 // ceilMicro rounds d up to whole microseconds, the Redis backend's
@@ -780,11 +791,17 @@ func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, 
 		meta[metaError] = giveErr.Error()
 	}
 	// per descriptor: the ref that governs its status (the denier, else the
-	// one with the fewest units left)
-	best := make([]int, len(resp.Statuses))
-	bestLeft := make([]int64, len(resp.Statuses))
+	// one with the fewest units left), and its current_limit and
+	// duration_until_reset, allocated once for all the descriptors
+	type governing struct {
+		ref   int
+		left  int64
+		limit rlsv3.RateLimitResponse_RateLimit
+		reset durationpb.Duration
+	}
+	best := make([]governing, len(resp.Statuses))
 	for i := range best {
-		best[i] = -1
+		best[i].ref = -1
 	}
 	for ri := range p.refs {
 		r := &p.refs[ri]
@@ -826,19 +843,23 @@ func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, 
 		}
 		cur := st.Code == rlsv3.RateLimitResponse_OVER_LIMIT
 		take := false
-		switch b := best[r.desc]; {
+		switch b := best[r.desc].ref; {
 		case b < 0:
 			take = true
 		case over:
 			take = !cur || r.op == out.Denied
 		default:
-			take = !cur && left < bestLeft[r.desc]
+			take = !cur && left < best[r.desc].left
 		}
 		if take {
-			best[r.desc], bestLeft[r.desc] = ri, left
-			st.CurrentLimit = currentLimit(r)
+			g := &best[r.desc]
+			g.ref, g.left = ri, left
+			setCurrentLimit(&g.limit, r)
+			st.CurrentLimit = &g.limit
 			st.LimitRemaining = uint32(min(max(left, 0), math.MaxUint32))
-			st.DurationUntilReset = durationpb.New(ceilMicro(reset))
+			shown := ceilMicro(reset)
+			g.reset.Seconds, g.reset.Nanos = int64(shown/time.Second), int32(shown%time.Second)
+			st.DurationUntilReset = &g.reset
 		}
 		if over {
 			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
@@ -926,8 +947,9 @@ func (s *Server) respond(resp *rlsv3.RateLimitResponse, p plan, ops []stack.Op, 
 	}
 	if len(policy) > 0 {
 		resp.ResponseHeadersToAdd = []*corev3.HeaderValue{
-			{Key: "RateLimit-Policy", Value: string(policy)},
-			{Key: "RateLimit", Value: string(current)},
+			// policy and current are not written again
+			{Key: "RateLimit-Policy", Value: unsafe.String(unsafe.SliceData(policy), len(policy))},
+			{Key: "RateLimit", Value: unsafe.String(unsafe.SliceData(current), len(current))},
 		}
 	}
 	if len(meta) > 0 {
