@@ -90,9 +90,15 @@ if not redis.REDIS_VERSION_NUM and redis.replicate_commands then pcall(redis.rep
 
 local mode = ARGV[1]
 if mode == 'a' then NF = 7 end -- an adjustment's ops carry taken too
+-- call is redis.call, looked up once. The hot paths below floor and ceil
+-- integers by arithmetic rather than math.floor and math.ceil (a C call
+-- each): with Lua's x % y = x - floor(x/y)*y, (x - x % y) / y is
+-- floor(x/y) and (x + (-x) % y) / y is ceil(x/y), the same doubles, exact
+-- below 2^53.
+local call = redis.call
 local now_us
 if ARGV[2] == '' then
-  local t = redis.call('TIME')
+  local t = call('TIME')
   now_us = t[1] * 1000000 + t[2] -- Lua converts the strings as tonumber does
 else
   now_us = tonumber(ARGV[2])
@@ -110,8 +116,8 @@ if mode == 't' and #KEYS == 1 and ARGV[8] == '0' and ARGV[3] ~= '0' then
   local h = tau
   local ok = true
   local H = now_us -- the latest take: this one, unless a stored one is later
-  local now = math.floor(now_us / U)
-  local v = redis.call('GET', KEYS[1])
+  local now = (now_us - now_us % U) / U
+  local v = call('GET', KEYS[1])
   if v then
     -- the binary form with these parameters; anything else (other
     -- parameters, the earlier text form) goes to the general path
@@ -133,16 +139,18 @@ if mode == 't' and #KEYS == 1 and ARGV[8] == '0' and ARGV[3] ~= '0' then
       if R > 0 then -- a take of at least one token: held < tau
         -- PX as text: Redis turns a Lua number into text with "%.17g",
         -- slower than string.format's "%d", which is exact below 2^53
-        local px = math.ceil(math.ceil((tau - held) / R) * U / 1000) + 1000
+        local px = held - tau
+        px = (px % R - px) / R * U -- ceil((tau - held) / R) * U
+        px = (px + (-px) % 1000) / 1000 + 1000
         if px < 9007199254740992 then px = string.format('%d', px) end
-        redis.call('SET', KEYS[1], struct.pack('<Bddddddd', 2, T, R, U, n, now, held, H), 'PX', px)
+        call('SET', KEYS[1], struct.pack('<Bddddddd', 2, T, R, U, n, now, held, H), 'PX', px)
       else
-        redis.call('SET', KEYS[1], struct.pack('<Bddddddd', 2, T, R, U, n, now, held, H))
+        call('SET', KEYS[1], struct.pack('<Bddddddd', 2, T, R, U, n, now, held, H))
       end
       -- admitted: what the bucket holds, alone (a table costs the call an
       -- eighth of its server time; the client reads it as
       -- {-1, 0, 0, 0, 0, held})
-      return math.floor(held / T)
+      return (held - held % T) / T
     end
     if R > 0 then
       return {0, math.ceil((need - h) / R) * U, 0, 0, 0, math.floor(h / T)}
@@ -185,11 +193,13 @@ local function put(k, T, R, U, n, held, H)
     end
     held = tau -- full from now on, not before (see the top of this file)
   end
-  local val = struct.pack('<Bddddddd', 2, T, R, U, n, math.floor(now_us / U), held, H)
+  local val = struct.pack('<Bddddddd', 2, T, R, U, n, (now_us - now_us % U) / U, held, H)
   if R > 0 then
-    redis.call('SET', k, val, 'PX', ms(math.ceil(math.ceil((tau - held) / R) * U / 1000) + 1000))
+    local px = held - tau
+    px = (px % R - px) / R * U -- ceil((tau - held) / R) * U
+    call('SET', k, val, 'PX', ms((px + (-px) % 1000) / 1000 + 1000))
   else
-    redis.call('SET', k, val)
+    call('SET', k, val)
   end
 end
 
@@ -240,14 +250,14 @@ local function fast(nops)
       if c[1] ~= T or c[2] ~= R or c[3] ~= U or c[4] ~= n then return nil end
       h, H = c[5], c[6]
     else
-      local v = redis.call('GET', k)
+      local v = call('GET', k)
       if v then
         -- the binary form with these parameters (see the fast path above)
         local f, sT, sR, sU, sn, w, sh, sH
         if #v == 57 then f, sT, sR, sU, sn, w, sh, sH = struct.unpack('<Bddddddd', v) end
         if f ~= 2 or sT ~= T or sR ~= R or sU ~= U or sn ~= n then return nil end
         h, H = sh, sH
-        if R > 0 then h = h + (math.floor(now_us / U) - w) * R end
+        if R > 0 then h = h + ((now_us - now_us % U) / U - w) * R end
         if h > tau then h = tau elseif h < -MAXDEBT then h = -MAXDEBT end
       end
       if cache then cache[k] = {T, R, U, n, h, H, false} end
@@ -328,7 +338,8 @@ local function fast(nops)
     out = {-1, false, false, false}
     for i = 1, nops do
       local o = 7 * i - 7
-      out[1 + i] = math.floor((S[o + 3] or S[o + 1]) / S[o + 4])
+      local x, t = S[o + 3] or S[o + 1], S[o + 4]
+      out[1 + i] = (x - x % t) / t
     end
     for j = nops + 2, 4 do out[j] = nil end -- fewer than three ops: no false left over
     return out
@@ -361,13 +372,13 @@ local function one()
   else
     local tau = n * T
     local h, H = tau, false
-    local v = redis.call('GET', k)
+    local v = call('GET', k)
     if v then
       local f, sT, sR, sU, sn, w, sh, sH
       if #v == 57 then f, sT, sR, sU, sn, w, sh, sH = struct.unpack('<Bddddddd', v) end
       if f ~= 2 or sT ~= T or sR ~= R or sU ~= U or sn ~= n then return nil end
       h, H = sh, sH
-      if R > 0 then h = h + (math.floor(now_us / U) - w) * R end
+      if R > 0 then h = h + ((now_us - now_us % U) / U - w) * R end
       if h > tau then h = tau elseif h < -MAXDEBT then h = -MAXDEBT end
     end
     c = {T, R, U, n, h, H, false}
@@ -378,7 +389,7 @@ local function one()
   local H = c[6]
   if not H or H < now_us then H = now_us end -- this take is the latest
   c[5], c[6], c[7] = held, H, true
-  return math.floor(held / T)
+  return (held - held % T) / T
 end
 
 -- A take decision goes the fast way before the general path's closures
