@@ -947,6 +947,12 @@ func parseOutcome(v []int64, nops int) (stack.Outcome, error) {
 	bad := func() (stack.Outcome, error) {
 		return stack.Outcome{}, fmt.Errorf("sluice/redis: malformed script reply %v for %d ops", v, nops)
 	}
+	if len(v) == nops+1 && v[0] == -1 {
+		// admitted, no shadow op over: {-1, remaining...}, shorter than
+		// any full form of nops ops (at least 5 + nops elements when
+		// admitted)
+		return stack.Outcome{Denied: -1, Remaining: v[1:]}, nil
+	}
 	if len(v) < 5 {
 		return bad()
 	}

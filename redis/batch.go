@@ -201,6 +201,11 @@ func (b *Backend) runBatch(bt *batcher, batch []*batchCall) {
 		switch {
 		case err != nil:
 			c.err = err
+		case i < len(vals) && vals[i] < 0 && c.nops == 1:
+			// a one-op decision admitted: -1 - what its bucket holds
+			vals[i] = -1 - vals[i]
+			c.out, c.err = stack.Outcome{Denied: -1, Remaining: vals[i : i+1 : i+1]}, nil
+			i++
 		case i >= len(vals) || vals[i] < 0 || vals[i] > int64(len(vals)-i-1):
 			c.err = fmt.Errorf("sluice/redis: malformed batch reply at decision %d of %d", k, len(batch))
 			err = c.err

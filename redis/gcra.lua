@@ -59,7 +59,9 @@
 -- Take returns {denied, retry_us, permanent, overburst, #shadow, shadow...,
 -- remaining...} with 0-based indexes (denied = -1: all passed), except that
 -- a take of one bucket the first fast path admits returns remaining alone,
--- an integer (read as {-1, 0, 0, 0, 0, remaining}); a shadow op
+-- an integer (read as {-1, 0, 0, 0, 0, remaining}), and one the other fast
+-- path admits with no shadow op over returns {-1, remaining...} (one
+-- element per op and -1: never the length of the full form); a shadow op
 -- that could not pass reports what its bucket holds (0 for a slot). On a
 -- denial, remaining (what each bucket holds, nothing taken) is present when
 -- the fast paths decided, absent when the general path did. Adjust and pay
@@ -88,9 +90,15 @@ if not redis.REDIS_VERSION_NUM and redis.replicate_commands then pcall(redis.rep
 
 local mode = ARGV[1]
 if mode == 'a' then NF = 7 end -- an adjustment's ops carry taken too
+-- call is redis.call, looked up once. The hot paths below floor and ceil
+-- integers by arithmetic rather than math.floor and math.ceil (a C call
+-- each): with Lua's x % y = x - floor(x/y)*y, (x - x % y) / y is
+-- floor(x/y) and (x + (-x) % y) / y is ceil(x/y), the same doubles, exact
+-- below 2^53.
+local call = redis.call
 local now_us
 if ARGV[2] == '' then
-  local t = redis.call('TIME')
+  local t = call('TIME')
   now_us = t[1] * 1000000 + t[2] -- Lua converts the strings as tonumber does
 else
   now_us = tonumber(ARGV[2])
@@ -108,8 +116,8 @@ if mode == 't' and #KEYS == 1 and ARGV[8] == '0' and ARGV[3] ~= '0' then
   local h = tau
   local ok = true
   local H = now_us -- the latest take: this one, unless a stored one is later
-  local now = math.floor(now_us / U)
-  local v = redis.call('GET', KEYS[1])
+  local now = (now_us - now_us % U) / U
+  local v = call('GET', KEYS[1])
   if v then
     -- the binary form with these parameters; anything else (other
     -- parameters, the earlier text form) goes to the general path
@@ -131,16 +139,18 @@ if mode == 't' and #KEYS == 1 and ARGV[8] == '0' and ARGV[3] ~= '0' then
       if R > 0 then -- a take of at least one token: held < tau
         -- PX as text: Redis turns a Lua number into text with "%.17g",
         -- slower than string.format's "%d", which is exact below 2^53
-        local px = math.ceil(math.ceil((tau - held) / R) * U / 1000) + 1000
+        local px = held - tau
+        px = (px % R - px) / R * U -- ceil((tau - held) / R) * U
+        px = (px + (-px) % 1000) / 1000 + 1000
         if px < 9007199254740992 then px = string.format('%d', px) end
-        redis.call('SET', KEYS[1], struct.pack('<Bddddddd', 2, T, R, U, n, now, held, H), 'PX', px)
+        call('SET', KEYS[1], struct.pack('<Bddddddd', 2, T, R, U, n, now, held, H), 'PX', px)
       else
-        redis.call('SET', KEYS[1], struct.pack('<Bddddddd', 2, T, R, U, n, now, held, H))
+        call('SET', KEYS[1], struct.pack('<Bddddddd', 2, T, R, U, n, now, held, H))
       end
       -- admitted: what the bucket holds, alone (a table costs the call an
       -- eighth of its server time; the client reads it as
       -- {-1, 0, 0, 0, 0, held})
-      return math.floor(held / T)
+      return (held - held % T) / T
     end
     if R > 0 then
       return {0, math.ceil((need - h) / R) * U, 0, 0, 0, math.floor(h / T)}
@@ -183,11 +193,13 @@ local function put(k, T, R, U, n, held, H)
     end
     held = tau -- full from now on, not before (see the top of this file)
   end
-  local val = struct.pack('<Bddddddd', 2, T, R, U, n, math.floor(now_us / U), held, H)
+  local val = struct.pack('<Bddddddd', 2, T, R, U, n, (now_us - now_us % U) / U, held, H)
   if R > 0 then
-    redis.call('SET', k, val, 'PX', ms(math.ceil(math.ceil((tau - held) / R) * U / 1000) + 1000))
+    local px = held - tau
+    px = (px % R - px) / R * U -- ceil((tau - held) / R) * U
+    call('SET', k, val, 'PX', ms((px + (-px) % 1000) / 1000 + 1000))
   else
-    redis.call('SET', k, val)
+    call('SET', k, val)
   end
 end
 
@@ -201,16 +213,26 @@ local function flush()
   end
 end
 
+-- S holds, for op i of the decision fast is deciding, S[7i-6 .. 7i]: the
+-- bucket's ticks at now, its latest take (false: none stored), its ticks
+-- after the take (false: nothing taken), and the op's T R U n, each number
+-- converted once (a conversion is glibc's strtod, about 400 instructions).
+-- One table per call, made presized for three ops and reused by every
+-- decision of a batch: a table that grows is rehashed at every power of
+-- two, and each table a call makes costs it in Lua's garbage collection.
+local S
+
 local function fast(nops)
-  -- S holds for op i: S[3i-2] the bucket's ticks at now, S[3i-1] its
-  -- latest take (false: none stored), S[3i] its ticks after the take (false:
-  -- nothing taken); one table, not three: each table a call allocates
-  -- costs it in Lua's garbage collection
-  local S = {}
-  -- P holds op i's T R U n at P[4i-3 .. 4i], each converted once: a
-  -- conversion is glibc's strtod, about 400 instructions, and these were
-  -- converted three or four times per op
-  local P = {}
+  if not S then
+    S = {false, false, false, false, false, false, false, false, false, false, false,
+      false, false, false, false, false, false, false, false, false, false}
+  end
+  local denied, retry, perm, over = -1, 0, false, false
+  local shadowed, ns = nil, 0 -- made when a shadow op fails
+  -- one pass: each op is read and, until a denial is permanent, decided
+  -- (ops after a permanent denial are still read: any of them may send
+  -- the decision to the general path, and a denial reports them); nothing
+  -- is written before every op has been read
   for i = 1, nops do
     local k = KEYS[KO + i]
     -- a key that comes twice goes to the general path (a decision has few
@@ -221,77 +243,67 @@ local function fast(nops)
     local b = AO + (i - 1) * NF
     if ARGV[b + 1] == '0' then return nil end -- a connections slot
     local T, R, U, n = ARGV[b + 1] + 0, ARGV[b + 2] + 0, ARGV[b + 3] + 0, ARGV[b + 4] + 0
-    P[4 * i - 3], P[4 * i - 2], P[4 * i - 1], P[4 * i] = T, R, U, n
     local tau = n * T
-    local h = tau
+    local h, H = tau, false
     local c = cache and cache[k]
     if c then
       if c[1] ~= T or c[2] ~= R or c[3] ~= U or c[4] ~= n then return nil end
-      h = c[5]
-      S[3 * i - 1] = c[6]
+      h, H = c[5], c[6]
     else
-      local v = redis.call('GET', k)
+      local v = call('GET', k)
       if v then
         -- the binary form with these parameters (see the fast path above)
         local f, sT, sR, sU, sn, w, sh, sH
         if #v == 57 then f, sT, sR, sU, sn, w, sh, sH = struct.unpack('<Bddddddd', v) end
         if f ~= 2 or sT ~= T or sR ~= R or sU ~= U or sn ~= n then return nil end
-        h = sh
-        S[3 * i - 1] = sH
-        if R > 0 then h = h + (math.floor(now_us / U) - w) * R end
+        h, H = sh, sH
+        if R > 0 then h = h + ((now_us - now_us % U) / U - w) * R end
         if h > tau then h = tau elseif h < -MAXDEBT then h = -MAXDEBT end
       end
-      if cache then cache[k] = {T, R, U, n, h, S[3 * i - 1] or false, false} end
+      if cache then cache[k] = {T, R, U, n, h, H, false} end
     end
-    S[3 * i - 2] = h
-    if not S[3 * i - 1] then S[3 * i - 1] = false end
-    S[3 * i] = false
-  end
-  local denied, retry, perm, over = -1, 0, false, false
-  local shadowed, ns = nil, 0 -- made when a shadow op fails
-  for i = 1, nops do
-    local b = AO + (i - 1) * NF
-    local T, R, U, n = P[4 * i - 3], P[4 * i - 2], P[4 * i - 1], P[4 * i]
-    local cost, shadow = ARGV[b + 5] + 0, ARGV[b + 6] == '1'
-    local h = S[3 * i - 2]
-    local st, val = 0, h
-    if cost <= 0 then
-      -- a check: over unless the bucket holds a whole token (see try)
-      if h < T then
-        if R == 0 or n == 0 then st = 1 else st, val = 3, math.ceil((T - h) / R) * U end
-      end
-    elseif cost > n then
-      st, val = 2, n > 0
-    else
-      local need = cost * T
-      if h >= need then
-        val = h - need
-      elseif R == 0 then
-        st = 1
+    local o = 7 * i - 7
+    S[o + 1], S[o + 2], S[o + 3], S[o + 4], S[o + 5], S[o + 6], S[o + 7] = h, H, false, T, R, U, n
+    if not perm then
+      local cost, shadow = ARGV[b + 5] + 0, ARGV[b + 6] == '1'
+      local st, val = 0, h
+      if cost <= 0 then
+        -- a check: over unless the bucket holds a whole token (see try)
+        if h < T then
+          if R == 0 or n == 0 then st = 1 else st, val = 3, math.ceil((T - h) / R) * U end
+        end
+      elseif cost > n then
+        st, val = 2, n > 0
       else
-        st, val = 3, math.ceil((need - h) / R) * U
+        local need = cost * T
+        if h >= need then
+          val = h - need
+        elseif R == 0 then
+          st = 1
+        else
+          st, val = 3, math.ceil((need - h) / R) * U
+        end
+      end
+      if denied < 0 then
+        if st == 0 then
+          if cost > 0 then S[o + 3] = val end
+        elseif shadow then
+          ns = ns + 1 -- it holds S[7i-6]: nothing was taken
+          if ns == 1 then shadowed = {i - 1} else shadowed[ns] = i - 1 end
+        else
+          denied = i
+          if st == 1 then perm = true elseif st == 2 then perm, over = true, val else retry = val end
+        end
+      elseif not shadow then
+        if st == 1 then
+          perm, over, retry = true, false, 0
+        elseif st == 2 then
+          perm, over, retry = true, val, 0
+        elseif st == 3 and val > retry then
+          retry = val
+        end
       end
     end
-    if denied < 0 then
-      if st == 0 then
-        if cost > 0 then S[3 * i] = val end
-      elseif shadow then
-        ns = ns + 1 -- it holds S[3i-2]: nothing was taken
-        if ns == 1 then shadowed = {i - 1} else shadowed[ns] = i - 1 end
-      else
-        denied = i
-        if st == 1 then perm = true elseif st == 2 then perm, over = true, val else retry = val end
-      end
-    elseif not perm and not shadow then
-      if st == 1 then
-        perm, over, retry = true, false, 0
-      elseif st == 2 then
-        perm, over, retry = true, val, 0
-      elseif st == 3 and val > retry then
-        retry = val
-      end
-    end
-    if denied >= 0 and perm then break end
   end
   local out
   if denied >= 0 then
@@ -300,29 +312,84 @@ local function fast(nops)
     -- here only, since only a denial needs it
     out = {denied - 1, retry, perm and 1 or 0, over and 1 or 0, ns}
     for j = 1, ns do out[5 + j] = shadowed[j] end
-    for i = 1, nops do out[5 + ns + i] = math.floor(S[3 * i - 2] / P[4 * i - 3]) end
+    for i = 1, nops do out[5 + ns + i] = math.floor(S[7 * i - 6] / S[7 * i - 3]) end
     return out
   end
   for i = 1, nops do
-    local held = S[3 * i]
+    local o = 7 * i - 7
+    local held = S[o + 3]
     if held then
       local k = KEYS[KO + i]
-      local ht = S[3 * i - 1]
+      local ht = S[o + 2]
       if not ht or ht < now_us then ht = now_us end -- this take is the latest
       if cache then
         local c = cache[k]
         c[5], c[6], c[7] = held, ht, true
       else
-        put(k, P[4 * i - 3], P[4 * i - 2], P[4 * i - 1], P[4 * i], held, ht)
+        put(k, S[o + 4], S[o + 5], S[o + 6], S[o + 7], held, ht)
       end
     end
   end
-  out = {-1, 0, 0, 0, ns}
-  for j = 1, ns do out[5 + j] = shadowed[j] end
   -- what each bucket holds now: after its take, or untouched (a check, a
   -- shadow op that could not pass)
-  for i = 1, nops do out[5 + ns + i] = math.floor((S[3 * i] or S[3 * i - 2]) / P[4 * i - 3]) end
+  if ns == 0 then
+    -- admitted, no shadow op over: {-1, remaining...}, four elements fewer
+    -- than the full form (the client tells them apart by their length)
+    out = {-1, false, false, false}
+    for i = 1, nops do
+      local o = 7 * i - 7
+      local x, t = S[o + 3] or S[o + 1], S[o + 4]
+      out[1 + i] = (x - x % t) / t
+    end
+    for j = nops + 2, 4 do out[j] = nil end -- fewer than three ops: no false left over
+    return out
+  end
+  out = {-1, 0, 0, 0, ns}
+  for j = 1, ns do out[5 + j] = shadowed[j] end
+  for i = 1, nops do
+    local o = 7 * i - 7
+    out[5 + ns + i] = math.floor((S[o + 3] or S[o + 1]) / S[o + 4])
+  end
   return out
+end
+
+-- one takes the single op of a batch's decision at KEYS[KO + 1] and
+-- ARGV[AO + 1 ...] when the bucket is missing, stored with the op's
+-- parameters or in the batch's cache, and the take is admitted, with no
+-- table but the bucket's cache entry; it returns what the bucket then
+-- holds, in tokens. Anything else (a shadow op, a check, a slot, a denial,
+-- another stored form) returns nil with nothing taken, for fast, which
+-- finds in the cache what this read.
+local function one()
+  if ARGV[AO + 6] ~= '0' or ARGV[AO + 1] == '0' then return nil end
+  local T, R, U, n = ARGV[AO + 1] + 0, ARGV[AO + 2] + 0, ARGV[AO + 3] + 0, ARGV[AO + 4] + 0
+  local cost = ARGV[AO + 5] + 0
+  if cost <= 0 or cost > n then return nil end
+  local k = KEYS[KO + 1]
+  local c = cache[k]
+  if c then
+    if c[1] ~= T or c[2] ~= R or c[3] ~= U or c[4] ~= n then return nil end
+  else
+    local tau = n * T
+    local h, H = tau, false
+    local v = call('GET', k)
+    if v then
+      local f, sT, sR, sU, sn, w, sh, sH
+      if #v == 57 then f, sT, sR, sU, sn, w, sh, sH = struct.unpack('<Bddddddd', v) end
+      if f ~= 2 or sT ~= T or sR ~= R or sU ~= U or sn ~= n then return nil end
+      h, H = sh, sH
+      if R > 0 then h = h + ((now_us - now_us % U) / U - w) * R end
+      if h > tau then h = tau elseif h < -MAXDEBT then h = -MAXDEBT end
+    end
+    c = {T, R, U, n, h, H, false}
+    cache[k] = c
+  end
+  local held = c[5] - cost * T
+  if held < 0 then return nil end
+  local H = c[6]
+  if not H or H < now_us then H = now_us end -- this take is the latest
+  c[5], c[6], c[7] = held, H, true
+  return (held - held % T) / T
 end
 
 -- A take decision goes the fast way before the general path's closures
@@ -608,23 +675,36 @@ end
 
 if mode == 'm' then
   -- a batch: ARGV[3] decisions, each a count c then c ops; the reply is
-  -- each decision's reply prefixed by its length. Decisions are evaluated
-  -- in order, each seeing the ones before it.
+  -- each decision's reply prefixed by its length, except that a decision
+  -- of one op that is admitted is the single element -1 - remaining (below
+  -- 0, unlike a length). Decisions are evaluated in order, each seeing the
+  -- ones before it.
   local D = tonumber(ARGV[3])
-  local res = {}
+  local res, nres = {}, 0
   KO, AO = 0, 3
   cache = {}
   for _ = 1, D do
-    local c = tonumber(ARGV[AO + 1])
+    local c = ARGV[AO + 1] + 0
     AO = AO + 1
-    local out = fast(c)
-    if not out then
-      flush() -- the general path reads and writes Redis itself
-      out = take(c)
+    local r
+    if c == 1 then r = one() end
+    if r then
+      -- a one-op decision admitted: one element, -1 - remaining (the
+      -- client reads it as {-1, remaining})
+      nres = nres + 1
+      res[nres] = -1 - r
+    else
+      local out = fast(c)
+      if not out then
+        flush() -- the general path reads and writes Redis itself
+        out = take(c)
+      end
+      if out.err then return out end
+      local m = #out
+      res[nres + 1] = m
+      for j = 1, m do res[nres + 1 + j] = out[j] end
+      nres = nres + 1 + m
     end
-    if out.err then return out end
-    res[#res + 1] = #out
-    for _, x in ipairs(out) do res[#res + 1] = x end
     KO = KO + c
     AO = AO + c * NF
   end

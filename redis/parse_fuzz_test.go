@@ -16,6 +16,8 @@ func FuzzParseOutcome(f *testing.F) {
 		return b
 	}
 	f.Add(uint8(3), enc(-1, 0, 0, 0, 0, 5, 4, 3))
+	f.Add(uint8(3), enc(-1, 5, 4, 3)) // admitted, no shadow op over: the short form
+	f.Add(uint8(4), enc(-1, 5, 4, 3, 2))
 	f.Add(uint8(3), enc(1, 100000, 0, 0, 1, 0))
 	f.Add(uint8(2), enc(1, 100000, 0, 0, 0, 7, 0))
 	f.Add(uint8(2), enc(0, 0, 1, 1, 0))
