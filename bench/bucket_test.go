@@ -194,6 +194,40 @@ func (t *mutexMap) allow(key string) bool {
 	return l.Allow()
 }
 
+// BenchmarkKeyedTakeAt is BenchmarkTable's sluice side alone on a virtual
+// clock (AllowAt, 40 ns a take), for counting a take's instructions:
+//
+//	bash scripts/cgcount.sh bench 'KeyedTakeAt/live-zipf$' 100000
+//
+// On the real clock valgrind runs slowly enough that buckets refill and
+// are reclaimed during the count, so the count would follow the machine's
+// speed. Its name avoids "Table", so that BenchmarkTable's -bench pattern
+// leaves it out.
+func BenchmarkKeyedTakeAt(b *testing.B) {
+	keys := tableKeyStrings()
+	t0 := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+	for _, dist := range []string{"uniform", "zipf"} {
+		seq := keySeq(dist)
+		for _, r := range regimes {
+			b.Run(r.name+"-"+dist, func(b *testing.B) {
+				t := bucket.NewTable(r.rate, r.burst)
+				at := t0
+				for _, k := range keys {
+					t.AllowAt(at, k, 1)
+					at = at.Add(40)
+				}
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					t.AllowAt(at, keys[seq[i]], 1)
+					at = at.Add(40)
+					i = (i + 1) & (len(seq) - 1)
+				}
+			})
+		}
+	}
+}
+
 // BenchmarkOneBucketParallel: one bucket taken by every goroutine at once.
 // Rates are high enough that no side ever waits (uber's Take would sleep).
 func BenchmarkOneBucketParallel(b *testing.B) {

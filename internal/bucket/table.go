@@ -551,6 +551,33 @@ func (t *Table) take(d digest, ns int64, n int) Result {
 }
 
 func (t *Table) allow(d digest, ns int64, n int) bool {
+	// tryTake's straight path, reporting only OK: the key's bucket exists,
+	// its shard owes no maintenance on this operation, the take fits the
+	// parameters in force under the lock. It does exactly what the path
+	// below does then (locate, raise, allowLocked) without the three calls
+	// of locate; anything else unlocks having changed nothing and takes
+	// that path.
+	if set := t.set.Load(); set != nil && n > 0 { // a check (n ≤ 0) takes the path below
+		s := &set.shards[d.lo&set.mask]
+		s.mu.Lock()
+		if !s.moved && (s.ops+1)%sweepEvery != 0 {
+			p := t.p.Load()
+			if i, found := s.find(d); found && !p.inf && int64(n) <= p.n && n <= p.burst {
+				s.ops++
+				s.raise(ns)
+				now := p.nsToTicks(ns)
+				w := (*int64)(unsafe.Pointer(&s.slots[i].tat)) // the lock orders every access
+				newTat := max(*w, now) + int64(n)*p.unit
+				ok := newTat-now <= p.tau
+				if ok {
+					*w = newTat
+				}
+				s.mu.Unlock()
+				return ok
+			}
+		}
+		s.mu.Unlock()
+	}
 	s, i, p, _, create, inf := t.locate(d, ns, n)
 	if inf {
 		return true
