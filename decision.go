@@ -30,7 +30,7 @@ type Decision struct {
 	// when Allowed, and zero with Permanent set when no wait helps.
 	RetryAfter time.Duration
 	// Permanent is set on a denial that no wait can cure: the request's cost
-	// exceeds the limit's burst, or the limit's rate and burst are zero.
+	// exceeds the limit's burst, or the limit's rate is zero.
 	Permanent bool
 	// OverBurst is set, with Permanent, when the denial is because the
 	// request's cost is larger than the limit's burst capacity.

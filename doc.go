@@ -9,7 +9,8 @@
 // In this module (github.com/sluicehq/sluice):
 //
 //   - bucket: a token bucket (GCRA on one atomic int64, lock-free),
-//     API-compatible with golang.org/x/time/rate where they overlap, and a
+//     mirroring golang.org/x/time/rate (its AllowN(t, n) is AllowAt(t, n)
+//     here), and a
 //     keyed table of buckets (sharded, a lock per shard). The building block
 //     of the engines; it does not implement Limiter (it has no Keys to look
 //     at).

@@ -17,8 +17,10 @@ import (
 // exampleMarker precedes every ```go block of README.md and names the Example
 // function the block is the body of:
 //
-//	<!-- example: stack/readme_example_test.go Example_quickStart -->
-var exampleMarker = regexp.MustCompile(`^<!-- example: (\S+) (Example\w*) -->$`)
+//	*stack/readme_example_test.go, Example_quickStart:*
+//
+// (a line a reader sees: where to find the snippet whole).
+var exampleMarker = regexp.MustCompile(`^\*(\S+), (Example\w*):\*$`)
 
 type readmeBlock struct {
 	line           int    // of the opening fence
@@ -138,7 +140,7 @@ func TestReadmeSnippetsAreExamples(t *testing.T) {
 	}
 	for _, b := range blocks {
 		if b.function == "" {
-			t.Errorf("README.md:%d: a Go block without an <!-- example: file Example_x --> marker (nothing would compile it)", b.line)
+			t.Errorf("README.md:%d: a Go block without a *file, Example_x:* line above it (nothing would compile it)", b.line)
 			continue
 		}
 		body, fileImports := exampleSource(t, b.file, b.function)

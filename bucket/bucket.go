@@ -33,7 +33,7 @@ type Result struct {
 	// early: TakeAt at t+RetryAfter succeeds. Zero when OK or Permanent.
 	RetryAfter time.Duration
 	// Remaining is the number of whole tokens left after this call (rounded
-	// down; negative in debt).
+	// down).
 	Remaining int64
 	// OverBurst is set when n is larger than the burst: the request can
 	// never be admitted and RetryAfter is 0. Permanent is set too.
@@ -158,8 +158,8 @@ func (b *Bucket) AllowN(n int) bool { return b.b.AllowNow(n) }
 // AllowAt reports whether n tokens may be taken at t, and takes them if so.
 // n larger than the burst is never allowed. n ≤ 0 takes nothing and is
 // allowed only while the bucket holds at least one whole token at t: a
-// check, refused when the bucket is empty or in debt (stricter than
-// x/time/rate, which refuses only a debt).
+// check, refused while the bucket holds less than one whole token (stricter
+// than x/time/rate, which allows it unless its tokens are negative).
 func (b *Bucket) AllowAt(t time.Time, n int) bool { return b.b.AllowN(t, n) }
 
 // TakeN takes n tokens now if the bucket holds them; see TakeAt.
@@ -207,7 +207,7 @@ func (b *Bucket) WaitN(ctx context.Context, n int) error { return b.b.WaitN(ctx,
 // Tokens returns the number of tokens available now.
 func (b *Bucket) Tokens() float64 { return b.b.Tokens() }
 
-// TokensAt returns the number of tokens available at t, negative in debt.
+// TokensAt returns the number of tokens available at t.
 func (b *Bucket) TokensAt(t time.Time) float64 { return b.b.TokensAt(t) }
 
 // Limit returns the refill rate in tokens per second, as last set.

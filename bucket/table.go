@@ -96,8 +96,8 @@ func (t *Table) TakeAt(at time.Time, key string, n int) Result {
 // when g is from another key (or, almost surely, another Table).
 func (t *Table) GiveBack(key string, g *Grant, n int) error { return t.t.GiveBack(key, &g.g, n) }
 
-// TokensAt returns the tokens key's bucket holds at at (negative in debt),
-// without creating it.
+// TokensAt returns the tokens key's bucket holds at at, without creating
+// it.
 func (t *Table) TokensAt(at time.Time, key string) float64 { return t.t.TokensAt(at, key) }
 
 // Len returns the number of keys that have a bucket (live keys; reclaimed
@@ -122,8 +122,8 @@ func (t *Table) Burst() int { return t.t.Burst() }
 // Tables sharing the Budget). If that frees nothing, the take is denied:
 // its Result has BudgetFull set, OK false, Remaining 0, and RetryAfter the
 // time one bucket of this Table takes to refill from empty (burst/rate;
-// one second when the rate is zero), by which every bucket of it that is
-// not in debt can be reclaimed; with a bound of zero, Permanent instead.
+// one second when the rate is zero), by which every bucket of it has
+// refilled and can be reclaimed; with a bound of zero, Permanent instead.
 // The denial creates nothing. A key that already has a bucket is never
 // denied for lack of room.
 //

@@ -192,9 +192,7 @@ func WithErrorHandler(h func(error)) Option {
 }
 
 // WithMaxBuckets bounds the in-memory backend's live buckets. n ≤ 0 means
-// the default, DefaultMaxBuckets (before v0.1.0, 0 allowed no bucket at all
-// and every request was answered OVER_LIMIT). It has no effect with
-// WithBackend.
+// the default, DefaultMaxBuckets. It has no effect with WithBackend.
 func WithMaxBuckets(n int) Option {
 	return optionFunc(func(o *options) {
 		if n > 0 {

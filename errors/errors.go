@@ -59,7 +59,7 @@ type ThrottledError struct {
 	// keys, in dimension-key order.
 	ResolvedValues []string
 	// Permanent is set when the request can never be admitted by this limit
-	// (its cost exceeds the burst, or the limit's rate and burst are zero).
+	// (its cost exceeds the burst, or the limit's rate is zero).
 	// Such an error also matches ErrCostExceedsBurst when the cost is the cause.
 	Permanent bool
 	// Cause is an optional underlying reason (ErrCostExceedsBurst), returned

@@ -75,3 +75,18 @@ func TestOptionsOutOfRange(t *testing.T) {
 		}
 	}
 }
+
+// A nil Limiter is a programming error, caught at Wrap by a panic that
+// names it (not at the first decision).
+func TestWrapPanicsOnNil(t *testing.T) {
+	m, err := otelmetric.New(sdkmetric.NewMeterProvider())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if p, _ := recover().(string); p != "otelmetric: Wrap: the Limiter l is nil" {
+			t.Errorf("panic %q, want one naming the Limiter l", p)
+		}
+	}()
+	m.Wrap(nil)
+}

@@ -509,8 +509,11 @@ func (m *Metrics) count(d *sluice.Decision, err error, last *atomic.Pointer[cell
 // l is a sluice.Reserver, so is the result, and reservations are counted as
 // decisions too; if l is also a sluice.SlotReserver, so is the result, and
 // ReserveSlots is counted the same way. The result is safe for concurrent
-// use if l is.
+// use if l is. A nil l panics at once, naming it.
 func (m *Metrics) Wrap(l sluice.Limiter) sluice.Limiter {
+	if l == nil {
+		panic("otelmetric: Wrap: the Limiter l is nil")
+	}
 	if r, ok := l.(sluice.Reserver); ok {
 		if sr, ok := l.(sluice.SlotReserver); ok {
 			return &slotWrapper{reserverWrapper: reserverWrapper{wrapper: wrapper{m: m, inner: l}, inner: r}, slots: sr}

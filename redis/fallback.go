@@ -448,7 +448,7 @@ const maxPaySplit = 64
 
 // PaymentError is an event for the Stack's error handler: charges that a
 // local fallback owed Redis (units it admitted while Redis could not
-// decide) that Redis refused maxPayTries times with an error reply, and
+// decide) that Redis refused three times with an error reply, and
 // that are no longer offered. Redis was never charged for them.
 type PaymentError struct {
 	// Keys are the buckets (stack.Op.Key) whose debts were dropped, and

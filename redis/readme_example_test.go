@@ -20,11 +20,11 @@ func Example_fleet() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	cfg, err := stack.Parse(configJSON) // the gateway's rate-limit JSON
+	cfg, err := stack.Parse(configJSON) // configJSON: your gateway's rate-limit JSON, a []byte
 	if err != nil {
 		log.Fatal(err)
 	}
-	limits, err := stack.New(cfg, stack.WithBackend(b), stack.WithErrorHandler(report)) // same config, decided inside Redis
+	limits, err := stack.New(cfg, stack.WithBackend(b), stack.WithErrorHandler(report)) // report: your func(error) for Redis failures
 	if err != nil {
 		log.Fatal(err)
 	}

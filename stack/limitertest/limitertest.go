@@ -10,8 +10,8 @@
 // clock; the limiter must read time only from that clock.
 //
 // For code that consumes a Limiter rather than implements one (middleware,
-// renderers), PerValue and NewPerValue give a real per-value token bucket on
-// such a clock, without a configuration.
+// renderers), NewPerValue gives a real per-value token bucket on a clock of
+// its own, without a configuration.
 package limitertest
 
 import (

@@ -300,14 +300,16 @@ func checkRedis() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	// Two pods: each its own Backend and Stack, one limit between them.
+	// Two pods: each its own Backend and Stack, one limit between them. A
+	// timeout for a loaded machine (the default is 50 ms) and fail-closed,
+	// so that a failed call is an error here rather than an admission.
 	var pods []*stack.Stack
 	for range 2 {
-		b, err := sluiceredis.New(client)
+		b, err := sluiceredis.New(client, sluiceredis.WithTimeout(5*time.Second))
 		if err != nil {
 			return "", err
 		}
-		s, err := stack.New(cfg, stack.WithBackend(b))
+		s, err := stack.New(cfg, stack.WithBackend(b), stack.WithFailClosed())
 		if err != nil {
 			return "", err
 		}
