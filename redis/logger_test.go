@@ -46,8 +46,19 @@ func TestQuietLoggerDuringAnOutage(t *testing.T) {
 		PoolSize: 10000})
 	t.Cleanup(func() { client.Close() })
 	clock := limitertest.NewClock(limitertest.Start)
+	// The counts below are exact on the injected clock only if the one
+	// decision before the outage is Redis's. The backend's timeout is real
+	// time (go-redis's deadlines): at the default 50 ms, that decision's
+	// dial and script load (EVALSHA, NOSCRIPT, EVAL) under -race on a
+	// loaded machine can time out, and the backend rightly enters its
+	// fallback before the server is stopped, deciding it locally: then
+	// 101 and 201 local decisions at 1 s and 2 s are what happened, not a
+	// miscount. A timeout far beyond any local round trip takes real time
+	// out of the test; the outage's calls fail at once (connection
+	// refused), so it bounds none of them.
 	b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(uniquePrefix("quiet")), sluiceredis.WithClock(clock),
-		sluiceredis.WithProbeInterval(20*time.Millisecond), sluiceredis.WithLocalFallback(0.5))
+		sluiceredis.WithTimeout(5*time.Second), sluiceredis.WithProbeInterval(20*time.Millisecond),
+		sluiceredis.WithLocalFallback(0.5))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +71,9 @@ func TestQuietLoggerDuringAnOutage(t *testing.T) {
 	keys := sluice.NewKeys("caller", "c")
 	if _, err := s.Allow(ctx, keys); err != nil {
 		t.Fatal(err)
+	}
+	if fe := fallbacks(ev.take()); len(fe) != 0 {
+		t.Fatalf("the decision before the outage was not Redis's (the counts below assume it): %v", fe[0])
 	}
 	srv.Stop()
 	// 2.5 s of the clock in 10 ms steps: a probe (a failed dial) every
