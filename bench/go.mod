@@ -9,7 +9,7 @@ require (
 
 require (
 	github.com/sethvargo/go-limiter v0.7.1
-	github.com/sluicehq/sluice v0.1.0
+	github.com/sluicehq/sluice v0.2.0
 	github.com/throttled/throttled/v2 v2.15.0
 	go.uber.org/ratelimit v0.3.1
 	golang.org/x/time v0.16.0

@@ -5,8 +5,8 @@ go 1.26.0
 require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/sluicehq/sluice v0.1.0
-	github.com/sluicehq/sluice/redis v0.1.0
+	github.com/sluicehq/sluice v0.2.0
+	github.com/sluicehq/sluice/redis v0.2.0
 	go.opentelemetry.io/otel/sdk/metric v1.47.0
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/time v0.16.0

@@ -5,9 +5,9 @@ go 1.26.0
 require (
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/openai/openai-go/v3 v3.98.0
-	github.com/sluicehq/sluice v0.1.0
-	github.com/sluicehq/sluice/grpclimit v0.1.0
-	github.com/sluicehq/sluice/mcplimit v0.1.0
+	github.com/sluicehq/sluice v0.2.0
+	github.com/sluicehq/sluice/grpclimit v0.2.0
+	github.com/sluicehq/sluice/mcplimit v0.2.0
 	golang.org/x/time v0.16.0
 	google.golang.org/grpc v1.85.0
 )
@@ -78,8 +78,8 @@ require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/prometheus/client_golang v1.24.1
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/sluicehq/sluice/envoyrls v0.1.0
-	github.com/sluicehq/sluice/redis v0.1.0
+	github.com/sluicehq/sluice/envoyrls v0.2.0
+	github.com/sluicehq/sluice/redis v0.2.0
 	go.opentelemetry.io/otel/exporters/prometheus v0.69.0
 	go.opentelemetry.io/otel/sdk/metric v1.47.0
 )

@@ -2,7 +2,7 @@ module github.com/sluicehq/sluice/mcplimit
 
 go 1.26.0
 
-require github.com/sluicehq/sluice v0.1.0
+require github.com/sluicehq/sluice v0.2.0
 
 require (
 	github.com/google/jsonschema-go v0.4.3 // indirect

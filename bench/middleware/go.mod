@@ -5,8 +5,8 @@ go 1.26.0
 require (
 	github.com/go-chi/httprate v0.16.1
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4
-	github.com/sluicehq/sluice v0.1.0
-	github.com/sluicehq/sluice/grpclimit v0.1.0
+	github.com/sluicehq/sluice v0.2.0
+	github.com/sluicehq/sluice/grpclimit v0.2.0
 	golang.org/x/time v0.16.0
 	google.golang.org/grpc v1.85.0
 )

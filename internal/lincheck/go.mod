@@ -5,8 +5,8 @@ go 1.26.0
 require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/sluicehq/sluice v0.1.0
-	github.com/sluicehq/sluice/redis v0.1.0
+	github.com/sluicehq/sluice v0.2.0
+	github.com/sluicehq/sluice/redis v0.2.0
 	golang.org/x/time v0.16.0
 )
 

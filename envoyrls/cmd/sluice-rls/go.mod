@@ -8,9 +8,9 @@ require (
 	github.com/prometheus/client_golang v1.24.1
 	github.com/prometheus/otlptranslator v1.0.0
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/sluicehq/sluice v0.1.0
-	github.com/sluicehq/sluice/envoyrls v0.1.0
-	github.com/sluicehq/sluice/redis v0.1.0
+	github.com/sluicehq/sluice v0.2.0
+	github.com/sluicehq/sluice/envoyrls v0.2.0
+	github.com/sluicehq/sluice/redis v0.2.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/prometheus v0.69.0
 	go.opentelemetry.io/otel/metric v1.47.0
@@ -44,15 +44,3 @@ require (
 	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 )
-
-// Why replace, with go.work there: as in envoyrls/go.mod, go mod tidy and
-// any GOWORK=off build ignore go.work and would otherwise look these
-// versions up in the module proxy, which holds none before the release is
-// tagged. A consumer (go install ...@latest) ignores a dependency's replace
-// directives and resolves the required versions; scripts/consumer.sh checks
-// that it can.
-replace github.com/sluicehq/sluice => ../../../
-
-replace github.com/sluicehq/sluice/envoyrls => ../../
-
-replace github.com/sluicehq/sluice/redis => ../../../redis
