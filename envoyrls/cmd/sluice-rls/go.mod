@@ -44,3 +44,15 @@ require (
 	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 )
+
+// Why replace, with go.work there: as in envoyrls/go.mod, go mod tidy and
+// any GOWORK=off build ignore go.work and would otherwise look these
+// versions up in the module proxy, which holds none before the release is
+// tagged. A consumer (go install ...@latest) ignores a dependency's replace
+// directives and resolves the required versions; scripts/consumer.sh checks
+// that it can.
+replace github.com/sluicehq/sluice => ../../../
+
+replace github.com/sluicehq/sluice/envoyrls => ../../
+
+replace github.com/sluicehq/sluice/redis => ../../../redis
