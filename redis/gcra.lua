@@ -158,13 +158,6 @@ if mode == 't' and #KEYS == 1 and ARGV[8] == '0' and ARGV[3] ~= '0' then
   end
 end
 
--- ms is a PX argument: Redis turns a Lua number into text with "%.17g",
--- slower than string.format's "%d", which is exact below 2^53.
-local function ms(x)
-  if x < 9007199254740992 then return string.format('%d', x) end
-  return x
-end
-
 -- KO and AO locate the decision being evaluated: its i-th key is
 -- KEYS[KO + i] and its i-th op's fields are ARGV[AO + (i-1)*NF + 1 ...].
 local KO, AO = 0, 2
@@ -183,7 +176,9 @@ local KO, AO = 0, 2
 local cache = nil
 
 -- put stores held ticks of a bucket with parameters T R U n and latest
--- take H (microseconds).
+-- take H (microseconds). PX goes as text: Redis turns a Lua number into
+-- text with "%.17g", slower than string.format's "%d", which is exact
+-- below 2^53.
 local function put(k, T, R, U, n, held, H)
   local tau = n * T
   if held >= tau then
@@ -197,19 +192,11 @@ local function put(k, T, R, U, n, held, H)
   if R > 0 then
     local px = held - tau
     px = (px % R - px) / R * U -- ceil((tau - held) / R) * U
-    call('SET', k, val, 'PX', ms((px + (-px) % 1000) / 1000 + 1000))
+    px = (px + (-px) % 1000) / 1000 + 1000
+    if px < 9007199254740992 then px = string.format('%d', px) end
+    call('SET', k, val, 'PX', px)
   else
     call('SET', k, val)
-  end
-end
-
--- flush writes the changed buckets of the cache and empties it.
-local function flush()
-  if cache then
-    for k, c in pairs(cache) do
-      if c[7] then put(k, c[1], c[2], c[3], c[4], c[5], c[6]) end
-    end
-    cache = {}
   end
 end
 
@@ -353,324 +340,297 @@ local function fast(nops)
   return out
 end
 
--- one takes the single op of a batch's decision at KEYS[KO + 1] and
--- ARGV[AO + 1 ...] when the bucket is missing, stored with the op's
--- parameters or in the batch's cache, and the take is admitted, with no
--- table but the bucket's cache entry; it returns what the bucket then
--- holds, in tokens. Anything else (a shadow op, a check, a slot, a denial,
--- another stored form) returns nil with nothing taken, for fast, which
--- finds in the cache what this read.
-local function one()
-  if ARGV[AO + 6] ~= '0' or ARGV[AO + 1] == '0' then return nil end
-  local T, R, U, n = ARGV[AO + 1] + 0, ARGV[AO + 2] + 0, ARGV[AO + 3] + 0, ARGV[AO + 4] + 0
-  local cost = ARGV[AO + 5] + 0
-  if cost <= 0 or cost > n then return nil end
-  local k = KEYS[KO + 1]
-  local c = cache[k]
-  if c then
-    if c[1] ~= T or c[2] ~= R or c[3] ~= U or c[4] ~= n then return nil end
-  else
-    local tau = n * T
-    local h, H = tau, false
-    local v = call('GET', k)
-    if v then
-      local f, sT, sR, sU, sn, w, sh, sH
-      if #v == 57 then f, sT, sR, sU, sn, w, sh, sH = struct.unpack('<Bddddddd', v) end
-      if f ~= 2 or sT ~= T or sR ~= R or sU ~= U or sn ~= n then return nil end
-      h, H = sh, sH
-      if R > 0 then h = h + ((now_us - now_us % U) / U - w) * R end
-      if h > tau then h = tau elseif h < -MAXDEBT then h = -MAXDEBT end
-    end
-    c = {T, R, U, n, h, H, false}
-    cache[k] = c
-  end
-  local held = c[5] - cost * T
-  if held < 0 then return nil end
-  local H = c[6]
-  if not H or H < now_us then H = now_us end -- this take is the latest
-  c[5], c[6], c[7] = held, H, true
-  return (held - held % T) / T
-end
-
 -- A take decision goes the fast way before the general path's closures
--- are even built (a batch needs both).
+-- are even made: general() makes them, only for a call that needs them
+-- (each closure a call makes costs it, used or not).
 if mode == 't' then
   local out = fast(#KEYS)
   if out then return out end
 end
 
-local function op(i)
-  local b = AO + (i - 1) * NF
-  if ARGV[b + 1] == '0' then
-    -- a connections slot: T 0, R the lease TTL in microseconds, U the lease
-    return {T = 0, ttl = tonumber(ARGV[b + 2]), lease = ARGV[b + 3], n = tonumber(ARGV[b + 4])},
-      tonumber(ARGV[b + 5]), ARGV[b + 6] == '1'
+-- general makes the general path: take, and what adjust and pay use.
+local function general()
+  -- ms is a PX argument (see put).
+  local function ms(x)
+    if x < 9007199254740992 then return string.format('%d', x) end
+    return x
   end
-  return {T = tonumber(ARGV[b + 1]), R = tonumber(ARGV[b + 2]), U = tonumber(ARGV[b + 3]),
-    n = tonumber(ARGV[b + 4])}, tonumber(ARGV[b + 5]), ARGV[b + 6] == '1'
-end
 
--- slot checks whether a connections slot is free (leases past their expiry
--- are dropped): 0, slots left after taking one | 1 (no slot at all) |
--- 3, retry in microseconds (a slot frees when a request ends, which no
--- clock predicts: one second).
-local function slot(key, q)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now_us)
-  local held = redis.call('ZCARD', key)
-  if held < q.n then return 0, q.n - held - 1 end
-  if q.n <= 0 then return 1 end
-  return 3, 1000000
-end
-
-local function same(p, q)
-  return p.T == q.T and p.R == q.R and p.U == q.U and p.n == q.n
-end
-
-local function clamp(h, tau)
-  if h > tau then return tau end
-  if h < -MAXDEBT then return -MAXDEBT end
-  return h
-end
-
--- held ticks of stored state s at now.
-local function refill(s)
-  local tau = s.n * s.T
-  if s.R == 0 then return clamp(s.held, tau) end
-  local now = math.floor(now_us / s.U)
-  return clamp(s.held + (now - s.w) * s.R, tau)
-end
-
--- convert re-expresses h ticks of params p as ticks of params q: the same
--- tokens (rounded down, capped at q's burst); a full bucket whose burst does
--- not shrink stays full (bucket.Reconfigure).
-local function convert(p, h, q)
-  local ptau, qtau = p.n * p.T, q.n * q.T
-  if h >= ptau and q.n >= p.n then return qtau end
-  if p.T == q.T then return clamp(h, qtau) end
-  local a = math.abs(h)
-  local whole = math.floor(a / p.T)
-  local rem = a - whole * p.T
-  local nh
-  if h >= 0 then
-    nh = whole * q.T + math.floor(rem * q.T / p.T)
-  else
-    nh = -(whole * q.T + math.ceil(rem * q.T / p.T))
+  local function op(i)
+    local b = AO + (i - 1) * NF
+    if ARGV[b + 1] == '0' then
+      -- a connections slot: T 0, R the lease TTL in microseconds, U the lease
+      return {T = 0, ttl = tonumber(ARGV[b + 2]), lease = ARGV[b + 3], n = tonumber(ARGV[b + 4])},
+        tonumber(ARGV[b + 5]), ARGV[b + 6] == '1'
+    end
+    return {T = tonumber(ARGV[b + 1]), R = tonumber(ARGV[b + 2]), U = tonumber(ARGV[b + 3]),
+      n = tonumber(ARGV[b + 4])}, tonumber(ARGV[b + 5]), ARGV[b + 6] == '1'
   end
-  return clamp(nh, qtau)
-end
 
--- decode reads a stored bucket in any form, or returns nil. H is the
--- latest take in microseconds; the earlier forms did not keep it, and no
--- take was later than their last write, w.
-local function decode(v)
-  local f = string.byte(v, 1)
-  if (#v == 57 and f == 2) or (#v == 49 and f == 1) then
-    local _, T, R, U, n, w, h, H
-    if f == 2 then
-      _, T, R, U, n, w, h, H = struct.unpack('<Bddddddd', v)
+  -- slot checks whether a connections slot is free (leases past their expiry
+  -- are dropped): 0, slots left after taking one | 1 (no slot at all) |
+  -- 3, retry in microseconds (a slot frees when a request ends, which no
+  -- clock predicts: one second).
+  local function slot(key, q)
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', now_us)
+    local held = redis.call('ZCARD', key)
+    if held < q.n then return 0, q.n - held - 1 end
+    if q.n <= 0 then return 1 end
+    return 3, 1000000
+  end
+
+  local function same(p, q)
+    return p.T == q.T and p.R == q.R and p.U == q.U and p.n == q.n
+  end
+
+  local function clamp(h, tau)
+    if h > tau then return tau end
+    if h < -MAXDEBT then return -MAXDEBT end
+    return h
+  end
+
+  -- held ticks of stored state s at now.
+  local function refill(s)
+    local tau = s.n * s.T
+    if s.R == 0 then return clamp(s.held, tau) end
+    local now = math.floor(now_us / s.U)
+    return clamp(s.held + (now - s.w) * s.R, tau)
+  end
+
+  -- convert re-expresses h ticks of params p as ticks of params q: the same
+  -- tokens (rounded down, capped at q's burst); a full bucket whose burst does
+  -- not shrink stays full (bucket.Reconfigure).
+  local function convert(p, h, q)
+    local ptau, qtau = p.n * p.T, q.n * q.T
+    if h >= ptau and q.n >= p.n then return qtau end
+    if p.T == q.T then return clamp(h, qtau) end
+    local a = math.abs(h)
+    local whole = math.floor(a / p.T)
+    local rem = a - whole * p.T
+    local nh
+    if h >= 0 then
+      nh = whole * q.T + math.floor(rem * q.T / p.T)
     else
-      _, T, R, U, n, w, h = struct.unpack('<Bdddddd', v)
-      H = w * U
+      nh = -(whole * q.T + math.ceil(rem * q.T / p.T))
     end
-    -- only this script writes the form: its numbers are whole, T and U
-    -- positive, R and n not negative
-    if T >= 1 and R >= 0 and U >= 1 and n >= 0 and T % 1 == 0 and R % 1 == 0 and U % 1 == 0 and n % 1 == 0
-      and w % 1 == 0 and h % 1 == 0 and H % 1 == 0 then
-      return {T = T, R = R, U = U, n = n, w = w, held = h, H = H}
-    end
-    return nil
+    return clamp(nh, qtau)
   end
-  local T, R, U, n, w, h = string.match(v, '^(%d+) (%d+) (%d+) (%d+) (%-?%d+) (%-?%d+)$')
-  if not T then return nil end
-  T, U, w = tonumber(T), tonumber(U), tonumber(w)
-  return {T = T, R = tonumber(R), U = U, n = tonumber(n), w = w, held = tonumber(h), H = w * U}
-end
 
--- encode is the stored form of held ticks at now with params p and latest
--- take H (microseconds; nil: none, stored as 0).
-local function encode(p, held, H)
-  return struct.pack('<Bddddddd', 2, p.T, p.R, p.U, p.n, math.floor(now_us / p.U), held, H or 0)
-end
-
-local orig
-local function original(key)
-  local o = orig[key]
-  if o == nil then
-    o = false
-    local v = redis.call('GET', key)
-    if v then
-      o = decode(v)
-      if not o then
-        return redis.error_reply('sluice: key ' .. key .. ' does not hold a sluice bucket')
-      end
-    end
-    orig[key] = o
-  end
-  return o
-end
-
--- fresh returns the held ticks of key at now as params q, from the state
--- before this call, whether that differs from what is stored, and the
--- bucket's latest take (nil: none).
-local function fresh(key, q)
-  local o = original(key)
-  if type(o) == 'table' and o.err then return nil, o end
-  if not o then return q.n * q.T, false end
-  local h = refill(o)
-  if same(o, q) then return h, false, o.H end
-  return convert(o, h, q), true, o.H
-end
-
-local work
-local function state(key, q, w)
-  w = w or work
-  local s = w[key]
-  if s then
-    if not same(s.p, q) then
-      s.held = convert(s.p, s.held, q)
-      s.p = q
-      s.dirty = true
-    end
-    return s
-  end
-  local h, changed, H = fresh(key, q)
-  if h == nil then return nil, changed end
-  s = {p = q, held = h, dirty = changed, H = H}
-  w[key] = s
-  return s
-end
-
-local function commit(w)
-  for key, s in pairs(w) do
-    if s.dirty then
-      local p = s.p
-      local tau = p.n * p.T
-      if s.held >= tau and p.R == 0 then
-        redis.call('DEL', key) -- full at every instant: nothing to keep
+  -- decode reads a stored bucket in any form, or returns nil. H is the
+  -- latest take in microseconds; the earlier forms did not keep it, and no
+  -- take was later than their last write, w.
+  local function decode(v)
+    local f = string.byte(v, 1)
+    if (#v == 57 and f == 2) or (#v == 49 and f == 1) then
+      local _, T, R, U, n, w, h, H
+      if f == 2 then
+        _, T, R, U, n, w, h, H = struct.unpack('<Bddddddd', v)
       else
-        if s.held > tau then s.held = tau end -- full from now on, not before
-        local v = encode(p, s.held, s.H)
-        if p.R > 0 then
-          redis.call('SET', key, v, 'PX', ms(math.ceil(math.ceil((tau - s.held) / p.R) * p.U / 1000) + 1000))
-        else
-          redis.call('SET', key, v)
+        _, T, R, U, n, w, h = struct.unpack('<Bdddddd', v)
+        H = w * U
+      end
+      -- only this script writes the form: its numbers are whole, T and U
+      -- positive, R and n not negative
+      if T >= 1 and R >= 0 and U >= 1 and n >= 0 and T % 1 == 0 and R % 1 == 0 and U % 1 == 0 and n % 1 == 0
+        and w % 1 == 0 and h % 1 == 0 and H % 1 == 0 then
+        return {T = T, R = R, U = U, n = n, w = w, held = h, H = H}
+      end
+      return nil
+    end
+    local T, R, U, n, w, h = string.match(v, '^(%d+) (%d+) (%d+) (%d+) (%-?%d+) (%-?%d+)$')
+    if not T then return nil end
+    T, U, w = tonumber(T), tonumber(U), tonumber(w)
+    return {T = T, R = tonumber(R), U = U, n = tonumber(n), w = w, held = tonumber(h), H = w * U}
+  end
+
+  -- encode is the stored form of held ticks at now with params p and latest
+  -- take H (microseconds; nil: none, stored as 0).
+  local function encode(p, held, H)
+    return struct.pack('<Bddddddd', 2, p.T, p.R, p.U, p.n, math.floor(now_us / p.U), held, H or 0)
+  end
+
+  local orig = {}
+  local function original(key)
+    local o = orig[key]
+    if o == nil then
+      o = false
+      local v = redis.call('GET', key)
+      if v then
+        o = decode(v)
+        if not o then
+          return redis.error_reply('sluice: key ' .. key .. ' does not hold a sluice bucket')
         end
       end
+      orig[key] = o
     end
+    return o
   end
-end
 
--- try takes cost tokens from h ticks: 0, new held | 1 (no refill) |
--- 2, overburst flag (cost above the burst) | 3, retry in microseconds.
-local function try(h, q, cost)
-  if cost <= 0 then
-    -- a check, nothing to take: it passes only while the bucket holds a
-    -- whole token; empty or in debt, it refuses until one has refilled
-    -- (package bucket's rule for n <= 0)
-    if h >= q.T then return 0, h end
-    if q.R == 0 or q.n == 0 then return 1 end
-    return 3, math.ceil((q.T - h) / q.R) * q.U
+  -- fresh returns the held ticks of key at now as params q, from the state
+  -- before this call, whether that differs from what is stored, and the
+  -- bucket's latest take (nil: none).
+  local function fresh(key, q)
+    local o = original(key)
+    if type(o) == 'table' and o.err then return nil, o end
+    if not o then return q.n * q.T, false end
+    local h = refill(o)
+    if same(o, q) then return h, false, o.H end
+    return convert(o, h, q), true, o.H
   end
-  if cost > q.n then return 2, q.n > 0 end
-  local need = cost * q.T
-  if h >= need then return 0, h - need end
-  if q.R == 0 then return 1 end
-  return 3, math.ceil((need - h) / q.R) * q.U
-end
 
--- took records that a take or a forced charge on s happened now: H, the
--- latest such instant, bounds later give-backs.
-local function took(s)
-  if not s.H or s.H < now_us then s.H = now_us end
-end
-
--- take evaluates one decision of nops ops (general path).
-local function take(nops)
-  orig, work = {}, {}
-  local rem = {}
-  local shadowed = {}
-  local slots = {}
-  for i = 1, nops do
-    local q, cost, shadow = op(i)
-    local s, st, v
-    if q.T == 0 then
-      st, v = slot(KEYS[KO + i], q)
-    else
-      local err
-      s, err = state(KEYS[KO + i], q)
-      if not s then return err end
-      st, v = try(s.held, q, cost)
-    end
-    if st == 0 and q.T == 0 then
-      slots[#slots + 1] = i
-      rem[i] = v
-    elseif st == 0 then
-      if cost > 0 then
-        s.held = v
+  local work = {}
+  local function state(key, q, w)
+    w = w or work
+    local s = w[key]
+    if s then
+      if not same(s.p, q) then
+        s.held = convert(s.p, s.held, q)
+        s.p = q
         s.dirty = true
-        took(s)
       end
-      rem[i] = math.floor(v / q.T)
-    elseif shadow then
-      shadowed[#shadowed + 1] = i - 1
-      rem[i] = 0
-      if s then rem[i] = math.floor(s.held / q.T) end -- what it holds: nothing was taken
-    else
-      local perm, over, retry = false, false, 0
-      if st == 1 then
-        perm = true
-      elseif st == 2 then
-        perm, over = true, v
-      else
-        retry = v
-      end
-      -- The wait after which all ops would pass: probe the later ones
-      -- against the state before this call (nothing is taken).
-      local touched = {}
-      for k = 1, i do
-        if op(k).T ~= 0 then touched[#touched + 1] = k end
-      end
-      for j = i + 1, nops do
-        if perm then break end
-        local qj, cj, sj = op(j)
-        if not sj and qj.T ~= 0 then -- a probe cannot tell when a slot frees
-          touched[#touched + 1] = j
-          local hj, e = fresh(KEYS[KO + j], qj)
-          if hj == nil then return e end
-          local stj, vj = try(hj, qj, cj)
-          if stj == 1 then
-            perm, over, retry = true, false, 0
-          elseif stj == 2 then
-            perm, over, retry = true, vj, 0
-          elseif stj == 3 and vj > retry then
-            retry = vj
+      return s
+    end
+    local h, changed, H = fresh(key, q)
+    if h == nil then return nil, changed end
+    s = {p = q, held = h, dirty = changed, H = H}
+    w[key] = s
+    return s
+  end
+
+  local function commit(w)
+    for key, s in pairs(w) do
+      if s.dirty then
+        local p = s.p
+        local tau = p.n * p.T
+        if s.held >= tau and p.R == 0 then
+          redis.call('DEL', key) -- full at every instant: nothing to keep
+        else
+          if s.held > tau then s.held = tau end -- full from now on, not before
+          local v = encode(p, s.held, s.H)
+          if p.R > 0 then
+            redis.call('SET', key, v, 'PX', ms(math.ceil(math.ceil((tau - s.held) / p.R) * p.U / 1000) + 1000))
+          else
+            redis.call('SET', key, v)
           end
         end
       end
-      -- Nothing is taken, but a bucket whose rate or burst changed keeps
-      -- its new parameters (as bucket.Reconfigure would have it).
-      local conv = {}
-      for _, k in ipairs(touched) do
-        local qk = op(k)
-        local sk, e = state(KEYS[KO + k], qk, conv)
-        if not sk then return e end
-      end
-      commit(conv)
-      local out = {i - 1, retry, perm and 1 or 0, over and 1 or 0, #shadowed}
-      for _, x in ipairs(shadowed) do out[#out + 1] = x end
-      return out
     end
   end
-  commit(work)
-  for _, i in ipairs(slots) do
-    local q = op(i)
-    redis.call('ZADD', KEYS[KO + i], now_us + q.ttl, q.lease)
-    redis.call('PEXPIRE', KEYS[KO + i], math.ceil(q.ttl / 1000) + 1000)
+
+  -- try takes cost tokens from h ticks: 0, new held | 1 (no refill) |
+  -- 2, overburst flag (cost above the burst) | 3, retry in microseconds.
+  local function try(h, q, cost)
+    if cost <= 0 then
+      -- a check, nothing to take: it passes only while the bucket holds a
+      -- whole token; empty or in debt, it refuses until one has refilled
+      -- (package bucket's rule for n <= 0)
+      if h >= q.T then return 0, h end
+      if q.R == 0 or q.n == 0 then return 1 end
+      return 3, math.ceil((q.T - h) / q.R) * q.U
+    end
+    if cost > q.n then return 2, q.n > 0 end
+    local need = cost * q.T
+    if h >= need then return 0, h - need end
+    if q.R == 0 then return 1 end
+    return 3, math.ceil((need - h) / q.R) * q.U
   end
-  local out = {-1, 0, 0, 0, #shadowed}
-  for _, x in ipairs(shadowed) do out[#out + 1] = x end
-  for i = 1, nops do out[#out + 1] = rem[i] end
-  return out
+
+  -- took records that a take or a forced charge on s happened now: H, the
+  -- latest such instant, bounds later give-backs.
+  local function took(s)
+    if not s.H or s.H < now_us then s.H = now_us end
+  end
+
+  -- take evaluates one decision of nops ops (general path).
+  local function take(nops)
+    orig, work = {}, {}
+    local rem = {}
+    local shadowed = {}
+    local slots = {}
+    for i = 1, nops do
+      local q, cost, shadow = op(i)
+      local s, st, v
+      if q.T == 0 then
+        st, v = slot(KEYS[KO + i], q)
+      else
+        local err
+        s, err = state(KEYS[KO + i], q)
+        if not s then return err end
+        st, v = try(s.held, q, cost)
+      end
+      if st == 0 and q.T == 0 then
+        slots[#slots + 1] = i
+        rem[i] = v
+      elseif st == 0 then
+        if cost > 0 then
+          s.held = v
+          s.dirty = true
+          took(s)
+        end
+        rem[i] = math.floor(v / q.T)
+      elseif shadow then
+        shadowed[#shadowed + 1] = i - 1
+        rem[i] = 0
+        if s then rem[i] = math.floor(s.held / q.T) end -- what it holds: nothing was taken
+      else
+        local perm, over, retry = false, false, 0
+        if st == 1 then
+          perm = true
+        elseif st == 2 then
+          perm, over = true, v
+        else
+          retry = v
+        end
+        -- The wait after which all ops would pass: probe the later ones
+        -- against the state before this call (nothing is taken).
+        local touched = {}
+        for k = 1, i do
+          if op(k).T ~= 0 then touched[#touched + 1] = k end
+        end
+        for j = i + 1, nops do
+          if perm then break end
+          local qj, cj, sj = op(j)
+          if not sj and qj.T ~= 0 then -- a probe cannot tell when a slot frees
+            touched[#touched + 1] = j
+            local hj, e = fresh(KEYS[KO + j], qj)
+            if hj == nil then return e end
+            local stj, vj = try(hj, qj, cj)
+            if stj == 1 then
+              perm, over, retry = true, false, 0
+            elseif stj == 2 then
+              perm, over, retry = true, vj, 0
+            elseif stj == 3 and vj > retry then
+              retry = vj
+            end
+          end
+        end
+        -- Nothing is taken, but a bucket whose rate or burst changed keeps
+        -- its new parameters (as bucket.Reconfigure would have it).
+        local conv = {}
+        for _, k in ipairs(touched) do
+          local qk = op(k)
+          local sk, e = state(KEYS[KO + k], qk, conv)
+          if not sk then return e end
+        end
+        commit(conv)
+        local out = {i - 1, retry, perm and 1 or 0, over and 1 or 0, #shadowed}
+        for _, x in ipairs(shadowed) do out[#out + 1] = x end
+        return out
+      end
+    end
+    commit(work)
+    for _, i in ipairs(slots) do
+      local q = op(i)
+      redis.call('ZADD', KEYS[KO + i], now_us + q.ttl, q.lease)
+      redis.call('PEXPIRE', KEYS[KO + i], math.ceil(q.ttl / 1000) + 1000)
+    end
+    local out = {-1, 0, 0, 0, #shadowed}
+    for _, x in ipairs(shadowed) do out[#out + 1] = x end
+    for i = 1, nops do out[#out + 1] = rem[i] end
+    return out
+  end
+
+  return take, op, state, commit, took, work
 end
 
 if mode == 'm' then
@@ -683,8 +643,59 @@ if mode == 'm' then
   local res, nres = {}, 0
   KO, AO = 0, 3
   cache = {}
+  local take
+
+  -- flush writes the changed buckets of the cache. (A list of the keys
+  -- in the order they came, instead of pairs, would cost more: each
+  -- table that grows is rehashed at every power of two.)
+  local function flush()
+    for k, c in pairs(cache) do
+      if c[7] then put(k, c[1], c[2], c[3], c[4], c[5], c[6]) end
+    end
+  end
+
+  -- one takes the single op of a batch's decision at KEYS[KO + 1] and
+  -- ARGV[AO + 1 ...] when the bucket is missing, stored with the op's
+  -- parameters or in the batch's cache, and the take is admitted, with no
+  -- table but the bucket's cache entry; it returns what the bucket then
+  -- holds, in tokens. Anything else (a shadow op, a check, a slot, a denial,
+  -- another stored form) returns nil with nothing taken, for fast, which
+  -- finds in the cache what this read.
+  local function one()
+    if ARGV[AO + 6] ~= '0' or ARGV[AO + 1] == '0' then return nil end
+    local T, R, U, n = ARGV[AO + 1] + 0, ARGV[AO + 2] + 0, ARGV[AO + 3] + 0, ARGV[AO + 4] + 0
+    local cost = ARGV[AO + 5] + 0
+    if cost <= 0 or cost > n then return nil end
+    local k = KEYS[KO + 1]
+    local c = cache[k]
+    if c then
+      if c[1] ~= T or c[2] ~= R or c[3] ~= U or c[4] ~= n then return nil end
+    else
+      local tau = n * T
+      local h, H = tau, false
+      local v = call('GET', k)
+      if v then
+        local f, sT, sR, sU, sn, w, sh, sH
+        if #v == 57 then f, sT, sR, sU, sn, w, sh, sH = struct.unpack('<Bddddddd', v) end
+        if f ~= 2 or sT ~= T or sR ~= R or sU ~= U or sn ~= n then return nil end
+        h, H = sh, sH
+        if R > 0 then h = h + ((now_us - now_us % U) / U - w) * R end
+        if h > tau then h = tau elseif h < -MAXDEBT then h = -MAXDEBT end
+      end
+      c = {T, R, U, n, h, H, false}
+      cache[k] = c
+    end
+    local held = c[5] - cost * T
+    if held < 0 then return nil end
+    local H = c[6]
+    if not H or H < now_us then H = now_us end -- this take is the latest
+    c[5], c[6], c[7] = held, H, true
+    return (held - held % T) / T
+  end
+
   for _ = 1, D do
-    local c = ARGV[AO + 1] + 0
+    local c = ARGV[AO + 1]
+    if c == '1' then c = 1 else c = c + 0 end -- the commonest count, not converted
     AO = AO + 1
     local r
     if c == 1 then r = one() end
@@ -697,6 +708,8 @@ if mode == 'm' then
       local out = fast(c)
       if not out then
         flush() -- the general path reads and writes Redis itself
+        cache = {}
+        if not take then take = general() end
         out = take(c)
       end
       if out.err then return out end
@@ -712,8 +725,8 @@ if mode == 'm' then
   return res
 end
 
+local take, op, state, commit, took, work = general()
 local nops = #KEYS
-orig, work = {}, {}
 if mode == 'c' then
   nops = nops - 1 -- the last key is the probe key
   -- pay: charge what was decided locally, down to zero at most (a bucket
