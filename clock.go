@@ -3,6 +3,8 @@ package sluice
 import (
 	"context"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/monoclock"
 )
 
 // Clock is the time source of every sluice engine: bucket, category, stack,
@@ -22,4 +24,19 @@ type Clock interface {
 	// Sleep waits until d has passed on this clock or ctx is done, and
 	// then returns ctx.Err(). A d ≤ 0 returns at once (ctx.Err() if done).
 	Sleep(ctx context.Context, d time.Duration) error
+}
+
+// ClockFunc adapts a function that returns the current instant to a Clock:
+// Now calls it, and Sleep waits d on a real timer (or until ctx is done).
+// It is for code that drives time itself, such as a test or a demo that
+// moves its instant by hand: stack.WithClock(sluice.ClockFunc(now)).
+type ClockFunc func() time.Time
+
+// Now returns f().
+func (f ClockFunc) Now() time.Time { return f() }
+
+// Sleep waits d on a real timer, or until ctx is done, and returns
+// ctx.Err(); a d ≤ 0 returns at once.
+func (f ClockFunc) Sleep(ctx context.Context, d time.Duration) error {
+	return monoclock.Sleep(ctx, d)
 }

@@ -13,6 +13,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/grpclimit"
 	"github.com/sluicehq/sluice/pace"
 	"github.com/sluicehq/sluice/stack"
@@ -27,7 +28,7 @@ func ExampleUnaryClientInterceptor() {
 	var elapsed atomic.Int64 // the simulated clock, read by server and client
 	clock := func() time.Time { return start.Add(time.Duration(elapsed.Load())) }
 	limits, err := stack.Load([]byte(`{"rateLimits": [{"rateLimitId": "per-method", "dimensionKeys": ["method"],
-	  "entries": [{"dimensions": {"method": "*"}, "requests": [{"rate": 1, "period": "second"}]}]}]}`), stack.WithClock(clockFunc(clock)))
+	  "entries": [{"dimensions": {"method": "*"}, "requests": [{"rate": 1, "period": "second"}]}]}]}`), stack.WithClock(sluice.ClockFunc(clock)))
 	if err != nil {
 		panic(err)
 	}

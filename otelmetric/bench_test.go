@@ -27,7 +27,7 @@ func BenchmarkOverhead(b *testing.B) {
 	var tick atomic.Int64
 	st, err := stack.Load([]byte(`{"rateLimits": [{"rateLimitId": "per-caller", "dimensionKeys": ["caller"], "entries": [
 	  {"dimensions": {"caller": "*"}, "requests": [{"rate": 10000000, "period": "second"}]}]}]}`),
-		stack.WithClock(clockFunc(func() time.Time { return t0.Add(time.Duration(tick.Add(1)) * time.Microsecond) })))
+		stack.WithClock(sluice.ClockFunc(func() time.Time { return t0.Add(time.Duration(tick.Add(1)) * time.Microsecond) })))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func BenchmarkOverheadAB(b *testing.B) {
 	var tick atomic.Int64
 	st, err := stack.Load([]byte(`{"rateLimits": [{"rateLimitId": "per-caller", "dimensionKeys": ["caller"], "entries": [
 	  {"dimensions": {"caller": "*"}, "requests": [{"rate": 10000000, "period": "second"}]}]}]}`),
-		stack.WithClock(clockFunc(func() time.Time { return t0.Add(time.Duration(tick.Add(1)) * time.Microsecond) })))
+		stack.WithClock(sluice.ClockFunc(func() time.Time { return t0.Add(time.Duration(tick.Add(1)) * time.Microsecond) })))
 	if err != nil {
 		b.Fatal(err)
 	}

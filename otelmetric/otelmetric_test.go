@@ -94,12 +94,12 @@ func stepClock(step time.Duration) func() time.Time {
 func TestDecisions(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	m, err := otelmetric.New(mp, otelmetric.WithDurationSampling(1), otelmetric.WithClock(clockFunc(stepClock(3*time.Microsecond))))
+	m, err := otelmetric.New(mp, otelmetric.WithDurationSampling(1), otelmetric.WithClock(sluice.ClockFunc(stepClock(3*time.Microsecond))))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	st, err := stack.Load([]byte(testConfig), stack.WithClock(clockFunc(func() time.Time { return t0 })))
+	st, err := stack.Load([]byte(testConfig), stack.WithClock(sluice.ClockFunc(func() time.Time { return t0 })))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +329,7 @@ func TestObserveSource(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var doc atomic.Value
 	doc.Store(testConfig)
-	st, err := stack.Load([]byte(testConfig), stack.WithClock(clockFunc(func() time.Time { return now })),
+	st, err := stack.Load([]byte(testConfig), stack.WithClock(sluice.ClockFunc(func() time.Time { return now })),
 		stack.WithErrorHandler(m.ErrorHandler(nil)))
 	if err != nil {
 		t.Fatal(err)

@@ -26,7 +26,7 @@ func TestDurationSamplingCoversEveryWrapper(t *testing.T) {
 		now := func() time.Time { return t0.Add(time.Duration(clock.Load())) }
 		reader := sdkmetric.NewManualReader()
 		m, err := otelmetric.New(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)),
-			otelmetric.WithClock(clockFunc(now)), otelmetric.WithDurationSampling(16))
+			otelmetric.WithClock(sluice.ClockFunc(now)), otelmetric.WithDurationSampling(16))
 		if err != nil {
 			t.Fatal(err)
 		}

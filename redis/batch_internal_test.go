@@ -10,6 +10,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/redis/redistest"
 	"github.com/sluicehq/sluice/stack"
 )
@@ -29,11 +30,11 @@ func TestBatchMatchesOneByOne(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 7))
 	rates := []struct{ rate, burst int64 }{{10, 5}, {10, 10}, {3, 2}, {0, 0}}
 	for round := 0; round < 40; round++ {
-		one, err := New(client, WithKeyPrefix(fmt.Sprintf("one%d", round)), WithClock(clockFunc(clock)), WithTimeout(5*time.Second))
+		one, err := New(client, WithKeyPrefix(fmt.Sprintf("one%d", round)), WithClock(sluice.ClockFunc(clock)), WithTimeout(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
-		bat, err := New(client, WithKeyPrefix(fmt.Sprintf("bat%d", round)), WithClock(clockFunc(clock)), WithTimeout(5*time.Second))
+		bat, err := New(client, WithKeyPrefix(fmt.Sprintf("bat%d", round)), WithClock(sluice.ClockFunc(clock)), WithTimeout(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

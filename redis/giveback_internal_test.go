@@ -12,6 +12,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/redis/redistest"
 	"github.com/sluicehq/sluice/stack"
 )
@@ -110,7 +111,7 @@ func TestGiveBackAfterLaterTakeAddsNothing(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/prompt=%v", way.name, prompt), func(t *testing.T) {
 				now := base.Add(78 * time.Millisecond)
 				b, err := New(client, WithKeyPrefix(fmt.Sprintf("giveback%d-%v-%d", i, prompt, time.Now().UnixNano())),
-					WithClock(clockFunc(func() time.Time { return now })), WithTimeout(5*time.Second))
+					WithClock(sluice.ClockFunc(func() time.Time { return now })), WithTimeout(5*time.Second))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -177,7 +178,7 @@ func TestGiveBackBound(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	b, err := New(client, WithKeyPrefix(fmt.Sprintf("bound-%d", time.Now().UnixNano())),
-		WithClock(clockFunc(func() time.Time { return now })), WithTimeout(5*time.Second))
+		WithClock(sluice.ClockFunc(func() time.Time { return now })), WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +227,7 @@ func TestGiveBackOnEarlierForm(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	b, err := New(client, WithKeyPrefix(fmt.Sprintf("early-%d", time.Now().UnixNano())),
-		WithClock(clockFunc(func() time.Time { return now })), WithTimeout(5*time.Second))
+		WithClock(sluice.ClockFunc(func() time.Time { return now })), WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +277,7 @@ func TestGiveBackInstant(t *testing.T) {
 	if _, ok := server.giveBackInstant(time.Time{}, at); ok {
 		t.Error("server time, a zero TakenAt gives back")
 	}
-	clocked, err := New(client, WithClock(clockFunc(func() time.Time { return at })))
+	clocked, err := New(client, WithClock(sluice.ClockFunc(func() time.Time { return at })))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +329,7 @@ func TestGiveBackInterleavings(t *testing.T) {
 		base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 		now := base
 		b, err := New(client, WithKeyPrefix(fmt.Sprintf("interleave%d-%d", seed, time.Now().UnixNano())),
-			WithClock(clockFunc(func() time.Time { return now })), WithTimeout(5*time.Second))
+			WithClock(sluice.ClockFunc(func() time.Time { return now })), WithTimeout(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -417,7 +418,7 @@ func TestPartGiveBackAfterLaterTake(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	now := t0
 	rb, err := New(client, WithKeyPrefix(fmt.Sprintf("part-%d", time.Now().UnixNano())),
-		WithClock(clockFunc(func() time.Time { return now })), WithTimeout(5*time.Second))
+		WithClock(sluice.ClockFunc(func() time.Time { return now })), WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

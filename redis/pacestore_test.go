@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/pace"
 	sluiceredis "github.com/sluicehq/sluice/redis"
 	"github.com/sluicehq/sluice/stack/limitertest"
@@ -150,7 +151,7 @@ func TestPaceStoreExpiry(t *testing.T) {
 	srv := startRedis(t)
 	client, _ := newClient(t, srv.Addr)
 	now := paceT0
-	s := newPaceStore(t, srv.Addr, uniquePrefix("ttl"), sluiceredis.WithClock(clockFunc(func() time.Time { return now })))
+	s := newPaceStore(t, srv.Addr, uniquePrefix("ttl"), sluiceredis.WithClock(sluice.ClockFunc(func() time.Time { return now })))
 	ctx := context.Background()
 	ttl := func(key string) time.Duration {
 		d, err := client.PTTL(ctx, sluiceredis.PaceStoreKey(s, key)).Result()

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	sluiceredis "github.com/sluicehq/sluice/redis"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/stack/limitertest"
@@ -43,7 +44,7 @@ func TestGiveBackThatFillsKeepsInstantForStaleCallers(t *testing.T) {
 		t.Run(shape.name, func(t *testing.T) {
 			var now time.Time
 			b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(uniquePrefix("stalefill")),
-				sluiceredis.WithClock(clockFunc(func() time.Time { return now })), sluiceredis.WithTimeout(5*time.Second))
+				sluiceredis.WithClock(sluice.ClockFunc(func() time.Time { return now })), sluiceredis.WithTimeout(5*time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -112,7 +113,7 @@ func TestGiveBackToFullBucketKeepsItsPast(t *testing.T) {
 	ctx := context.Background()
 	var now time.Time
 	b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(uniquePrefix("stalefull")),
-		sluiceredis.WithClock(clockFunc(func() time.Time { return now })), sluiceredis.WithTimeout(5*time.Second))
+		sluiceredis.WithClock(sluice.ClockFunc(func() time.Time { return now })), sluiceredis.WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

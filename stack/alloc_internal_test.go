@@ -32,7 +32,7 @@ func TestAllowDoesNotAllocateAcrossReclaims(t *testing.T) {
 			Entries: []Entry{{Dimensions: map[string]string{"targetName": "*"}, Requests: perSecond(1_000_000)}}},
 		{RateLimitID: "per-caller", DimensionKeys: []string{"caller"},
 			Entries: []Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: perSecond(100)}}},
-	}}, WithClock(clockFunc(now)))
+	}}, WithClock(sluice.ClockFunc(now)))
 	if err != nil {
 		t.Fatal(err)
 	}

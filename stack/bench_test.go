@@ -120,7 +120,7 @@ func BenchmarkGateway(b *testing.B) {
 		if clk == "frozen" {
 			now = limitertest.NewClock(limitertest.Start).Now
 		}
-		opts := []stack.Option{stack.WithClock(clockFunc(now))}
+		opts := []stack.Option{stack.WithClock(sluice.ClockFunc(now))}
 		if clk == "default" {
 			// Each side reads the system clock its own way: the Stack's
 			// default clock (the monotonic reading only), time.Now for

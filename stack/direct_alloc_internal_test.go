@@ -31,7 +31,7 @@ func TestDirectDoesNotAllocate(t *testing.T) {
 		{RateLimitID: "svc", DimensionKeys: []string{"caller"}, Entries: []Entry{
 			{Dimensions: map[string]string{"caller": "*"}, Tokens: []Rate{{Rate: 1000, Period: Second}}},
 		}},
-	}}, WithClock(clockFunc(func() time.Time { return at })))
+	}}, WithClock(sluice.ClockFunc(func() time.Time { return at })))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func blockedRequestsCreateNoBuckets(t *testing.T, ordered bool) {
 			Entry{Dimensions: map[string]string{"org": "*"}, Requests: []Rate{{Rate: 1000, Period: Second}}})
 	}
 	for _, general := range []bool{true, false} {
-		s, err := New(cfg, WithClock(clockFunc(func() time.Time { return at })), WithMaxBuckets(100))
+		s, err := New(cfg, WithClock(sluice.ClockFunc(func() time.Time { return at })), WithMaxBuckets(100))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -38,7 +38,7 @@ func directConcurrentNeverOverAdmits(t *testing.T, pairOrg string) {
 			{Dimensions: map[string]string{"caller": "*"}, Requests: []Rate{{Rate: 1, Period: Minute, Burst: 5}}},
 		}},
 	}}
-	s, err := New(cfg, WithClock(clockFunc(now)))
+	s, err := New(cfg, WithClock(sluice.ClockFunc(now)))
 	if err != nil {
 		t.Fatal(err)
 	}

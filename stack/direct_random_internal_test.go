@@ -96,7 +96,7 @@ func TestDirectRandomConfigsDecideAsTheGeneralPath(t *testing.T) {
 			var opts []Option
 			base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 			now := base
-			opts = append(opts, WithClock(clockFunc(func() time.Time { return now })))
+			opts = append(opts, WithClock(sluice.ClockFunc(func() time.Time { return now })))
 			if budget > 0 {
 				opts = append(opts, WithMaxBuckets(budget))
 			}

@@ -68,7 +68,7 @@ func BenchmarkGatewaySide(b *testing.B) {
 					rl.Entries[e].Dimensions = m
 				}
 			}
-			s, err := stack.New(cfg, stack.WithClock(clockFunc(now)))
+			s, err := stack.New(cfg, stack.WithClock(sluice.ClockFunc(now)))
 			if err != nil {
 				b.Fatal(err)
 			}

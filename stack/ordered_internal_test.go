@@ -30,7 +30,7 @@ func TestOrderedGivesBackOnRefusal(t *testing.T) {
 			}},
 			{RateLimitID: "per-caller", DimensionKeys: []string{"caller"}, Entries: []Entry{callerEntry}},
 		}}
-		s, err := New(cfg, WithClock(clockFunc(func() time.Time { return at })))
+		s, err := New(cfg, WithClock(sluice.ClockFunc(func() time.Time { return at })))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +69,7 @@ func TestOrderedGivesBackSingleBeforeSingle(t *testing.T) {
 		{RateLimitID: "per-caller", DimensionKeys: []string{"caller"}, Entries: []Entry{
 			{Dimensions: map[string]string{"caller": "*"}, Requests: hourly(1)},
 		}},
-	}}, WithClock(clockFunc(func() time.Time { return at })))
+	}}, WithClock(sluice.ClockFunc(func() time.Time { return at })))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestOrderedPlanNeedsRankOrder(t *testing.T) {
 			{Dimensions: map[string]string{"caller": "*"}, Requests: rate(10)},
 		}},
 	}}
-	s, err := New(cfg, WithClock(clockFunc(func() time.Time { return at })))
+	s, err := New(cfg, WithClock(sluice.ClockFunc(func() time.Time { return at })))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestOrderedDoesNotAllocate(t *testing.T) {
 		{RateLimitID: "per-caller", DimensionKeys: []string{"caller"}, Entries: []Entry{
 			{Dimensions: map[string]string{"caller": "*"}, Requests: rate},
 		}},
-	}}, WithClock(clockFunc(func() time.Time { return at })))
+	}}, WithClock(sluice.ClockFunc(func() time.Time { return at })))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ func FuzzPlansDecideAsTheGeneralPath(f *testing.F) {
 			return
 		}
 		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		opts := []Option{WithClock(clockFunc(func() time.Time { return now }))}
+		opts := []Option{WithClock(sluice.ClockFunc(func() time.Time { return now }))}
 		if budget > 0 {
 			opts = append(opts, WithMaxBuckets(budget))
 		}

@@ -141,7 +141,7 @@ func tenKBValue(i int) string {
 func tenKBStack(t testing.TB) *stack.Stack {
 	s, err := stack.New(stack.Config{RateLimits: []stack.RateLimit{{RateLimitID: "per-caller", DimensionKeys: []string{"caller"},
 		Entries: []stack.Entry{{Dimensions: map[string]string{"caller": "*"}, Requests: []stack.Rate{{Rate: 1000, Period: stack.Minute}}}}}}},
-		stack.WithClock(clockFunc(frozenNow)))
+		stack.WithClock(sluice.ClockFunc(frozenNow)))
 	if err != nil {
 		t.Fatal(err)
 	}

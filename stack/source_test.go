@@ -57,7 +57,7 @@ func newSourceFixture(t *testing.T, opts ...stack.SourceOption) *sourceFixture {
 		t.Fatal(err)
 	}
 	f.st, err = stack.Load(data,
-		stack.WithClock(clockFunc(func() time.Time { return *f.now.Load() })),
+		stack.WithClock(sluice.ClockFunc(func() time.Time { return *f.now.Load() })),
 		stack.WithErrorHandler(func(err error) {
 			select {
 			case f.errs <- err:

@@ -55,6 +55,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/envoyrls"
 	sluiceredis "github.com/sluicehq/sluice/redis"
 )
@@ -275,7 +276,7 @@ func start(o options, now func() time.Time) (_ *service, err error) {
 	failures := &failureLog{now: now, every: failureSummaryEvery, logf: logger.Printf}
 	s.cleanup = append(s.cleanup, failures.flush)
 	onError := func(err error) { failures.report(tracker.cause(err)) }
-	opts := []envoyrls.Option{envoyrls.WithClock(clockFunc(now)), envoyrls.WithErrorHandler(onError)}
+	opts := []envoyrls.Option{envoyrls.WithClock(sluice.ClockFunc(now)), envoyrls.WithErrorHandler(onError)}
 	if o.failClosed {
 		opts = append(opts, envoyrls.WithFailClosed())
 	}

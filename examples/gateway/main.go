@@ -59,7 +59,7 @@ func main() {
 
 func run(w io.Writer) error {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	s, err := stack.Load([]byte(config), stack.WithClock(clockFunc(func() time.Time { return now })))
+	s, err := stack.Load([]byte(config), stack.WithClock(sluice.ClockFunc(func() time.Time { return now })))
 	if err != nil {
 		return err
 	}

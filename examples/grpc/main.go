@@ -155,7 +155,7 @@ func callerKey(ctx context.Context, method string) (sluice.Keys, error) {
 // newServer returns a gRPC server (the standard health service stands in
 // for an application service) whose unary and stream calls are limited.
 func newServer(now func() time.Time) (*grpc.Server, error) {
-	limits, err := stack.Load([]byte(config), stack.WithClock(clockFunc(now)))
+	limits, err := stack.Load([]byte(config), stack.WithClock(sluice.ClockFunc(now)))
 	if err != nil {
 		return nil, err
 	}

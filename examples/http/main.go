@@ -143,7 +143,7 @@ func serve(ctx context.Context, h http.Handler, lis net.Listener) error {
 // newHandler builds the API with the rate-limit middleware mounted on each
 // route, on the clock now, answering throttled requests in format.
 func newHandler(now func() time.Time, format slerrors.Format) (http.Handler, error) {
-	limits, err := stack.Load([]byte(config), stack.WithClock(clockFunc(now)))
+	limits, err := stack.Load([]byte(config), stack.WithClock(sluice.ClockFunc(now)))
 	if err != nil {
 		return nil, err
 	}

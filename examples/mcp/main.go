@@ -50,6 +50,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sluicehq/sluice"
 	slerrors "github.com/sluicehq/sluice/errors"
 	"github.com/sluicehq/sluice/mcplimit"
 	"github.com/sluicehq/sluice/stack"
@@ -137,7 +138,7 @@ type textIn struct {
 
 // newServer returns the MCP server with its tools and the rate limits.
 func newServer(now func() time.Time, code int) (*mcp.Server, error) {
-	limits, err := stack.Load([]byte(config), stack.WithClock(clockFunc(now)))
+	limits, err := stack.Load([]byte(config), stack.WithClock(sluice.ClockFunc(now)))
 	if err != nil {
 		return nil, err
 	}

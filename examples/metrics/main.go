@@ -180,7 +180,7 @@ func newApp(path string, now func() time.Time, logErr func(error), opts ...stack
 		}
 		name = "-config " + path
 	}
-	limits, err := stack.Load(data, stack.WithClock(clockFunc(now)),
+	limits, err := stack.Load(data, stack.WithClock(sluice.ClockFunc(now)),
 		// Backend errors and fallback events, and failed refreshes: counted,
 		// then logged.
 		stack.WithErrorHandler(metrics.ErrorHandler(logErr)))

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/stack"
 )
 
@@ -89,7 +90,7 @@ func demo(ctx context.Context, w io.Writer, config []byte, configPath string) er
 		return err
 	}
 	clock := &stillClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	limits, err := stack.Load(config, stack.WithClock(clockFunc(clock.now)))
+	limits, err := stack.Load(config, stack.WithClock(sluice.ClockFunc(clock.now)))
 	if err != nil {
 		return fmt.Errorf("-config: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice"
 	sluiceredis "github.com/sluicehq/sluice/redis"
 	"github.com/sluicehq/sluice/redis/redistest"
 	"github.com/sluicehq/sluice/stack"
@@ -42,7 +43,7 @@ func TestLinearizableFleet(t *testing.T) {
 		client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 		defer client.Close()
 		fleetHistories(t, nil, func(prefix string, now func() time.Time) stack.Backend {
-			b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithClock(clockFunc(now)),
+			b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithClock(sluice.ClockFunc(now)),
 				sluiceredis.WithTimeout(10*time.Second))
 			if err != nil {
 				t.Fatal(err)
@@ -73,7 +74,7 @@ func TestLinearizableFleetDenialCache(t *testing.T) {
 	defer client.Close()
 	var backends []*sluiceredis.Backend
 	fleetHistoriesModes(t, nil, func(prefix string, now func() time.Time) stack.Backend {
-		b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix+"-dc"), sluiceredis.WithClock(clockFunc(now)),
+		b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix+"-dc"), sluiceredis.WithClock(sluice.ClockFunc(now)),
 			sluiceredis.WithTimeout(10*time.Second))
 		if err != nil {
 			t.Fatal(err)
@@ -136,7 +137,7 @@ func fleetHistoriesModes(t *testing.T, shared func(prefix string) stack.Backend,
 						if own != nil {
 							b = own(prefix, now)
 						}
-						s, err := stack.New(sh.config(), stack.WithBackend(b), stack.WithClock(clockFunc(now)), stack.WithFailClosed())
+						s, err := stack.New(sh.config(), stack.WithBackend(b), stack.WithClock(sluice.ClockFunc(now)), stack.WithFailClosed())
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -206,12 +207,12 @@ func TestInterleavingsRedis(t *testing.T) {
 					for i := range callers {
 						c := &stackCaller{s: s, sh: sh, id: i, reserve: true, inOrder: inOrder, own: new(int64)}
 						now := func() time.Time { return at(*c.own) }
-						b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithClock(clockFunc(now)),
+						b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithClock(sluice.ClockFunc(now)),
 							sluiceredis.WithTimeout(10*time.Second))
 						if err != nil {
 							t.Fatal(err)
 						}
-						if c.st, err = stack.New(sh.config(), stack.WithBackend(b), stack.WithClock(clockFunc(now)), stack.WithFailClosed()); err != nil {
+						if c.st, err = stack.New(sh.config(), stack.WithBackend(b), stack.WithClock(sluice.ClockFunc(now)), stack.WithFailClosed()); err != nil {
 							t.Fatal(err)
 						}
 						fns = append(fns, c.step)

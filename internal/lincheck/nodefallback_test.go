@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice"
 	sluiceredis "github.com/sluicehq/sluice/redis"
 	"github.com/sluicehq/sluice/redis/redistest"
 	"github.com/sluicehq/sluice/stack"
@@ -45,7 +46,7 @@ func TestInterleavingsNodeFallback(t *testing.T) {
 		s := newSched(seed, 400)
 		tg := &nodeTarget{s: s, ctx: ctx, admittedWhileDown: &whileDown}
 		var err error
-		tg.b, err = sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(clockFunc(func() time.Time { return tg.now })),
+		tg.b, err = sluiceredis.New(client, sluiceredis.WithSpread(), sluiceredis.WithClock(sluice.ClockFunc(func() time.Time { return tg.now })),
 			sluiceredis.WithTimeout(10*time.Second), sluiceredis.WithProbeInterval(time.Millisecond),
 			sluiceredis.WithLocalFallback(1), sluiceredis.WithKeyPrefix("lincheck-nodefb-"+strconv.FormatUint(seed, 10)))
 		if err != nil {

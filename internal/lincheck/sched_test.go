@@ -381,7 +381,7 @@ func TestInterleavingsStack(t *testing.T) {
 				caught := 0
 				for _, seed := range seeds {
 					s := newSched(seed, 400)
-					st, err := stack.New(sh.config(), append(opts, stack.WithClock(clockFunc(func() time.Time { return at(s.now) })))...)
+					st, err := stack.New(sh.config(), append(opts, stack.WithClock(sluice.ClockFunc(func() time.Time { return at(s.now) })))...)
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -415,7 +415,7 @@ func TestInterleavingsSlots(t *testing.T) {
 		client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 		t.Cleanup(func() { client.Close() })
 		return func(prefix string, now func() time.Time) stack.Backend {
-			b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithClock(clockFunc(now)),
+			b, err := sluiceredis.New(client, sluiceredis.WithKeyPrefix(prefix), sluiceredis.WithClock(sluice.ClockFunc(now)),
 				sluiceredis.WithTimeout(10*time.Second))
 			if err != nil {
 				t.Fatal(err)
@@ -444,7 +444,7 @@ func TestInterleavingsSlots(t *testing.T) {
 					for _, seed := range md.seeds {
 						s := &slotSched{sched: newSched(seed, 400), m: slotModel{sh: sh, ttl: ttl}}
 						now := func() time.Time { return at(s.now) }
-						opts := []stack.Option{stack.WithClock(clockFunc(now)), stack.WithLeaseTTL(slotTTL)}
+						opts := []stack.Option{stack.WithClock(sluice.ClockFunc(now)), stack.WithLeaseTTL(slotTTL)}
 						if backend != nil {
 							prefix := "lincheck-slots-" + sh.name + "-" + strconv.FormatUint(seed, 10)
 							opts = append(opts, stack.WithBackend(backend(prefix, now)), stack.WithFailClosed())

@@ -283,7 +283,7 @@ func stackHistories(t *testing.T, reserve bool) {
 			bad := 0
 			for seed := range uint64(seeds) {
 				var clock atomic.Int64
-				s, err := stack.New(sh.config(), stack.WithClock(clockFunc(func() time.Time { return at(clock.Load()) })))
+				s, err := stack.New(sh.config(), stack.WithClock(sluice.ClockFunc(func() time.Time { return at(clock.Load()) })))
 				if err != nil {
 					t.Fatal(err)
 				}
